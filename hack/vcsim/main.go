@@ -85,6 +85,7 @@ func main() {
 	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve vcsim's built-in certificate (RSA-1024, CA:TRUE, rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
 	certFile := flag.String("cert-file", "", "with -tls: write the server certificate (PEM) to this file")
 	trace := flag.Bool("trace", false, "dump SOAP traffic to stderr")
+	exitOnEOF := flag.Bool("exit-on-eof", false, "also shut down when stdin reaches EOF (a test harness holds the pipe, so vcsim cannot outlive it)")
 	flag.Parse()
 
 	log.SetPrefix("vcsim: ")
@@ -151,8 +152,19 @@ func main() {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	s := <-sig
-	log.Printf("received %s, shutting down", s)
+	eof := make(chan struct{})
+	if *exitOnEOF {
+		go func() {
+			_, _ = io.Copy(ioutil.Discard, os.Stdin)
+			close(eof)
+		}()
+	}
+	select {
+	case s := <-sig:
+		log.Printf("received %s, shutting down", s)
+	case <-eof:
+		log.Printf("stdin closed, shutting down")
+	}
 	server.Close()
 }
 
