@@ -1,0 +1,1 @@
+//! vCenter connection flags shared by every subcommand that talks to vCenter.

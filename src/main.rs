@@ -1,0 +1,64 @@
+//! `vsphere-provider`: the controller manager, local mode and admin tools in one binary.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use vsphere_provider::cli;
+
+#[derive(Parser)]
+#[command(
+    name = "vsphere-provider",
+    version,
+    about = "Kubernetes infrastructure provider for VMware vSphere",
+    long_about = "Verifies and configures vSphere failure domains (VSphereFailureDomain, \
+                  VSphereDeploymentZone), publishes them to VSphereClusters, and places, replaces \
+                  and repairs control plane machines across them.\n\n\
+                  vCenter credentials come from --server/--username/--password or the \
+                  VSPHERE_SERVER, VSPHERE_USERNAME and VSPHERE_PASSWORD environment variables."
+)]
+struct Cli {
+    #[command(flatten)]
+    log: cli::logging::LogArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller manager inside a Kubernetes cluster.
+    Run(cli::run::Args),
+    /// Reconcile manifests against a vCenter without a cluster (local mode).
+    Reconcile(cli::reconcile::Args),
+    /// Default and validate manifests offline, as the admission webhooks would.
+    Validate(cli::validate::Args),
+    /// Print the CustomResourceDefinitions of every kind this provider serves.
+    Crds(cli::crds::Args),
+    /// List every object in a vCenter inventory with its type and inventory path.
+    Inventory(cli::inventory::Args),
+    /// Check connectivity, TLS, login, API version and tagging of a vCenter.
+    Doctor(cli::doctor::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cli::logging::init(&cli.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => cli::run::run(args).await,
+            Command::Reconcile(args) => cli::reconcile::run(args).await,
+            Command::Validate(args) => cli::validate::run(args).await,
+            Command::Crds(args) => cli::crds::run(args).await,
+            Command::Inventory(args) => cli::inventory::run(args).await,
+            Command::Doctor(args) => cli::doctor::run(args).await,
+        }
+    })
+}

@@ -1,0 +1,333 @@
+//! Cluster host groups, VM groups and VM-host rules: read from `configurationEx` (fetched whole:
+//! real vCenter rejects subclass-only sub-paths such as `configurationEx.group`) and changed with
+//! `ReconfigureComputeResource_Task` (`modify=true`, incremental).
+use std::collections::BTreeMap;
+
+use super::client::Client;
+use super::error::Result;
+use super::moref::MoRef;
+use super::soap::{Node, Xml};
+use super::task::TaskRef;
+
+/// A cluster group. A group's key is its name.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum ClusterGroup {
+    Host { name: String, hosts: Vec<MoRef> },
+    Vm { name: String, vms: Vec<MoRef> },
+    /// A group of another (or no) type, e.g. a bare `ClusterGroupInfo`.
+    Other { name: String, type_name: String },
+}
+
+impl ClusterGroup {
+    pub fn name(&self) -> &str {
+        match self {
+            ClusterGroup::Host { name, .. } | ClusterGroup::Vm { name, .. } | ClusterGroup::Other { name, .. } => name,
+        }
+    }
+}
+
+/// A VM-host rule (`ClusterVmHostRuleInfo`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VmHostRule {
+    /// Server-assigned; unset when adding.
+    pub key: Option<i32>,
+    pub name: String,
+    pub enabled: bool,
+    pub mandatory: bool,
+    pub vm_group: String,
+    pub affine_host_group: Option<String>,
+    pub anti_affine_host_group: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum ClusterRule {
+    VmHost(VmHostRule),
+    /// Affinity/anti-affinity and dependency rules: kept so names stay unique.
+    Other {
+        key: Option<i32>,
+        name: String,
+        type_name: String,
+        enabled: bool,
+    },
+}
+
+impl ClusterRule {
+    pub fn name(&self) -> &str {
+        match self {
+            ClusterRule::VmHost(r) => &r.name,
+            ClusterRule::Other { name, .. } => name,
+        }
+    }
+}
+
+/// Groups and rules of one cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterConfig {
+    pub groups: Vec<ClusterGroup>,
+    pub rules: Vec<ClusterRule>,
+}
+
+impl ClusterConfig {
+    pub fn group(&self, name: &str) -> Option<&ClusterGroup> {
+        self.groups.iter().find(|g| g.name() == name)
+    }
+
+    pub fn rule(&self, name: &str) -> Option<&ClusterRule> {
+        self.rules.iter().find(|r| r.name() == name)
+    }
+
+    pub fn vm_host_rules(&self) -> impl Iterator<Item = &VmHostRule> {
+        self.rules.iter().filter_map(|r| match r {
+            ClusterRule::VmHost(r) => Some(r),
+            ClusterRule::Other { .. } => None,
+        })
+    }
+
+    /// Parse a `ClusterConfigInfoEx` value.
+    pub fn from_node(val: &Node) -> Self {
+        let groups = val
+            .children_named("group")
+            .map(|g| {
+                let name = g.child_text("name").unwrap_or_default().to_string();
+                let members = |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
+                match g.xsi_type.as_deref() {
+                    Some("ClusterHostGroup") => ClusterGroup::Host {
+                        name,
+                        hosts: members("host"),
+                    },
+                    Some("ClusterVmGroup") => ClusterGroup::Vm { name, vms: members("vm") },
+                    other => ClusterGroup::Other {
+                        name,
+                        type_name: other.unwrap_or("ClusterGroupInfo").to_string(),
+                    },
+                }
+            })
+            .collect();
+        let rules = val
+            .children_named("rule")
+            .map(|r| {
+                let key = r.child_text("key").and_then(|k| k.trim().parse().ok());
+                let name = r.child_text("name").unwrap_or_default().to_string();
+                let enabled = r.child("enabled").is_some_and(Node::is_true);
+                let opt = |tag: &str| r.child_text(tag).filter(|s| !s.is_empty()).map(str::to_string);
+                match r.xsi_type.as_deref() {
+                    Some("ClusterVmHostRuleInfo") => ClusterRule::VmHost(VmHostRule {
+                        key,
+                        name,
+                        enabled,
+                        mandatory: r.child("mandatory").is_some_and(Node::is_true),
+                        vm_group: opt("vmGroupName").unwrap_or_default(),
+                        affine_host_group: opt("affineHostGroupName"),
+                        anti_affine_host_group: opt("antiAffineHostGroupName"),
+                    }),
+                    other => ClusterRule::Other {
+                        key,
+                        name,
+                        type_name: other.unwrap_or("ClusterRuleInfo").to_string(),
+                        enabled,
+                    },
+                }
+            })
+            .collect();
+        Self { groups, rules }
+    }
+}
+
+/// A change to a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupChange {
+    Add(ClusterGroup),
+    /// Replaces the whole member list.
+    Edit(ClusterGroup),
+    Remove(String),
+}
+
+/// A change to a VM-host rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleChange {
+    Add(VmHostRule),
+    /// Carries the existing key and the same name (real vCenter matches by key, vcsim by name).
+    Edit(VmHostRule),
+    Remove(i32),
+}
+
+fn write_group(x: &mut Xml, g: &ClusterGroup) {
+    match g {
+        ClusterGroup::Host { name, hosts } => {
+            x.open_typed("info", "ClusterHostGroup");
+            x.text("name", name);
+            for h in hosts {
+                x.moref("host", h);
+            }
+        }
+        ClusterGroup::Vm { name, vms } => {
+            x.open_typed("info", "ClusterVmGroup");
+            x.text("name", name);
+            for v in vms {
+                x.moref("vm", v);
+            }
+        }
+        ClusterGroup::Other { name, type_name } => {
+            x.open_typed("info", type_name);
+            x.text("name", name);
+        }
+    }
+    x.close("info");
+}
+
+fn write_rule(x: &mut Xml, r: &VmHostRule) {
+    // WSDL order: key, status, enabled, name, mandatory, userCreated, inCompliance, ruleUuid,
+    // vmGroupName, affineHostGroupName, antiAffineHostGroupName.
+    x.open_typed("info", "ClusterVmHostRuleInfo");
+    if let Some(k) = r.key {
+        x.text("key", &k.to_string());
+    }
+    x.text("enabled", if r.enabled { "true" } else { "false" });
+    x.text("name", &r.name);
+    x.text("mandatory", if r.mandatory { "true" } else { "false" });
+    x.text("userCreated", "true");
+    x.text("vmGroupName", &r.vm_group);
+    if let Some(h) = &r.affine_host_group {
+        x.text("affineHostGroupName", h);
+    }
+    if let Some(h) = &r.anti_affine_host_group {
+        x.text("antiAffineHostGroupName", h);
+    }
+    x.close("info");
+}
+
+/// The `ReconfigureComputeResource_Task` body. `rulesSpec` precedes `groupSpec` (WSDL order).
+pub fn reconfigure_body(cluster: &MoRef, rules: &[RuleChange], groups: &[GroupChange]) -> String {
+    let mut x = Xml::request("ReconfigureComputeResource_Task", cluster);
+    x.open_typed("spec", "ClusterConfigSpecEx");
+    for r in rules {
+        x.open("rulesSpec");
+        match r {
+            RuleChange::Add(info) => {
+                x.text("operation", "add");
+                write_rule(&mut x, info);
+            }
+            RuleChange::Edit(info) => {
+                x.text("operation", "edit");
+                write_rule(&mut x, info);
+            }
+            RuleChange::Remove(key) => {
+                x.text("operation", "remove");
+                x.typed_text("removeKey", "xsd:int", &key.to_string());
+            }
+        }
+        x.close("rulesSpec");
+    }
+    for g in groups {
+        x.open("groupSpec");
+        match g {
+            GroupChange::Add(info) => {
+                x.text("operation", "add");
+                write_group(&mut x, info);
+            }
+            GroupChange::Edit(info) => {
+                x.text("operation", "edit");
+                write_group(&mut x, info);
+            }
+            GroupChange::Remove(name) => {
+                x.text("operation", "remove");
+                x.typed_text("removeKey", "xsd:string", name);
+            }
+        }
+        x.close("groupSpec");
+    }
+    x.close("spec");
+    x.text("modify", "true");
+    x.finish("ReconfigureComputeResource_Task")
+}
+
+impl Client {
+    /// Groups and rules of several clusters in one round trip.
+    pub async fn cluster_configs(&self, clusters: &[MoRef]) -> Result<BTreeMap<MoRef, ClusterConfig>> {
+        let contents = self
+            .retrieve_objects(clusters, "ClusterComputeResource", &["configurationEx"])
+            .await?;
+        Ok(contents
+            .into_iter()
+            .map(|c| {
+                let cfg = c
+                    .props
+                    .get("configurationEx")
+                    .map(ClusterConfig::from_node)
+                    .unwrap_or_default();
+                (c.moref().clone(), cfg)
+            })
+            .collect())
+    }
+
+    pub async fn cluster_config(&self, cluster: &MoRef) -> Result<ClusterConfig> {
+        Ok(self
+            .cluster_configs(std::slice::from_ref(cluster))
+            .await?
+            .remove(cluster)
+            .unwrap_or_default())
+    }
+
+    /// Start a reconfiguration of groups and rules.
+    pub async fn reconfigure_cluster(
+        &self,
+        cluster: &MoRef,
+        rules: &[RuleChange],
+        groups: &[GroupChange],
+    ) -> Result<TaskRef> {
+        self.start_task(
+            "ReconfigureComputeResource_Task",
+            &reconfigure_body(cluster, rules, groups),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::soap::xml::parse;
+
+    #[test]
+    fn reconfigure_bodies_follow_the_wire_shapes() {
+        let c = MoRef::new("ClusterComputeResource", "domain-c7");
+        let body = reconfigure_body(
+            &c,
+            &[RuleChange::Remove(3)],
+            &[
+                GroupChange::Add(ClusterGroup::Host {
+                    name: "capi-hosts".into(),
+                    hosts: vec![MoRef::new("HostSystem", "host-34")],
+                }),
+                GroupChange::Remove("capi-vms".into()),
+            ],
+        );
+        assert!(body.contains(r#"<spec xsi:type="ClusterConfigSpecEx">"#));
+        assert!(body.contains(r#"<removeKey xsi:type="xsd:int">3</removeKey>"#));
+        assert!(body.contains(r#"<info xsi:type="ClusterHostGroup"><name>capi-hosts</name><host type="HostSystem">host-34</host></info>"#));
+        assert!(body.contains(r#"<removeKey xsi:type="xsd:string">capi-vms</removeKey>"#));
+        assert!(body.find("rulesSpec").unwrap() < body.find("groupSpec").unwrap());
+        assert!(body.ends_with("<modify>true</modify></ReconfigureComputeResource_Task>"));
+    }
+
+    #[test]
+    fn configuration_ex_parses_groups_and_rules() {
+        let doc = r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="ClusterConfigInfoEx">
+          <rule xsi:type="ClusterVmHostRuleInfo"><key>1</key><enabled>true</enabled><name>r</name><mandatory>false</mandatory><vmGroupName>vms</vmGroupName><affineHostGroupName>hosts</affineHostGroupName></rule>
+          <rule xsi:type="ClusterAntiAffinityRuleSpec"><key>2</key><enabled>false</enabled><name>aa</name></rule>
+          <group xsi:type="ClusterHostGroup"><name>hosts</name><host type="HostSystem">host-1</host><host type="HostSystem">host-2</host></group>
+          <group xsi:type="ClusterVmGroup"><name>vms</name></group>
+          <group><name>bare</name></group>
+        </val>"#;
+        let cfg = ClusterConfig::from_node(&parse(doc).unwrap());
+        assert_eq!(cfg.groups.len(), 3);
+        assert!(matches!(cfg.group("hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts.len() == 2));
+        assert!(matches!(cfg.group("vms"), Some(ClusterGroup::Vm { vms, .. }) if vms.is_empty()));
+        assert!(matches!(cfg.group("bare"), Some(ClusterGroup::Other { .. })));
+        let rules: Vec<_> = cfg.vm_host_rules().collect();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].key, Some(1));
+        assert_eq!(rules[0].affine_host_group.as_deref(), Some("hosts"));
+        assert!(cfg.rule("aa").is_some());
+    }
+}

@@ -1,0 +1,160 @@
+//! Client errors. Each variant is one failure class an admin can act on; messages name the
+//! server and the operation, never a password or a session token.
+use super::soap::Fault;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid vCenter address: {0}")]
+    Endpoint(#[from] super::endpoint::EndpointError),
+
+    #[error(transparent)]
+    Tls(#[from] super::tls::TlsError),
+
+    /// Nothing answered: DNS failure, connection refused, no route, connect timeout.
+    #[error("cannot connect to vCenter {server}: {reason}")]
+    Unreachable { server: String, reason: String },
+
+    /// The TLS handshake failed: untrusted certificate, thumbprint mismatch, wrong host name.
+    #[error(
+        "TLS verification of vCenter {server} failed: {reason} (pass --thumbprint or --ca-file to trust this server, or --insecure to skip verification)"
+    )]
+    TlsHandshake { server: String, reason: String },
+
+    /// The connection broke or timed out after the request was sent.
+    #[error("vCenter {server} did not answer {method}: {reason}")]
+    Transport {
+        server: String,
+        method: String,
+        reason: String,
+    },
+
+    /// An HTTP status that is not a SOAP fault (proxy errors, 503 while vCenter starts).
+    #[error("vCenter {server} answered {method} with HTTP {status}{}", detail_suffix(.detail))]
+    Http {
+        server: String,
+        method: String,
+        status: u16,
+        detail: String,
+    },
+
+    /// Wrong user name or password. Never retried: retrying locks accounts.
+    #[error("vCenter {server} rejected the login of user {username:?}: wrong user name or password")]
+    InvalidLogin { server: String, username: String },
+
+    /// A vSphere fault returned by a SOAP method or a task.
+    #[error("{method} on vCenter {server} failed: {fault}")]
+    Fault {
+        server: String,
+        method: String,
+        fault: Fault,
+    },
+
+    /// A REST (vAPI) error, classified by its error type.
+    #[error("{operation} on vCenter {server} failed: {kind}{}", detail_suffix(.detail))]
+    Rest {
+        server: String,
+        operation: String,
+        kind: RestErrorKind,
+        detail: String,
+    },
+
+    /// The server answered something we cannot read.
+    #[error("cannot decode the answer of vCenter {server} to {method}: {reason}")]
+    Decode {
+        server: String,
+        method: String,
+        reason: String,
+    },
+
+    /// An inventory lookup failed (not found, ambiguous, wrong type).
+    #[error(transparent)]
+    Lookup(#[from] super::inventory::LookupError),
+
+    /// A task finished in error.
+    #[error("task {task} ({operation}) failed: {fault}")]
+    Task {
+        task: String,
+        operation: String,
+        fault: Fault,
+    },
+
+    /// A task did not finish within the wait budget.
+    #[error("task {task} ({operation}) did not finish within {seconds}s")]
+    TaskTimeout {
+        task: String,
+        operation: String,
+        seconds: u64,
+    },
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    }
+}
+
+/// vAPI error types (`com.vmware.vapi.std.errors.*` on `/rest`, `error_type` on `/api`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestErrorKind {
+    AlreadyExists,
+    NotFound,
+    Unauthenticated,
+    Unauthorized,
+    InvalidArgument,
+    /// The tagging API is not served at all (no vAPI endpoint).
+    Unavailable,
+    Other(String),
+}
+
+impl std::fmt::Display for RestErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AlreadyExists => f.write_str("already exists"),
+            Self::NotFound => f.write_str("not found"),
+            Self::Unauthenticated => f.write_str("not authenticated"),
+            Self::Unauthorized => f.write_str("permission denied"),
+            Self::InvalidArgument => f.write_str("invalid argument"),
+            Self::Unavailable => f.write_str("the vAPI (REST) endpoint is not available"),
+            Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Error {
+    /// The vSphere fault, for a SOAP or task failure.
+    pub fn fault(&self) -> Option<&Fault> {
+        match self {
+            Error::Fault { fault, .. } | Error::Task { fault, .. } => Some(fault),
+            _ => None,
+        }
+    }
+
+    /// Worth retrying later without any change (vCenter busy, network blip).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Unreachable { .. } | Error::Transport { .. } | Error::TaskTimeout { .. } => true,
+            Error::Http { status, .. } => matches!(status, 429 | 502 | 503 | 504),
+            _ => false,
+        }
+    }
+
+    /// A short class name for metrics, conditions and `doctor`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Error::Endpoint(_) => "InvalidServer",
+            Error::Tls(_) | Error::TlsHandshake { .. } => "TLSError",
+            Error::Unreachable { .. } => "Unreachable",
+            Error::Transport { .. } | Error::Http { .. } => "TransportError",
+            Error::InvalidLogin { .. } => "InvalidLogin",
+            Error::Fault { .. } => "Fault",
+            Error::Rest { .. } => "RestError",
+            Error::Decode { .. } => "DecodeError",
+            Error::Lookup(_) => "NotFound",
+            Error::Task { .. } | Error::TaskTimeout { .. } => "TaskError",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,312 @@
+//! The vAPI REST side of vCenter (tagging). Two dialects exist: `/api/...` (vSphere 7.0U2+,
+//! unwrapped JSON) and the deprecated `/rest/com/vmware/cis/...` (`{"value": ...}`), which is
+//! all vcsim 0.24.2 serves. We try `/api/session` once, fall back to `/rest`, and remember which
+//! dialect the server speaks for the life of the client.
+pub mod tagging;
+
+use reqwest::{Method, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use tokio::sync::Mutex;
+use tracing::debug;
+
+use super::client::{Client, snippet};
+use super::error::{Error, RestErrorKind, Result};
+use super::stats::CallKind;
+
+pub use tagging::{Category, Tag};
+
+/// Which REST dialect the server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `/api/...`, unwrapped bodies.
+    Api,
+    /// `/rest/com/vmware/cis/...`, `{"value": ...}` wrapping, `~action=` query.
+    Rest,
+}
+
+#[derive(Default)]
+pub(crate) struct RestSession {
+    state: Mutex<RestState>,
+}
+
+#[derive(Default)]
+struct RestState {
+    dialect: Option<Dialect>,
+    token: Option<SecretString>,
+    generation: u64,
+}
+
+/// One REST request in both dialects.
+pub(crate) struct RestRequest {
+    /// Name for round-trip accounting (`rest:tagging.category.create`).
+    pub op: &'static str,
+    pub kind: CallKind,
+    pub method: Method,
+    /// Path and query under `/api/` (e.g. `cis/tagging/category`).
+    pub api_path: String,
+    pub api_body: Option<Value>,
+    /// Path and query under `/rest/com/vmware/` (e.g. `cis/tagging/category`).
+    pub rest_path: String,
+    pub rest_body: Option<Value>,
+}
+
+impl Client {
+    /// The REST dialect in use (logging in if needed).
+    pub async fn rest_dialect(&self) -> Result<Dialect> {
+        Ok(self.rest_token().await?.0)
+    }
+
+    async fn rest_token(&self) -> Result<(Dialect, SecretString, u64)> {
+        let mut state = self.inner.rest.state.lock().await;
+        if let (Some(d), Some(t)) = (state.dialect, state.token.clone()) {
+            return Ok((d, t, state.generation));
+        }
+        let (dialect, token) = self.rest_login(state.dialect).await?;
+        state.dialect = Some(dialect);
+        state.token = Some(token.clone());
+        state.generation += 1;
+        Ok((dialect, token, state.generation))
+    }
+
+    async fn rest_login(&self, known: Option<Dialect>) -> Result<(Dialect, SecretString)> {
+        let creds = &self.inner.credentials;
+        let try_dialect = |d: Dialect| {
+            let url = match d {
+                Dialect::Api => self.inner.endpoint.join("api/session"),
+                Dialect::Rest => self.inner.endpoint.join("rest/com/vmware/cis/session"),
+            };
+            let http = self.inner.http.clone();
+            let user = creds.username.clone();
+            let password = creds.password().to_string();
+            async move {
+                self.with_retries("rest:session.create", CallKind::Session, || {
+                    http.post(url.clone())
+                        .basic_auth(&user, Some(&password))
+                        .header("Accept", "application/json")
+                })
+                .await
+            }
+        };
+        let order: &[Dialect] = match known {
+            Some(Dialect::Rest) => &[Dialect::Rest],
+            Some(Dialect::Api) => &[Dialect::Api],
+            None => &[Dialect::Api, Dialect::Rest],
+        };
+        let mut last_status = StatusCode::NOT_FOUND;
+        for &d in order {
+            let raw = try_dialect(d).await?;
+            match raw.status {
+                s if s.is_success() => {
+                    let v: Value = serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
+                        server: self.server(),
+                        method: "rest:session.create".into(),
+                        reason: e.to_string(),
+                    })?;
+                    let token = match d {
+                        Dialect::Api => v.as_str(),
+                        Dialect::Rest => v.get("value").and_then(Value::as_str),
+                    }
+                    .ok_or_else(|| Error::Decode {
+                        server: self.server(),
+                        method: "rest:session.create".into(),
+                        reason: "no session id in the answer".into(),
+                    })?;
+                    debug!(server = %self.inner.endpoint, dialect = ?d, "REST session created");
+                    return Ok((d, SecretString::from(token.to_string())));
+                }
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    return Err(Error::InvalidLogin {
+                        server: self.server(),
+                        username: creds.username.clone(),
+                    });
+                }
+                StatusCode::NOT_FOUND => last_status = raw.status,
+                s => {
+                    return Err(Error::Http {
+                        server: self.server(),
+                        method: "rest:session.create".into(),
+                        status: s.as_u16(),
+                        detail: snippet(&raw.body),
+                    });
+                }
+            }
+        }
+        Err(Error::Rest {
+            server: self.server(),
+            operation: "REST session create".into(),
+            kind: RestErrorKind::Unavailable,
+            detail: format!(
+                "neither /api/session nor /rest/com/vmware/cis/session is served (HTTP {})",
+                last_status.as_u16()
+            ),
+        })
+    }
+
+    /// Send a REST request, logging in first and once more on 401. Returns the unwrapped
+    /// JSON value (`Null` for an empty body).
+    pub(crate) async fn rest(&self, req: RestRequest) -> Result<Value> {
+        let (dialect, token, generation) = self.rest_token().await?;
+        match self.rest_once(&req, dialect, &token).await {
+            Err(Error::Rest {
+                kind: RestErrorKind::Unauthenticated,
+                ..
+            }) => {
+                {
+                    let mut state = self.inner.rest.state.lock().await;
+                    if state.generation == generation {
+                        state.token = None;
+                    }
+                }
+                let (dialect, token, _) = self.rest_token().await?;
+                self.rest_once(&req, dialect, &token).await
+            }
+            other => other,
+        }
+    }
+
+    async fn rest_once(&self, req: &RestRequest, dialect: Dialect, token: &SecretString) -> Result<Value> {
+        let (path, body) = match dialect {
+            Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
+            Dialect::Rest => (format!("rest/com/vmware/{}", req.rest_path), req.rest_body.clone()),
+        };
+        let (path_only, query) = match path.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None => (path, None),
+        };
+        let mut url = self.inner.endpoint.join(&path_only);
+        url.set_query(query.as_deref());
+        let raw = self
+            .with_retries(req.op, req.kind, || {
+                let mut r = self
+                    .inner
+                    .http
+                    .request(req.method.clone(), url.clone())
+                    .header("vmware-api-session-id", token.expose_secret())
+                    .header("Accept", "application/json");
+                if let Some(b) = &body {
+                    r = r.json(b);
+                }
+                r
+            })
+            .await?;
+        if raw.status.is_success() {
+            let text = raw.body.trim();
+            if text.is_empty() {
+                return Ok(Value::Null);
+            }
+            let v: Value = serde_json::from_str(text).map_err(|e| Error::Decode {
+                server: self.server(),
+                method: req.op.to_string(),
+                reason: e.to_string(),
+            })?;
+            return Ok(match dialect {
+                Dialect::Api => v,
+                Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
+            });
+        }
+        Err(Error::Rest {
+            server: self.server(),
+            operation: req.op.trim_start_matches("rest:").to_string(),
+            kind: classify_rest_error(raw.status, &raw.body),
+            detail: rest_error_detail(raw.status, &raw.body),
+        })
+    }
+
+    /// End the REST session if one is held.
+    pub(crate) async fn rest_logout(&self) -> Result<()> {
+        let mut state = self.inner.rest.state.lock().await;
+        let (Some(dialect), Some(token)) = (state.dialect, state.token.take()) else {
+            return Ok(());
+        };
+        let url = match dialect {
+            Dialect::Api => self.inner.endpoint.join("api/session"),
+            Dialect::Rest => self.inner.endpoint.join("rest/com/vmware/cis/session"),
+        };
+        let raw = self
+            .with_retries("rest:session.delete", CallKind::Session, || {
+                self.inner
+                    .http
+                    .delete(url.clone())
+                    .header("vmware-api-session-id", token.expose_secret())
+            })
+            .await?;
+        if raw.status.is_success() || raw.status == StatusCode::UNAUTHORIZED {
+            Ok(())
+        } else {
+            Err(Error::Http {
+                server: self.server(),
+                method: "rest:session.delete".into(),
+                status: raw.status.as_u16(),
+                detail: snippet(&raw.body),
+            })
+        }
+    }
+}
+
+/// Classify by the vAPI error type, not the HTTP status: the status for one error varies by
+/// release (`already_exists` is 400 on some, 409 on others).
+fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKind {
+    let v: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let kind = v.as_ref().and_then(|v| {
+        v.get("type")
+            .or_else(|| v.get("error_type"))
+            .and_then(Value::as_str)
+            .map(|s| s.rsplit('.').next().unwrap_or(s).to_ascii_lowercase())
+    });
+    match kind.as_deref() {
+        Some("already_exists") => RestErrorKind::AlreadyExists,
+        Some("not_found") => RestErrorKind::NotFound,
+        Some("unauthenticated") => RestErrorKind::Unauthenticated,
+        Some("unauthorized") => RestErrorKind::Unauthorized,
+        Some("invalid_argument") => RestErrorKind::InvalidArgument,
+        Some(other) => RestErrorKind::Other(other.to_string()),
+        None => match status {
+            StatusCode::UNAUTHORIZED => RestErrorKind::Unauthenticated,
+            StatusCode::FORBIDDEN => RestErrorKind::Unauthorized,
+            StatusCode::NOT_FOUND => RestErrorKind::NotFound,
+            StatusCode::CONFLICT => RestErrorKind::AlreadyExists,
+            s => RestErrorKind::Other(format!("HTTP {}", s.as_u16())),
+        },
+    }
+}
+
+fn rest_error_detail(status: StatusCode, body: &str) -> String {
+    let v: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let messages = v.as_ref().and_then(|v| {
+        v.get("value")
+            .and_then(|x| x.get("messages"))
+            .or_else(|| v.get("messages"))
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|x| x.get("default_message").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+    });
+    match messages {
+        Some(m) if !m.is_empty() => m,
+        _ => format!("HTTP {}", status.as_u16()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_errors_are_classified_by_type_in_both_dialects() {
+        let rest = r#"{"type":"com.vmware.vapi.std.errors.already_exists","value":{}}"#;
+        assert_eq!(classify_rest_error(StatusCode::BAD_REQUEST, rest), RestErrorKind::AlreadyExists);
+        let api = r#"{"error_type":"NOT_FOUND","messages":[{"id":"x","default_message":"Tag missing"}]}"#;
+        assert_eq!(classify_rest_error(StatusCode::NOT_FOUND, api), RestErrorKind::NotFound);
+        assert_eq!(rest_error_detail(StatusCode::NOT_FOUND, api), "Tag missing");
+        // vcsim: plain-text 404 and empty 401.
+        assert_eq!(
+            classify_rest_error(StatusCode::NOT_FOUND, "404 page not found"),
+            RestErrorKind::NotFound
+        );
+        assert_eq!(classify_rest_error(StatusCode::UNAUTHORIZED, ""), RestErrorKind::Unauthenticated);
+    }
+}

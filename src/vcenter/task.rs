@@ -1,0 +1,133 @@
+//! Tasks. Long operations return a [`TaskRef`] at once; reconcilers record it and look again
+//! later (never blocking a reconcile), while CLI paths may [`Client::wait_task`].
+use std::time::{Duration, Instant};
+
+use super::client::Client;
+use super::error::{Error, Result};
+use super::moref::MoRef;
+use super::soap::{Fault, Node};
+use super::stats::CallKind;
+
+/// A started task.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskRef {
+    pub task: MoRef,
+    /// The operation, for messages (`CloneVM_Task`).
+    pub operation: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Queued,
+    Running { progress: Option<u32> },
+    Success { result: Option<MoRef> },
+    Error(Fault),
+}
+
+impl TaskState {
+    pub fn is_done(&self) -> bool {
+        matches!(self, TaskState::Success { .. } | TaskState::Error(_))
+    }
+}
+
+/// Read a `TaskInfo` element.
+pub fn parse_task_info(info: &Node) -> TaskState {
+    match info.child_text("state").unwrap_or_default() {
+        "success" => TaskState::Success {
+            result: info.child("result").and_then(MoRef::from_node),
+        },
+        "error" => TaskState::Error(
+            info.child("error")
+                .map(Fault::from_localized)
+                .unwrap_or_else(|| Fault::from_object(&Node::default(), "task failed without an error")),
+        ),
+        "running" => TaskState::Running {
+            progress: info.child_text("progress").and_then(|p| p.parse().ok()),
+        },
+        _ => TaskState::Queued,
+    }
+}
+
+impl Client {
+    /// Start a `*_Task` method and return its task reference.
+    pub(crate) async fn start_task(&self, method: &str, body: &str) -> Result<TaskRef> {
+        let node = self.call(method, CallKind::Write, body).await?;
+        let task = node
+            .child("returnval")
+            .and_then(MoRef::from_node)
+            .ok_or_else(|| Error::Decode {
+                server: self.server(),
+                method: method.to_string(),
+                reason: "no task in the answer".into(),
+            })?;
+        Ok(TaskRef {
+            task,
+            operation: method.to_string(),
+        })
+    }
+
+    /// One look at a task (one round trip).
+    pub async fn task_state(&self, task: &TaskRef) -> Result<TaskState> {
+        let c = self.retrieve_one(&task.task, &["info"]).await?;
+        let info = c.props.get("info").ok_or_else(|| Error::Decode {
+            server: self.server(),
+            method: "RetrievePropertiesEx".into(),
+            reason: format!("task {} has no info", task.task),
+        })?;
+        Ok(parse_task_info(info))
+    }
+
+    /// Poll until the task ends (backoff 100 ms → 2 s) or `timeout` passes; a task error is
+    /// [`Error::Task`]. For CLI paths and tests; reconcilers use [`Client::task_state`].
+    pub async fn wait_task(&self, task: &TaskRef, timeout: Duration) -> Result<Option<MoRef>> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.task_state(task).await? {
+                TaskState::Success { result } => return Ok(result),
+                TaskState::Error(fault) => {
+                    return Err(Error::Task {
+                        task: task.task.value.clone(),
+                        operation: task.operation.clone(),
+                        fault,
+                    });
+                }
+                _ if started.elapsed() >= timeout => {
+                    return Err(Error::TaskTimeout {
+                        task: task.task.value.clone(),
+                        operation: task.operation.clone(),
+                        seconds: timeout.as_secs(),
+                    });
+                }
+                _ => {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::soap::{FaultKind, xml::parse};
+
+    #[test]
+    fn task_info_states_parse() {
+        let ok = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><key>task-117</key><state>success</state><result xsi:type="ManagedObjectReference" type="VirtualMachine">vm-119</result></val>"#).unwrap();
+        assert_eq!(
+            parse_task_info(&ok),
+            TaskState::Success {
+                result: Some(MoRef::new("VirtualMachine", "vm-119"))
+            }
+        );
+        let err = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><state>error</state><error><fault xsi:type="InvalidArgument"></fault><localizedMessage>*types.InvalidArgument</localizedMessage></error></val>"#).unwrap();
+        match parse_task_info(&err) {
+            TaskState::Error(f) => assert!(matches!(f.kind, FaultKind::InvalidArgument { .. })),
+            other => panic!("{other:?}"),
+        }
+        let running = parse("<val><state>running</state><progress>40</progress></val>").unwrap();
+        assert_eq!(parse_task_info(&running), TaskState::Running { progress: Some(40) });
+    }
+}

@@ -1,0 +1,231 @@
+//! TLS policy: verify against the system roots by default; trust a CA bundle (`--ca-file`);
+//! pin the server certificate by thumbprint (`--thumbprint`, what vSphere admins copy from the
+//! vCenter UI or `govc about.cert`); skip verification only with `--insecure`.
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha1::Digest as _;
+
+/// How to trust the server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TlsPolicy {
+    /// System roots (the default).
+    #[default]
+    System,
+    /// Only the CAs in this PEM bundle.
+    CaFile(PathBuf),
+    /// Exactly the leaf certificate with this fingerprint, whatever its issuer or host name.
+    Thumbprint(Thumbprint),
+    /// No verification at all (`--insecure`); logged as a warning.
+    Insecure,
+}
+
+/// A certificate fingerprint: SHA-256 (32 bytes) or SHA-1 (20 bytes, what older vCenter shows).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Thumbprint(Vec<u8>);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error(
+        "invalid thumbprint {0:?}: expected a SHA-256 (64 hex digits) or SHA-1 (40 hex digits) fingerprint, colons allowed"
+    )]
+    BadThumbprint(String),
+    #[error("cannot read CA file {path}: {reason}")]
+    CaFile { path: String, reason: String },
+    #[error("TLS setup failed: {0}")]
+    Setup(String),
+}
+
+impl Thumbprint {
+    pub fn parse(s: &str) -> Result<Self, TlsError> {
+        let hex_digits: String = s.trim().chars().filter(|c| *c != ':' && *c != ' ').collect();
+        let bytes = hex::decode(&hex_digits).map_err(|_| TlsError::BadThumbprint(s.to_string()))?;
+        match bytes.len() {
+            20 | 32 => Ok(Self(bytes)),
+            _ => Err(TlsError::BadThumbprint(s.to_string())),
+        }
+    }
+
+    /// Whether this fingerprint names `cert` (SHA-1 or SHA-256 by length).
+    pub fn matches(&self, cert: &[u8]) -> bool {
+        if self.0.len() == 20 {
+            sha1::Sha1::digest(cert).as_slice() == self.0.as_slice()
+        } else {
+            sha2::Sha256::digest(cert).as_slice() == self.0.as_slice()
+        }
+    }
+
+    /// The SHA-256 fingerprint of a DER certificate in the colon form admins know.
+    pub fn sha256_of(cert: &[u8]) -> String {
+        colon_hex(&sha2::Sha256::digest(cert))
+    }
+
+    pub fn sha1_of(cert: &[u8]) -> String {
+        colon_hex(&sha1::Sha1::digest(cert))
+    }
+}
+
+impl std::fmt::Display for Thumbprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&colon_hex(&self.0))
+    }
+}
+
+fn colon_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Build the rustls client configuration for a policy.
+pub fn client_config(policy: &TlsPolicy) -> Result<rustls::ClientConfig, TlsError> {
+    let provider = provider();
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    let config = match policy {
+        TlsPolicy::System => {
+            let mut roots = rustls::RootCertStore::empty();
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                let _ = roots.add(cert);
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        TlsPolicy::CaFile(path) => {
+            let shown = path.display().to_string();
+            let pem = std::fs::read(path).map_err(|e| TlsError::CaFile {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            let mut roots = rustls::RootCertStore::empty();
+            let mut added = 0;
+            for cert in rustls_pemfile_certs(&pem) {
+                roots.add(cert).map_err(|e| TlsError::CaFile {
+                    path: shown.clone(),
+                    reason: e.to_string(),
+                })?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(TlsError::CaFile {
+                    path: shown,
+                    reason: "no PEM certificates found".into(),
+                });
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        TlsPolicy::Thumbprint(t) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
+                expected: Some(t.clone()),
+                provider: provider.clone(),
+            }))
+            .with_no_client_auth(),
+        TlsPolicy::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
+                expected: None,
+                provider: provider.clone(),
+            }))
+            .with_no_client_auth(),
+    };
+    Ok(config)
+}
+
+/// Parse every `CERTIFICATE` block of a PEM bundle.
+fn rustls_pemfile_certs(pem: &[u8]) -> Vec<CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect()
+}
+
+/// Accepts the leaf certificate whose fingerprint matches (or any, when `expected` is None for
+/// `--insecure`), and still checks the handshake signatures so the peer proves it holds the key.
+#[derive(Debug)]
+struct PinnedVerifier {
+    expected: Option<Thumbprint>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinnedVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match &self.expected {
+            None => Ok(ServerCertVerified::assertion()),
+            Some(t) if t.matches(end_entity.as_ref()) => Ok(ServerCertVerified::assertion()),
+            Some(t) => Err(rustls::Error::General(format!(
+                "certificate thumbprint mismatch: expected {t}, server presented SHA-256 {} (SHA-1 {})",
+                Thumbprint::sha256_of(end_entity.as_ref()),
+                Thumbprint::sha1_of(end_entity.as_ref())
+            ))),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thumbprints_accept_colons_and_both_lengths() {
+        let cert = b"not really a certificate";
+        let sha256 = Thumbprint::sha256_of(cert);
+        let sha1 = Thumbprint::sha1_of(cert);
+        assert!(Thumbprint::parse(&sha256).unwrap().matches(cert));
+        assert!(Thumbprint::parse(&sha1).unwrap().matches(cert));
+        assert!(Thumbprint::parse(&sha256.replace(':', "").to_lowercase()).unwrap().matches(cert));
+        assert!(!Thumbprint::parse(&sha256).unwrap().matches(b"another"));
+    }
+
+    #[test]
+    fn bad_thumbprints_say_what_is_expected() {
+        for bad in ["", "zz:11", "AB:CD:EF"] {
+            let e = Thumbprint::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("SHA-256"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_ca_file_names_the_path() {
+        let e = client_config(&TlsPolicy::CaFile("/nonexistent/ca.pem".into())).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/ca.pem"));
+    }
+}
