@@ -18,11 +18,17 @@ pub struct Args {
 pub async fn run(args: Args) -> ExitCode {
     let mut kinds = Vec::new();
     for name in &args.kinds {
-        match Kind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name) || k.plural() == name) {
+        match Kind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name) || k.plural() == name)
+        {
             Some(k) => kinds.push(k),
             None => {
                 let known: Vec<_> = Kind::ALL.iter().map(|k| k.name()).collect();
-                eprintln!("error: unknown kind {name:?}; known kinds: {}", known.join(", "));
+                eprintln!(
+                    "error: unknown kind {name:?}; known kinds: {}",
+                    known.join(", ")
+                );
                 return ExitCode::from(super::EXIT_USAGE);
             }
         }

@@ -1,0 +1,1 @@
+//! Manifest loading (multi-document YAML with source locations).

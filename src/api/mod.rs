@@ -1,0 +1,289 @@
+//! Custom resource types (kube-derive + schemars), condition constants and helpers, and the
+//! manifest loader. No network I/O here (the loader reads files).
+//!
+//! | group/version | kind | scope |
+//! |---|---|---|
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereFailureDomain`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
+//! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
+//! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
+//! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
+
+pub mod conditions;
+pub mod control_plane_machine_set;
+pub mod deployment_zone;
+pub mod failure_domain;
+pub mod machine;
+pub mod machine_health_check;
+pub mod manifest;
+pub mod vsphere_cluster;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+
+pub use control_plane_machine_set::{
+    ControlPlaneMachineSet, ControlPlaneMachineSetSpec, ControlPlaneMachineSetStatus,
+};
+pub use deployment_zone::{
+    VSphereDeploymentZone, VSphereDeploymentZoneSpec, VSphereDeploymentZoneStatus,
+};
+pub use failure_domain::{VSphereFailureDomain, VSphereFailureDomainSpec};
+pub use machine::{Machine, MachineSpec, MachineStatus, VSphereMachineProviderSpec};
+pub use machine_health_check::{
+    MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,
+};
+pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
+
+/// `infrastructure.cluster.x-k8s.io`.
+pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// `machine.openshift.io`.
+pub const MACHINE_GROUP: &str = "machine.openshift.io";
+
+/// The kinds this provider serves, in a fixed order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// VSphereFailureDomain.
+    VSphereFailureDomain,
+    /// VSphereDeploymentZone.
+    VSphereDeploymentZone,
+    /// VSphereCluster.
+    VSphereCluster,
+    /// Machine.
+    Machine,
+    /// MachineHealthCheck.
+    MachineHealthCheck,
+    /// ControlPlaneMachineSet.
+    ControlPlaneMachineSet,
+}
+
+impl Kind {
+    /// Every kind, in order.
+    pub const ALL: [Kind; 6] = [
+        Kind::VSphereFailureDomain,
+        Kind::VSphereDeploymentZone,
+        Kind::VSphereCluster,
+        Kind::Machine,
+        Kind::MachineHealthCheck,
+        Kind::ControlPlaneMachineSet,
+    ];
+
+    /// The kind name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::VSphereFailureDomain => "VSphereFailureDomain",
+            Kind::VSphereDeploymentZone => "VSphereDeploymentZone",
+            Kind::VSphereCluster => "VSphereCluster",
+            Kind::Machine => "Machine",
+            Kind::MachineHealthCheck => "MachineHealthCheck",
+            Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+        }
+    }
+
+    /// `group/version`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereCluster => {
+                "infrastructure.cluster.x-k8s.io/v1beta1"
+            }
+            Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
+            Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::VSphereFailureDomain => "vspherefailuredomains",
+            Kind::VSphereDeploymentZone => "vspheredeploymentzones",
+            Kind::VSphereCluster => "vsphereclusters",
+            Kind::Machine => "machines",
+            Kind::MachineHealthCheck => "machinehealthchecks",
+            Kind::ControlPlaneMachineSet => "controlplanemachinesets",
+        }
+    }
+
+    /// True for namespaced kinds.
+    pub fn namespaced(self) -> bool {
+        !matches!(
+            self,
+            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone
+        )
+    }
+
+    /// The kind for an `apiVersion` and `kind`, if served here.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.api_version() == api_version && k.name() == kind)
+    }
+
+    /// The generated CRD for this kind (normalized, as written to `crds/`).
+    pub fn crd(self) -> CustomResourceDefinition {
+        let raw = match self {
+            Kind::VSphereFailureDomain => VSphereFailureDomain::crd(),
+            Kind::VSphereDeploymentZone => VSphereDeploymentZone::crd(),
+            Kind::VSphereCluster => VSphereCluster::crd(),
+            Kind::Machine => Machine::crd(),
+            Kind::MachineHealthCheck => MachineHealthCheck::crd(),
+            Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),
+        };
+        normalize_crd(raw)
+    }
+
+    /// The file name of this kind's CRD in `crds/` (`<group>_<plural>.yaml`, as controller-gen
+    /// names them).
+    pub fn crd_file_name(self) -> String {
+        let group = self.api_version().split('/').next().unwrap_or_default();
+        format!("{group}_{}.yaml", self.plural())
+    }
+
+    /// The `openAPIV3Schema` of this kind's served version, as JSON.
+    pub fn schema(self) -> serde_json::Value {
+        let crd = self.crd();
+        let schema = crd
+            .spec
+            .versions
+            .into_iter()
+            .next()
+            .and_then(|v| v.schema)
+            .and_then(|s| s.open_api_v3_schema);
+        serde_json::to_value(schema).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every CRD this provider serves, in [`Kind::ALL`] order.
+pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    Kind::ALL.into_iter().map(Kind::crd).collect()
+}
+
+/// Renders a CRD as YAML, the format of the files in `crds/`.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> String {
+    let body = serde_saphyr::to_string(crd).unwrap_or_default();
+    format!("# Generated by `vsphere-provider crds`; do not edit.\n---\n{body}")
+}
+
+/// Brings a kube-derive CRD closer to controller-gen's output: no `nullable` markers (upstream
+/// schemas have none; Option fields are simply not required).
+fn normalize_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.take())
+        {
+            let mut value = serde_json::to_value(schema).unwrap_or_default();
+            strip_nullable(&mut value);
+            if let Some(root) = value.as_object_mut() {
+                // controller-gen neither titles the root nor requires `spec`; it declares the
+                // TypeMeta/ObjectMeta properties.
+                root.remove("title");
+                root.remove("required");
+                let props = root
+                    .entry("properties")
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(props) = props.as_object_mut() {
+                    props.insert("apiVersion".into(), serde_json::json!({
+                        "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+                        "type": "string"
+                    }));
+                    props.insert("kind".into(), serde_json::json!({
+                        "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+                        "type": "string"
+                    }));
+                    props.insert("metadata".into(), serde_json::json!({"type": "object"}));
+                }
+            }
+            version
+                .schema
+                .as_mut()
+                .map(|s| s.open_api_v3_schema = serde_json::from_value(value).ok());
+        }
+    }
+    crd
+}
+
+fn strip_nullable(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.remove("nullable");
+            map.values_mut().for_each(strip_nullable);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nullable),
+        _ => {}
+    }
+}
+
+/// `{type: object, x-kubernetes-preserve-unknown-fields: true}` (runtime.RawExtension).
+pub(crate) fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// A structural schema for any type, generated with the settings kube-derive uses for CRDs and
+/// normalized like [`Kind::crd`].
+pub fn structural_schema_for<T: JsonSchema>() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .with_transform(kube::core::schema::OptionalIntOrString)
+        .into_generator();
+    let mut value = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or_default();
+    strip_nullable(&mut value);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("title");
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::from_type(k.api_version(), k.name()), Some(k));
+            let crd = k.crd();
+            assert_eq!(crd.spec.names.kind, k.name());
+            assert_eq!(crd.spec.names.plural, k.plural());
+            assert_eq!(
+                crd.spec.scope,
+                if k.namespaced() {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                }
+            );
+            assert_eq!(
+                format!("{}/{}", crd.spec.group, crd.spec.versions[0].name),
+                k.api_version()
+            );
+        }
+        assert_eq!(
+            Kind::from_type(
+                "infrastructure.cluster.x-k8s.io/v1beta2",
+                "VSphereFailureDomain"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn no_nullable_in_schemas() {
+        for k in Kind::ALL {
+            assert!(!k.schema().to_string().contains("\"nullable\""), "{k}");
+        }
+    }
+}
