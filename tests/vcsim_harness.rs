@@ -494,7 +494,7 @@ async fn idle_timeout_expires_sessions() {
     soap.login().await;
     assert_eq!(soap.call(CURRENT_TIME).await.status, StatusCode::OK);
     // The idle watcher checks every timeout interval, so expiry takes up to 2x the timeout.
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     let r = soap.call(CURRENT_TIME).await;
     assert!(r.is_fault("NotAuthenticated"), "{}", r.body);
 }
@@ -582,9 +582,17 @@ async fn tls_serves_https_with_the_written_certificate() {
     let mut soap = Soap::with_client(&sim, client);
     assert!(soap.try_call(RETRIEVE_SERVICE_CONTENT).await.is_err());
 
-    // The control API works over HTTPS too.
+    // The control API and the faults work over HTTPS too.
     sim.reset_stats().await;
     assert_eq!(sim.stats().await.total, 0);
+    sim.inject(FaultSpec::new(FaultKind::Drop)).await;
+    let mut soap = Soap::new(&sim);
+    assert!(soap.try_call(RETRIEVE_SERVICE_CONTENT).await.is_err());
+    assert_eq!(
+        soap.call(RETRIEVE_SERVICE_CONTENT).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(sim.stats().await.soap("RetrieveServiceContent"), 2);
 }
 
 #[tokio::test]

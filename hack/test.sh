@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The project's test entry point (also what CI runs via .ci/run):
+#   setup (hack/setup.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
+#   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl).
+# Fails fast with the name of the failing step.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+cd "$REPO_ROOT"
+
+if [ -d "$HOME/.cargo/bin" ]; then
+	PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+step() {
+	local name="$1"
+	shift
+	log "==> $name: $*"
+	local start=$SECONDS
+	if ! "$@"; then
+		die "step '$name' failed (command: $*)"
+	fi
+	log "<== $name ok ($((SECONDS - start))s)"
+}
+
+total_start=$SECONDS
+
+VCSIM_BIN="$(hack/setup.sh | tail -n1)"
+[ -x "$VCSIM_BIN" ] || die "hack/setup.sh did not produce a vcsim binary (got '$VCSIM_BIN')"
+export VCSIM_BIN
+log "VCSIM_BIN=$VCSIM_BIN"
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --all-targets -- -D warnings
+step test cargo test --all-targets
+
+if command -v kubectl >/dev/null 2>&1; then
+	found=0
+	while IFS= read -r -d '' k; do
+		found=1
+		dir="$(dirname "$k")"
+		step "kustomize $dir" bash -c 'kubectl kustomize "$1" >/dev/null' _ "$dir"
+	done < <(find config -name kustomization.yaml -print0 2>/dev/null | sort -z)
+	[ "$found" -eq 1 ] || log "note: no config/**/kustomization.yaml found"
+else
+	log "note: kubectl not installed; skipping kustomize checks of config/"
+fi
+
+log "all checks passed in $((SECONDS - total_start))s"
