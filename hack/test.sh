@@ -26,7 +26,7 @@ step() {
 
 total_start=$SECONDS
 
-VCSIM_BIN="$(hack/setup.sh | tail -n1)"
+VCSIM_BIN="$(hack/setup.sh | tail -n1)" || die "hack/setup.sh failed"
 [ -x "$VCSIM_BIN" ] || die "hack/setup.sh did not produce a vcsim binary (got '$VCSIM_BIN')"
 export VCSIM_BIN
 log "VCSIM_BIN=$VCSIM_BIN"

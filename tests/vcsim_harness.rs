@@ -553,6 +553,7 @@ async fn credentials_restrict_soap_login() {
     assert!(soap.cookie.is_none());
     let r = soap.call(&login_body("admin", "secret")).await;
     assert!(r.is_fault("InvalidLogin"), "{}", r.body);
+    assert_eq!(sim.credentials(), ("alice", "s3cret"));
     let r = soap.call(&login_body("alice", "s3cret")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert!(r.body.contains("<userName>alice</userName>"));

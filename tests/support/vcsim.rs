@@ -438,6 +438,10 @@ impl VcsimBuilder {
             base_url,
             cert_pem,
             startup,
+            credentials: self
+                .credentials
+                .clone()
+                .unwrap_or_else(|| ("user".to_string(), "pass".to_string())),
             control: insecure_client(),
             dir,
         }
@@ -557,6 +561,7 @@ pub struct Vcsim {
     base_url: String,
     cert_pem: Option<String>,
     startup: Duration,
+    credentials: (String, String),
     control: reqwest::Client,
     // Last field: removed after the child has been killed.
     dir: tempfile::TempDir,
@@ -624,6 +629,12 @@ impl Vcsim {
         use sha1::Digest;
         self.cert_der()
             .map(|der| colon_hex(sha1::Sha1::digest(&der).as_slice()))
+    }
+
+    /// A SOAP login that works: the configured `credentials`, else vcsim's default `user`/`pass`
+    /// (without `-username`/`-password` any non-empty pair is accepted).
+    pub fn credentials(&self) -> (&str, &str) {
+        (&self.credentials.0, &self.credentials.1)
     }
 
     /// Time from spawn until the URL was published.
