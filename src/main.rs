@@ -40,6 +40,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // One process-wide rustls provider (ring): reqwest and kube both need one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     cli::logging::init(&cli.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

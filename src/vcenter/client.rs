@@ -200,9 +200,13 @@ impl Client {
             .timeout(options.request_timeout)
             .retry(reqwest::retry::never())
             .user_agent(concat!("vsphere-provider/", env!("CARGO_PKG_VERSION")));
-        if endpoint.is_https() {
-            builder = builder.tls_backend_preconfigured(tls::client_config(&options.tls)?);
-        }
+        // reqwest needs a TLS configuration even for http:// (it has no default provider).
+        let tls_policy = if endpoint.is_https() {
+            &options.tls
+        } else {
+            &TlsPolicy::Insecure
+        };
+        builder = builder.tls_backend_preconfigured(tls::client_config(tls_policy)?);
         let http = builder.build().map_err(|e| Error::Unreachable {
             server: endpoint.to_string(),
             reason: format!("cannot build the HTTP client: {e}"),
@@ -295,19 +299,19 @@ impl Client {
         let mut failed = self.inner.login_lock.lock().await;
         {
             let s = self.inner.session.read().await;
-            if let Some(c) = &s.cookie {
-                if seen_generation != Some(s.generation) {
-                    return Ok((s.generation, c.clone()));
-                }
+            if let Some(c) = &s.cookie
+                && seen_generation != Some(s.generation)
+            {
+                return Ok((s.generation, c.clone()));
             }
         }
-        if let Some((at, _)) = failed.as_ref() {
-            if at.elapsed() < INVALID_LOGIN_MEMORY {
-                return Err(Error::InvalidLogin {
-                    server: self.server(),
-                    username: self.username().to_string(),
-                });
-            }
+        if let Some((at, _)) = failed.as_ref()
+            && at.elapsed() < INVALID_LOGIN_MEMORY
+        {
+            return Err(Error::InvalidLogin {
+                server: self.server(),
+                username: self.username().to_string(),
+            });
         }
         let content = self.service_content().await?.clone();
         // Drop the old cookie first: vcsim answers Login on a live cookie with InvalidLogin.
@@ -372,8 +376,11 @@ impl Client {
 
     /// `CurrentTime`: the cheapest authenticated call, used as an explicit liveness probe.
     pub async fn current_time(&self) -> Result<String> {
-        let body = Xml::request("CurrentTime", &MoRef::new("ServiceInstance", "ServiceInstance"))
-            .finish("CurrentTime");
+        let body = Xml::request(
+            "CurrentTime",
+            &MoRef::new("ServiceInstance", "ServiceInstance"),
+        )
+        .finish("CurrentTime");
         let node = self.call("CurrentTime", CallKind::Session, &body).await?;
         Ok(node.child_text("returnval").unwrap_or_default().to_string())
     }
@@ -390,7 +397,11 @@ impl Client {
         x.text("sessionID", key.trim_matches('"'));
         x.text("userName", self.username());
         let node = self
-            .call("SessionIsActive", CallKind::Session, &x.finish("SessionIsActive"))
+            .call(
+                "SessionIsActive",
+                CallKind::Session,
+                &x.finish("SessionIsActive"),
+            )
             .await?;
         Ok(node.child("returnval").is_some_and(Node::is_true))
     }
@@ -402,7 +413,13 @@ impl Client {
         if let (Some(cookie), Some(content)) = (cookie, self.inner.content.get()) {
             let body = Xml::request("Logout", &content.session_manager).finish("Logout");
             match self
-                .send_soap("Logout", CallKind::Session, &body, Some(&cookie), self.api_version())
+                .send_soap(
+                    "Logout",
+                    CallKind::Session,
+                    &body,
+                    Some(&cookie),
+                    self.api_version(),
+                )
                 .await
             {
                 Ok(_) => {}
@@ -428,7 +445,9 @@ impl Client {
         cookie: Option<&str>,
         version: &str,
     ) -> Result<Node> {
-        let raw = self.exchange_soap(method, kind, body, cookie, version).await?;
+        let raw = self
+            .exchange_soap(method, kind, body, cookie, version)
+            .await?;
         self.interpret_soap(method, raw.status, &raw.body)
     }
 
@@ -572,7 +591,7 @@ impl Client {
             return Err(Error::Fault {
                 server: self.server(),
                 method: method.to_string(),
-                fault,
+                fault: Box::new(fault),
             });
         }
         let response = body_node
@@ -586,7 +605,7 @@ impl Client {
             return Err(Error::Fault {
                 server: self.server(),
                 method: method.to_string(),
-                fault,
+                fault: Box::new(fault),
             });
         }
         Ok(response)
@@ -632,7 +651,9 @@ fn classify_send_error(e: reqwest::Error) -> SendFailure {
         return SendFailure::Tls(tls_reason(&chain));
     }
     if e.is_connect() {
-        return SendFailure::Connect(chain);
+        // The innermost cause is the one an admin can act on ("Connection refused").
+        let inner = chain.rsplit(": ").next().unwrap_or(&chain).to_string();
+        return SendFailure::Connect(inner);
     }
     SendFailure::AfterSend(chain)
 }
@@ -643,10 +664,12 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
         if err.downcast_ref::<rustls::Error>().is_some() {
             return true;
         }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
-                return true;
-            }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+        {
+            return true;
         }
         source = err.source();
     }
@@ -655,7 +678,18 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
 }
 
 fn tls_reason(chain: &str) -> String {
-    // The innermost message is the useful one ("invalid peer certificate: UnknownIssuer").
+    // rustls' own message is the useful one ("invalid peer certificate: UnknownIssuer",
+    // "certificate thumbprint mismatch: expected …"); drop reqwest's and hyper's wrappers.
+    for marker in [
+        "certificate thumbprint mismatch",
+        "invalid peer certificate",
+        "peer is incompatible",
+        "received fatal alert",
+    ] {
+        if let Some(i) = chain.find(marker) {
+            return chain[i..].to_string();
+        }
+    }
     chain.rsplit(": ").next().unwrap_or(chain).to_string()
 }
 
@@ -738,6 +772,10 @@ mod tests {
     fn unauthenticated_missing_sets_become_faults() {
         let doc = r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><obj type="SessionManager">SessionManager</obj><missingSet><path>currentSession</path><fault><fault xmlns:XMLSchema-instance="http://www.w3.org/2001/XMLSchema-instance" XMLSchema-instance:type="NotAuthenticated"><object type="SessionManager">SessionManager</object><privilegeId>System.Read</privilegeId></fault></fault></missingSet></objects></returnval></RetrievePropertiesExResponse>"#;
         let node = xml::parse(doc).unwrap();
-        assert!(missing_set_not_authenticated(&node).unwrap().is_not_authenticated());
+        assert!(
+            missing_set_not_authenticated(&node)
+                .unwrap()
+                .is_not_authenticated()
+        );
     }
 }

@@ -12,16 +12,27 @@ use super::task::TaskRef;
 /// A cluster group. A group's key is its name.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum ClusterGroup {
-    Host { name: String, hosts: Vec<MoRef> },
-    Vm { name: String, vms: Vec<MoRef> },
+    Host {
+        name: String,
+        hosts: Vec<MoRef>,
+    },
+    Vm {
+        name: String,
+        vms: Vec<MoRef>,
+    },
     /// A group of another (or no) type, e.g. a bare `ClusterGroupInfo`.
-    Other { name: String, type_name: String },
+    Other {
+        name: String,
+        type_name: String,
+    },
 }
 
 impl ClusterGroup {
     pub fn name(&self) -> &str {
         match self {
-            ClusterGroup::Host { name, .. } | ClusterGroup::Vm { name, .. } | ClusterGroup::Other { name, .. } => name,
+            ClusterGroup::Host { name, .. }
+            | ClusterGroup::Vm { name, .. }
+            | ClusterGroup::Other { name, .. } => name,
         }
     }
 }
@@ -89,13 +100,17 @@ impl ClusterConfig {
             .children_named("group")
             .map(|g| {
                 let name = g.child_text("name").unwrap_or_default().to_string();
-                let members = |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
+                let members =
+                    |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
                 match g.xsi_type.as_deref() {
                     Some("ClusterHostGroup") => ClusterGroup::Host {
                         name,
                         hosts: members("host"),
                     },
-                    Some("ClusterVmGroup") => ClusterGroup::Vm { name, vms: members("vm") },
+                    Some("ClusterVmGroup") => ClusterGroup::Vm {
+                        name,
+                        vms: members("vm"),
+                    },
                     other => ClusterGroup::Other {
                         name,
                         type_name: other.unwrap_or("ClusterGroupInfo").to_string(),
@@ -109,7 +124,11 @@ impl ClusterConfig {
                 let key = r.child_text("key").and_then(|k| k.trim().parse().ok());
                 let name = r.child_text("name").unwrap_or_default().to_string();
                 let enabled = r.child("enabled").is_some_and(Node::is_true);
-                let opt = |tag: &str| r.child_text(tag).filter(|s| !s.is_empty()).map(str::to_string);
+                let opt = |tag: &str| {
+                    r.child_text(tag)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                };
                 match r.xsi_type.as_deref() {
                     Some("ClusterVmHostRuleInfo") => ClusterRule::VmHost(VmHostRule {
                         key,
@@ -243,7 +262,10 @@ pub fn reconfigure_body(cluster: &MoRef, rules: &[RuleChange], groups: &[GroupCh
 
 impl Client {
     /// Groups and rules of several clusters in one round trip.
-    pub async fn cluster_configs(&self, clusters: &[MoRef]) -> Result<BTreeMap<MoRef, ClusterConfig>> {
+    pub async fn cluster_configs(
+        &self,
+        clusters: &[MoRef],
+    ) -> Result<BTreeMap<MoRef, ClusterConfig>> {
         let contents = self
             .retrieve_objects(clusters, "ClusterComputeResource", &["configurationEx"])
             .await?;
@@ -321,9 +343,14 @@ mod tests {
         </val>"#;
         let cfg = ClusterConfig::from_node(&parse(doc).unwrap());
         assert_eq!(cfg.groups.len(), 3);
-        assert!(matches!(cfg.group("hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts.len() == 2));
+        assert!(
+            matches!(cfg.group("hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts.len() == 2)
+        );
         assert!(matches!(cfg.group("vms"), Some(ClusterGroup::Vm { vms, .. }) if vms.is_empty()));
-        assert!(matches!(cfg.group("bare"), Some(ClusterGroup::Other { .. })));
+        assert!(matches!(
+            cfg.group("bare"),
+            Some(ClusterGroup::Other { .. })
+        ));
         let rules: Vec<_> = cfg.vm_host_rules().collect();
         assert_eq!(rules.len(), 1);
         assert_eq!(rules[0].key, Some(1));

@@ -52,7 +52,9 @@ impl Endpoint {
         }
         let path = url.path().trim_end_matches('/');
         if !(path.is_empty() || path == "/sdk") {
-            return Err(err(&format!("unexpected path {path:?} (expected nothing or /sdk)")));
+            return Err(err(&format!(
+                "unexpected path {path:?} (expected nothing or /sdk)"
+            )));
         }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(err("it has a query or fragment"));
@@ -77,7 +79,10 @@ impl Endpoint {
     /// Host name (or IP) without port, lower-cased: the identity used to match a zone's
     /// `spec.server` to a connection or a VSphereCluster (scheme, port and `/sdk` ignored).
     pub fn host(&self) -> String {
-        self.base.host_str().unwrap_or_default().to_ascii_lowercase()
+        self.base
+            .host_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
     }
 
     pub fn port(&self) -> u16 {

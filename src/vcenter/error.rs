@@ -38,7 +38,9 @@ pub enum Error {
     },
 
     /// Wrong user name or password. Never retried: retrying locks accounts.
-    #[error("vCenter {server} rejected the login of user {username:?}: wrong user name or password")]
+    #[error(
+        "vCenter {server} rejected the login of user {username:?}: wrong user name or password"
+    )]
     InvalidLogin { server: String, username: String },
 
     /// A vSphere fault returned by a SOAP method or a task.
@@ -46,7 +48,7 @@ pub enum Error {
     Fault {
         server: String,
         method: String,
-        fault: Fault,
+        fault: Box<Fault>,
     },
 
     /// A REST (vAPI) error, classified by its error type.
@@ -68,14 +70,14 @@ pub enum Error {
 
     /// An inventory lookup failed (not found, ambiguous, wrong type).
     #[error(transparent)]
-    Lookup(#[from] super::inventory::LookupError),
+    Lookup(#[from] Box<super::inventory::LookupError>),
 
     /// A task finished in error.
     #[error("task {task} ({operation}) failed: {fault}")]
     Task {
         task: String,
         operation: String,
-        fault: Fault,
+        fault: Box<Fault>,
     },
 
     /// A task did not finish within the wait budget.

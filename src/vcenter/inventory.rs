@@ -91,7 +91,10 @@ pub enum LookupError {
 }
 
 fn scope_suffix(scope: &Option<String>) -> String {
-    scope.as_ref().map(|s| format!(" in {s}")).unwrap_or_default()
+    scope
+        .as_ref()
+        .map(|s| format!(" in {s}"))
+        .unwrap_or_default()
 }
 
 /// The kinds of object a lookup can ask for, with the managed object types each accepts.
@@ -133,7 +136,10 @@ impl Wanted {
             Wanted::ResourcePool => matches!(kind, "ResourcePool" | "VirtualApp"),
             Wanted::Folder => kind == "Folder",
             Wanted::Datastore => matches!(kind, "Datastore" | "StoragePod"),
-            Wanted::Network => matches!(kind, "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork"),
+            Wanted::Network => matches!(
+                kind,
+                "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork"
+            ),
             Wanted::VirtualMachine => kind == "VirtualMachine",
         }
     }
@@ -155,7 +161,9 @@ impl Inventory {
         for c in contents {
             let Some(obj) = c.obj.clone() else { continue };
             let name = c.text("name").unwrap_or_default().to_string();
-            let parent = c.moref_prop("parent").or_else(|| c.moref_prop("parentVApp"));
+            let parent = c
+                .moref_prop("parent")
+                .or_else(|| c.moref_prop("parentVApp"));
             let vm = (obj.kind == "VirtualMachine").then(|| VmInfo {
                 instance_uuid: c.text("config.instanceUuid").map(str::to_string),
                 bios_uuid: c.text("config.uuid").map(str::to_string),
@@ -283,7 +291,12 @@ impl Inventory {
     /// 2. a path relative to the scope (`Resources/RP1` in a cluster, `vm/capi` in a datacenter);
     /// 3. otherwise the trailing path components (`RP1`, `C0/Resources/RP1`, `capi`) must match
     ///    exactly one object of the wanted kind within the scope; several is an error naming them.
-    pub fn find(&self, wanted: Wanted, query: &str, scope: Option<&MoRef>) -> Result<&Entity, LookupError> {
+    pub fn find(
+        &self,
+        wanted: Wanted,
+        query: &str,
+        scope: Option<&MoRef>,
+    ) -> Result<&Entity, LookupError> {
         let scope_path = scope.and_then(|s| self.path(s)).map(str::to_string);
         let not_found = || LookupError::NotFound {
             what: wanted.label().to_string(),
@@ -308,20 +321,19 @@ impl Inventory {
         if q.starts_with('/') {
             let e = self.at_path(q).ok_or_else(not_found)?;
             check(e)?;
-            if let Some(s) = scope {
-                if !self.is_within(&e.moref, s) {
-                    return Err(not_found());
-                }
+            if let Some(s) = scope
+                && !self.is_within(&e.moref, s)
+            {
+                return Err(not_found());
             }
             return Ok(e);
         }
         let rel = q.trim_end_matches('/');
-        if let Some(sp) = &scope_path {
-            if let Some(e) = self.at_path(&format!("{sp}/{rel}")) {
-                if wanted.accepts(e.kind()) {
-                    return Ok(e);
-                }
-            }
+        if let Some(sp) = &scope_path
+            && let Some(e) = self.at_path(&format!("{sp}/{rel}"))
+            && wanted.accepts(e.kind())
+        {
+            return Ok(e);
         }
         let suffix = format!("/{rel}");
         let matches: Vec<&Entity> = self
@@ -428,26 +440,68 @@ pub(crate) mod tests {
             content("Folder", "f-vm", "vm", Some(("Datacenter", "dc-1"))),
             content("Folder", "f-host", "host", Some(("Datacenter", "dc-1"))),
             content("Folder", "f-capi", "capi", Some(("Folder", "f-vm"))),
-            content("ClusterComputeResource", "c-0", "C0", Some(("Folder", "f-host"))),
-            content("ClusterComputeResource", "c-1", "C1", Some(("Folder", "f-host"))),
-            content("ResourcePool", "rp-0", "Resources", Some(("ClusterComputeResource", "c-0"))),
-            content("ResourcePool", "rp-1", "Resources", Some(("ClusterComputeResource", "c-1"))),
-            content("ResourcePool", "rp-0a", "rp0", Some(("ResourcePool", "rp-0"))),
-            content("ResourcePool", "rp-1a", "rp0", Some(("ResourcePool", "rp-1"))),
-            content("HostSystem", "h-0", "h0", Some(("ClusterComputeResource", "c-0"))),
+            content(
+                "ClusterComputeResource",
+                "c-0",
+                "C0",
+                Some(("Folder", "f-host")),
+            ),
+            content(
+                "ClusterComputeResource",
+                "c-1",
+                "C1",
+                Some(("Folder", "f-host")),
+            ),
+            content(
+                "ResourcePool",
+                "rp-0",
+                "Resources",
+                Some(("ClusterComputeResource", "c-0")),
+            ),
+            content(
+                "ResourcePool",
+                "rp-1",
+                "Resources",
+                Some(("ClusterComputeResource", "c-1")),
+            ),
+            content(
+                "ResourcePool",
+                "rp-0a",
+                "rp0",
+                Some(("ResourcePool", "rp-0")),
+            ),
+            content(
+                "ResourcePool",
+                "rp-1a",
+                "rp0",
+                Some(("ResourcePool", "rp-1")),
+            ),
+            content(
+                "HostSystem",
+                "h-0",
+                "h0",
+                Some(("ClusterComputeResource", "c-0")),
+            ),
         ])
     }
 
     #[test]
     fn paths_follow_parents_to_the_root() {
         let inv = sample();
-        assert_eq!(inv.path(&MoRef::new("ResourcePool", "rp-0a")), Some("/DC0/host/C0/Resources/rp0"));
+        assert_eq!(
+            inv.path(&MoRef::new("ResourcePool", "rp-0a")),
+            Some("/DC0/host/C0/Resources/rp0")
+        );
         assert_eq!(inv.path(&MoRef::new("Folder", "group-d1")), Some(""));
         let listed: Vec<&str> = inv.iter().map(|e| e.path.as_str()).collect();
         let mut sorted = listed.clone();
         sorted.sort();
         assert_eq!(listed, sorted, "iteration is sorted by path");
-        assert_eq!(listed.len(), 11, "the root folder has no path and is not listed");
+        assert_eq!(
+            listed.len(),
+            11,
+            "the root folder has no path and is not listed"
+        );
     }
 
     #[test]
@@ -456,7 +510,9 @@ pub(crate) mod tests {
         let c1 = MoRef::new("ClusterComputeResource", "c-1");
         let e = inv.find(Wanted::ResourcePool, "rp0", Some(&c1)).unwrap();
         assert_eq!(e.path, "/DC0/host/C1/Resources/rp0");
-        let e = inv.find(Wanted::ResourcePool, "Resources", Some(&c1)).unwrap();
+        let e = inv
+            .find(Wanted::ResourcePool, "Resources", Some(&c1))
+            .unwrap();
         assert_eq!(e.moref.value, "rp-1");
     }
 
@@ -464,7 +520,9 @@ pub(crate) mod tests {
     fn ambiguous_names_list_the_candidates() {
         let inv = sample();
         let dc = MoRef::new("Datacenter", "dc-1");
-        let err = inv.find(Wanted::ResourcePool, "rp0", Some(&dc)).unwrap_err();
+        let err = inv
+            .find(Wanted::ResourcePool, "rp0", Some(&dc))
+            .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("/DC0/host/C0/Resources/rp0"), "{msg}");
         assert!(msg.contains("/DC0/host/C1/Resources/rp0"), "{msg}");
@@ -475,12 +533,39 @@ pub(crate) mod tests {
     fn absolute_and_relative_paths_resolve() {
         let inv = sample();
         let dc = MoRef::new("Datacenter", "dc-1");
-        assert_eq!(inv.find(Wanted::Folder, "/DC0/vm/capi", None).unwrap().moref.value, "f-capi");
-        assert_eq!(inv.find(Wanted::Folder, "vm/capi", Some(&dc)).unwrap().moref.value, "f-capi");
-        assert_eq!(inv.find(Wanted::Folder, "capi", Some(&dc)).unwrap().moref.value, "f-capi");
-        assert_eq!(inv.find(Wanted::Folder, "vm", Some(&dc)).unwrap().moref.value, "f-vm");
         assert_eq!(
-            inv.find(Wanted::ResourcePool, "C0/Resources/rp0", None).unwrap().moref.value,
+            inv.find(Wanted::Folder, "/DC0/vm/capi", None)
+                .unwrap()
+                .moref
+                .value,
+            "f-capi"
+        );
+        assert_eq!(
+            inv.find(Wanted::Folder, "vm/capi", Some(&dc))
+                .unwrap()
+                .moref
+                .value,
+            "f-capi"
+        );
+        assert_eq!(
+            inv.find(Wanted::Folder, "capi", Some(&dc))
+                .unwrap()
+                .moref
+                .value,
+            "f-capi"
+        );
+        assert_eq!(
+            inv.find(Wanted::Folder, "vm", Some(&dc))
+                .unwrap()
+                .moref
+                .value,
+            "f-vm"
+        );
+        assert_eq!(
+            inv.find(Wanted::ResourcePool, "C0/Resources/rp0", None)
+                .unwrap()
+                .moref
+                .value,
             "rp-0a"
         );
     }
@@ -488,23 +573,55 @@ pub(crate) mod tests {
     #[test]
     fn wrong_types_and_missing_names_are_explained() {
         let inv = sample();
-        let err = inv.find(Wanted::ResourcePool, "/DC0/vm/capi", None).unwrap_err();
-        assert_eq!(err.to_string(), r#""/DC0/vm/capi" is a Folder, not a resource pool"#);
+        let err = inv
+            .find(Wanted::ResourcePool, "/DC0/vm/capi", None)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#""/DC0/vm/capi" is a Folder, not a resource pool"#
+        );
         let dc = MoRef::new("Datacenter", "dc-1");
-        let err = inv.find(Wanted::Datastore, "LocalDS_9", Some(&dc)).unwrap_err();
-        assert_eq!(err.to_string(), r#"datastore "LocalDS_9" not found in /DC0"#);
+        let err = inv
+            .find(Wanted::Datastore, "LocalDS_9", Some(&dc))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"datastore "LocalDS_9" not found in /DC0"#
+        );
         let c0 = MoRef::new("ClusterComputeResource", "c-0");
-        let err = inv.find(Wanted::ResourcePool, "/DC0/host/C1/Resources/rp0", Some(&c0)).unwrap_err();
-        assert!(matches!(err, LookupError::NotFound { .. }), "outside the scope: {err}");
+        let err = inv
+            .find(
+                Wanted::ResourcePool,
+                "/DC0/host/C1/Resources/rp0",
+                Some(&c0),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, LookupError::NotFound { .. }),
+            "outside the scope: {err}"
+        );
     }
 
     #[test]
     fn ancestors_find_the_cluster_and_datacenter() {
         let inv = sample();
         let rp = MoRef::new("ResourcePool", "rp-0a");
-        assert_eq!(inv.ancestor(&rp, Wanted::ComputeCluster).unwrap().name, "C0");
+        assert_eq!(
+            inv.ancestor(&rp, Wanted::ComputeCluster).unwrap().name,
+            "C0"
+        );
         assert_eq!(inv.ancestor(&rp, Wanted::Datacenter).unwrap().name, "DC0");
-        assert_eq!(inv.hosts_of(&MoRef::new("ClusterComputeResource", "c-0")).len(), 1);
-        assert_eq!(inv.root_pool_of(&MoRef::new("ClusterComputeResource", "c-1")).unwrap().moref.value, "rp-1");
+        assert_eq!(
+            inv.hosts_of(&MoRef::new("ClusterComputeResource", "c-0"))
+                .len(),
+            1
+        );
+        assert_eq!(
+            inv.root_pool_of(&MoRef::new("ClusterComputeResource", "c-1"))
+                .unwrap()
+                .moref
+                .value,
+            "rp-1"
+        );
     }
 }

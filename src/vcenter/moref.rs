@@ -4,7 +4,9 @@ use std::fmt;
 use super::soap::xml::Node;
 
 /// A managed object reference such as `ClusterComputeResource:domain-c7`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct MoRef {
     /// The managed object type (`Datacenter`, `VirtualMachine`, ...).
     #[serde(rename = "type")]

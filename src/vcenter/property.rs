@@ -72,8 +72,10 @@ impl PropertyFilter {
 
     /// Read `paths` of every collected object of `kind` (and its subtypes).
     pub fn props(mut self, kind: &str, paths: &[&str]) -> Self {
-        self.prop_sets
-            .push((kind.to_string(), paths.iter().map(|s| s.to_string()).collect()));
+        self.prop_sets.push((
+            kind.to_string(),
+            paths.iter().map(|s| s.to_string()).collect(),
+        ));
         self
     }
 
@@ -172,7 +174,11 @@ impl Client {
         Ok(out)
     }
 
-    fn collect_page(&self, response: &Node, out: &mut Vec<ObjectContent>) -> Result<Option<String>> {
+    fn collect_page(
+        &self,
+        response: &Node,
+        out: &mut Vec<ObjectContent>,
+    ) -> Result<Option<String>> {
         let Some(rv) = response.child("returnval") else {
             return Ok(None);
         };
@@ -194,7 +200,12 @@ impl Client {
     }
 
     /// Read properties of known objects.
-    pub async fn retrieve_objects(&self, objs: &[MoRef], kind: &str, paths: &[&str]) -> Result<Vec<ObjectContent>> {
+    pub async fn retrieve_objects(
+        &self,
+        objs: &[MoRef],
+        kind: &str,
+        paths: &[&str],
+    ) -> Result<Vec<ObjectContent>> {
         if objs.is_empty() {
             return Ok(Vec::new());
         }
@@ -204,7 +215,9 @@ impl Client {
 
     /// Read properties of one object; a missing object is a `ManagedObjectNotFound` fault.
     pub async fn retrieve_one(&self, obj: &MoRef, paths: &[&str]) -> Result<ObjectContent> {
-        let mut v = self.retrieve_objects(std::slice::from_ref(obj), &obj.kind, paths).await?;
+        let mut v = self
+            .retrieve_objects(std::slice::from_ref(obj), &obj.kind, paths)
+            .await?;
         Ok(v.pop().unwrap_or_else(|| ObjectContent {
             obj: Some(obj.clone()),
             ..ObjectContent::default()
@@ -212,7 +225,12 @@ impl Client {
     }
 
     /// Create a container view of `types` under `container`.
-    pub async fn create_container_view(&self, container: &MoRef, types: &[&str], recursive: bool) -> Result<MoRef> {
+    pub async fn create_container_view(
+        &self,
+        container: &MoRef,
+        types: &[&str],
+        recursive: bool,
+    ) -> Result<MoRef> {
         let vm = self
             .service_content()
             .await?
@@ -230,7 +248,11 @@ impl Client {
         }
         x.text("recursive", if recursive { "true" } else { "false" });
         let node = self
-            .call("CreateContainerView", CallKind::Read, &x.finish("CreateContainerView"))
+            .call(
+                "CreateContainerView",
+                CallKind::Read,
+                &x.finish("CreateContainerView"),
+            )
             .await?;
         node.child("returnval")
             .and_then(MoRef::from_node)
@@ -243,7 +265,9 @@ impl Client {
 
     pub async fn destroy_view(&self, view: &MoRef) -> Result<()> {
         let body = Xml::request("DestroyView", view).finish("DestroyView");
-        self.call("DestroyView", CallKind::Read, &body).await.map(drop)
+        self.call("DestroyView", CallKind::Read, &body)
+            .await
+            .map(drop)
     }
 
     /// Objects of `types` under `container` with `paths`, through a temporary container view
@@ -258,7 +282,11 @@ impl Client {
         let view = self.create_container_view(container, types, true).await?;
         let select = r#"<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet>"#;
         let result = self
-            .retrieve(&PropertyFilter::new().props(kind, paths).traverse(&view, true, select))
+            .retrieve(
+                &PropertyFilter::new()
+                    .props(kind, paths)
+                    .traverse(&view, true, select),
+            )
             .await;
         let destroyed = self.destroy_view(&view).await;
         let out = result?;

@@ -12,7 +12,11 @@ impl Client {
         let mut x = Xml::request("FindByInventoryPath", &si);
         x.text("inventoryPath", path.trim_start_matches('/'));
         let node = self
-            .call("FindByInventoryPath", CallKind::Read, &x.finish("FindByInventoryPath"))
+            .call(
+                "FindByInventoryPath",
+                CallKind::Read,
+                &x.finish("FindByInventoryPath"),
+            )
             .await?;
         Ok(node.child("returnval").and_then(MoRef::from_node))
     }

@@ -42,7 +42,12 @@ impl SessionCache {
     }
 
     /// The client for this server, user and TLS trust; created (not yet logged in) on first use.
-    pub fn client(&self, server: &str, credentials: &Credentials, tls: TlsPolicy) -> Result<Client> {
+    pub fn client(
+        &self,
+        server: &str,
+        credentials: &Credentials,
+        tls: TlsPolicy,
+    ) -> Result<Client> {
         let endpoint = Endpoint::parse(server)?;
         let key = Key {
             endpoint: endpoint.clone(),
@@ -64,7 +69,8 @@ impl SessionCache {
             tls,
             ..self.options.clone()
         };
-        let client = Client::with_stats(endpoint, credentials.clone(), options, self.stats.clone())?;
+        let client =
+            Client::with_stats(endpoint, credentials.clone(), options, self.stats.clone())?;
         clients.insert(key, (fingerprint, client.clone()));
         Ok(client)
     }

@@ -81,7 +81,11 @@ impl Snapshot {
             self.kind(CallKind::Session),
             self.kind(CallKind::Read),
             self.kind(CallKind::Write),
-            if methods.is_empty() { "none".to_string() } else { methods.join(", ") }
+            if methods.is_empty() {
+                "none".to_string()
+            } else {
+                methods.join(", ")
+            }
         )
     }
 }
@@ -108,7 +112,10 @@ impl Stats {
 }
 
 mod duration_ms {
-    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64() * 1000.0)
     }
 }
@@ -122,13 +129,26 @@ mod tests {
         let stats = Stats::default();
         stats.record("Login", CallKind::Session, Duration::from_millis(3), true);
         let before = stats.snapshot();
-        stats.record("RetrievePropertiesEx", CallKind::Read, Duration::from_millis(5), true);
-        stats.record("RetrievePropertiesEx", CallKind::Read, Duration::from_millis(5), false);
+        stats.record(
+            "RetrievePropertiesEx",
+            CallKind::Read,
+            Duration::from_millis(5),
+            true,
+        );
+        stats.record(
+            "RetrievePropertiesEx",
+            CallKind::Read,
+            Duration::from_millis(5),
+            false,
+        );
         let d = stats.snapshot().since(&before);
         assert_eq!(d.total(), 2);
         assert_eq!(d.calls("Login"), 0);
         assert_eq!(d.methods["RetrievePropertiesEx"].errors, 1);
         assert_eq!(d.kind(CallKind::Read), 2);
-        assert!(d.summary().starts_with("2 round trips (0 session, 2 read, 0 write)"));
+        assert!(
+            d.summary()
+                .starts_with("2 round trips (0 session, 2 read, 0 write)")
+        );
     }
 }

@@ -39,7 +39,9 @@ pub fn parse_task_info(info: &Node) -> TaskState {
         "error" => TaskState::Error(
             info.child("error")
                 .map(Fault::from_localized)
-                .unwrap_or_else(|| Fault::from_object(&Node::default(), "task failed without an error")),
+                .unwrap_or_else(|| {
+                    Fault::from_object(&Node::default(), "task failed without an error")
+                }),
         ),
         "running" => TaskState::Running {
             progress: info.child_text("progress").and_then(|p| p.parse().ok()),
@@ -89,7 +91,7 @@ impl Client {
                     return Err(Error::Task {
                         task: task.task.value.clone(),
                         operation: task.operation.clone(),
-                        fault,
+                        fault: Box::new(fault),
                     });
                 }
                 _ if started.elapsed() >= timeout => {
@@ -128,6 +130,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let running = parse("<val><state>running</state><progress>40</progress></val>").unwrap();
-        assert_eq!(parse_task_info(&running), TaskState::Running { progress: Some(40) });
+        assert_eq!(
+            parse_task_info(&running),
+            TaskState::Running { progress: Some(40) }
+        );
     }
 }

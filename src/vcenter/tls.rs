@@ -42,7 +42,11 @@ pub enum TlsError {
 
 impl Thumbprint {
     pub fn parse(s: &str) -> Result<Self, TlsError> {
-        let hex_digits: String = s.trim().chars().filter(|c| *c != ':' && *c != ' ').collect();
+        let hex_digits: String = s
+            .trim()
+            .chars()
+            .filter(|c| *c != ':' && *c != ' ')
+            .collect();
         let bytes = hex::decode(&hex_digits).map_err(|_| TlsError::BadThumbprint(s.to_string()))?;
         match bytes.len() {
             20 | 32 => Ok(Self(bytes)),
@@ -130,6 +134,7 @@ pub fn client_config(policy: &TlsPolicy) -> Result<rustls::ClientConfig, TlsErro
             .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
                 expected: Some(t.clone()),
                 provider: provider.clone(),
+                record: None,
             }))
             .with_no_client_auth(),
         TlsPolicy::Insecure => builder
@@ -137,6 +142,7 @@ pub fn client_config(policy: &TlsPolicy) -> Result<rustls::ClientConfig, TlsErro
             .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
                 expected: None,
                 provider: provider.clone(),
+                record: None,
             }))
             .with_no_client_auth(),
     };
@@ -146,7 +152,9 @@ pub fn client_config(policy: &TlsPolicy) -> Result<rustls::ClientConfig, TlsErro
 /// Parse every `CERTIFICATE` block of a PEM bundle.
 fn rustls_pemfile_certs(pem: &[u8]) -> Vec<CertificateDer<'static>> {
     use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect()
+    CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .collect()
 }
 
 /// Accepts the leaf certificate whose fingerprint matches (or any, when `expected` is None for
@@ -155,6 +163,29 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Vec<CertificateDer<'static>> {
 struct PinnedVerifier {
     expected: Option<Thumbprint>,
     provider: Arc<CryptoProvider>,
+    /// Where to keep the presented leaf certificate (for `doctor`).
+    record: Option<CertSlot>,
+}
+
+/// Holds the leaf certificate a server presented.
+pub type CertSlot = Arc<std::sync::Mutex<Option<Vec<u8>>>>;
+
+/// A configuration that accepts any certificate and records the leaf into `slot`, so `doctor`
+/// can tell an admin which thumbprint the server presents.
+pub fn recording_config(slot: CertSlot) -> Result<rustls::ClientConfig, TlsError> {
+    let provider = provider();
+    Ok(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Setup(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
+                expected: None,
+                provider,
+                record: Some(slot),
+            }))
+            .with_no_client_auth(),
+    )
 }
 
 impl ServerCertVerifier for PinnedVerifier {
@@ -166,6 +197,9 @@ impl ServerCertVerifier for PinnedVerifier {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(slot) = &self.record {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(end_entity.as_ref().to_vec());
+        }
         match &self.expected {
             None => Ok(ServerCertVerified::assertion()),
             Some(t) if t.matches(end_entity.as_ref()) => Ok(ServerCertVerified::assertion()),
@@ -183,7 +217,12 @@ impl ServerCertVerifier for PinnedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -192,11 +231,18 @@ impl ServerCertVerifier for PinnedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -211,7 +257,11 @@ mod tests {
         let sha1 = Thumbprint::sha1_of(cert);
         assert!(Thumbprint::parse(&sha256).unwrap().matches(cert));
         assert!(Thumbprint::parse(&sha1).unwrap().matches(cert));
-        assert!(Thumbprint::parse(&sha256.replace(':', "").to_lowercase()).unwrap().matches(cert));
+        assert!(
+            Thumbprint::parse(&sha256.replace(':', "").to_lowercase())
+                .unwrap()
+                .matches(cert)
+        );
         assert!(!Thumbprint::parse(&sha256).unwrap().matches(b"another"));
     }
 

@@ -84,7 +84,8 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
 
 impl Client {
     pub async fn clone_vm(&self, source: &MoRef, spec: &CloneSpec) -> Result<TaskRef> {
-        self.start_task("CloneVM_Task", &clone_body(source, spec)).await
+        self.start_task("CloneVM_Task", &clone_body(source, spec))
+            .await
     }
 
     pub async fn power_on_vm(&self, vm: &MoRef) -> Result<TaskRef> {
@@ -124,7 +125,10 @@ mod tests {
                 ..CloneSpec::default()
             },
         );
-        let pos = |s: &str| body.find(s).unwrap_or_else(|| panic!("{s} missing in {body}"));
+        let pos = |s: &str| {
+            body.find(s)
+                .unwrap_or_else(|| panic!("{s} missing in {body}"))
+        };
         assert!(pos("<folder") < pos("<name>m-0</name>"));
         assert!(pos("<datastore") < pos("<pool"));
         assert!(pos("</location>") < pos("<template>false</template>"));

@@ -98,11 +98,12 @@ impl Client {
             let raw = try_dialect(d).await?;
             match raw.status {
                 s if s.is_success() => {
-                    let v: Value = serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
-                        server: self.server(),
-                        method: "rest:session.create".into(),
-                        reason: e.to_string(),
-                    })?;
+                    let v: Value =
+                        serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
+                            server: self.server(),
+                            method: "rest:session.create".into(),
+                            reason: e.to_string(),
+                        })?;
                     let token = match d {
                         Dialect::Api => v.as_str(),
                         Dialect::Rest => v.get("value").and_then(Value::as_str),
@@ -165,10 +166,18 @@ impl Client {
         }
     }
 
-    async fn rest_once(&self, req: &RestRequest, dialect: Dialect, token: &SecretString) -> Result<Value> {
+    async fn rest_once(
+        &self,
+        req: &RestRequest,
+        dialect: Dialect,
+        token: &SecretString,
+    ) -> Result<Value> {
         let (path, body) = match dialect {
             Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
-            Dialect::Rest => (format!("rest/com/vmware/{}", req.rest_path), req.rest_body.clone()),
+            Dialect::Rest => (
+                format!("rest/com/vmware/{}", req.rest_path),
+                req.rest_body.clone(),
+            ),
         };
         let (path_only, query) = match path.split_once('?') {
             Some((p, q)) => (p.to_string(), Some(q.to_string())),
@@ -298,15 +307,25 @@ mod tests {
     #[test]
     fn rest_errors_are_classified_by_type_in_both_dialects() {
         let rest = r#"{"type":"com.vmware.vapi.std.errors.already_exists","value":{}}"#;
-        assert_eq!(classify_rest_error(StatusCode::BAD_REQUEST, rest), RestErrorKind::AlreadyExists);
-        let api = r#"{"error_type":"NOT_FOUND","messages":[{"id":"x","default_message":"Tag missing"}]}"#;
-        assert_eq!(classify_rest_error(StatusCode::NOT_FOUND, api), RestErrorKind::NotFound);
+        assert_eq!(
+            classify_rest_error(StatusCode::BAD_REQUEST, rest),
+            RestErrorKind::AlreadyExists
+        );
+        let api =
+            r#"{"error_type":"NOT_FOUND","messages":[{"id":"x","default_message":"Tag missing"}]}"#;
+        assert_eq!(
+            classify_rest_error(StatusCode::NOT_FOUND, api),
+            RestErrorKind::NotFound
+        );
         assert_eq!(rest_error_detail(StatusCode::NOT_FOUND, api), "Tag missing");
         // vcsim: plain-text 404 and empty 401.
         assert_eq!(
             classify_rest_error(StatusCode::NOT_FOUND, "404 page not found"),
             RestErrorKind::NotFound
         );
-        assert_eq!(classify_rest_error(StatusCode::UNAUTHORIZED, ""), RestErrorKind::Unauthenticated);
+        assert_eq!(
+            classify_rest_error(StatusCode::UNAUTHORIZED, ""),
+            RestErrorKind::Unauthenticated
+        );
     }
 }

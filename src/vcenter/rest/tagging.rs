@@ -41,7 +41,9 @@ pub struct CategorySpec {
     pub associable_types: Vec<String>,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
     Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
@@ -141,7 +143,9 @@ impl Client {
                 method: Method::POST,
                 api_path: "cis/tagging/tag?action=list-tags-for-category".into(),
                 api_body: Some(json!({ "category_id": category_id })),
-                rest_path: format!("cis/tagging/tag/id:{category_id}?~action=list-tags-for-category"),
+                rest_path: format!(
+                    "cis/tagging/tag/id:{category_id}?~action=list-tags-for-category"
+                ),
                 rest_body: Some(json!({ "category_id": category_id })),
             })
             .await?;
@@ -165,7 +169,12 @@ impl Client {
     }
 
     /// Create a tag in a category; returns its id.
-    pub async fn create_tag(&self, name: &str, category_id: &str, description: &str) -> Result<String> {
+    pub async fn create_tag(
+        &self,
+        name: &str,
+        category_id: &str,
+        description: &str,
+    ) -> Result<String> {
         let op = "rest:tagging.tag.create";
         let body = json!({ "name": name, "description": description, "category_id": category_id });
         let v = self
@@ -194,7 +203,13 @@ impl Client {
             .await
     }
 
-    async fn association(&self, op: &'static str, action: &str, tag_id: &str, obj: &MoRef) -> Result<()> {
+    async fn association(
+        &self,
+        op: &'static str,
+        action: &str,
+        tag_id: &str,
+        obj: &MoRef,
+    ) -> Result<()> {
         let body = json!({ "object_id": object_id(obj) });
         self.rest(RestRequest {
             op,
@@ -235,10 +250,14 @@ impl Client {
                 op,
                 kind: CallKind::Read,
                 method: Method::POST,
-                api_path: format!("cis/tagging/tag-association/{tag_id}?action=list-attached-objects"),
+                api_path: format!(
+                    "cis/tagging/tag-association/{tag_id}?action=list-attached-objects"
+                ),
                 api_body: None,
                 // vcsim requires a JSON body here.
-                rest_path: format!("cis/tagging/tag-association/id:{tag_id}?~action=list-attached-objects"),
+                rest_path: format!(
+                    "cis/tagging/tag-association/id:{tag_id}?~action=list-attached-objects"
+                ),
                 rest_body: Some(json!({})),
             })
             .await?;
@@ -247,7 +266,10 @@ impl Client {
     }
 
     /// Tags on many objects in one round trip. Objects without tags map to an empty list.
-    pub async fn list_attached_tags_on_objects(&self, objects: &[MoRef]) -> Result<Vec<(MoRef, Vec<String>)>> {
+    pub async fn list_attached_tags_on_objects(
+        &self,
+        objects: &[MoRef],
+    ) -> Result<Vec<(MoRef, Vec<String>)>> {
         if objects.is_empty() {
             return Ok(Vec::new());
         }
@@ -261,7 +283,8 @@ impl Client {
                 method: Method::POST,
                 api_path: "cis/tagging/tag-association?action=list-attached-tags-on-objects".into(),
                 api_body: Some(body.clone()),
-                rest_path: "cis/tagging/tag-association?~action=list-attached-tags-on-objects".into(),
+                rest_path: "cis/tagging/tag-association?~action=list-attached-tags-on-objects"
+                    .into(),
                 rest_body: Some(body),
             })
             .await?;
@@ -279,7 +302,10 @@ impl Client {
     }
 
     /// Objects of many tags in one round trip.
-    pub async fn list_attached_objects_on_tags(&self, tag_ids: &[String]) -> Result<Vec<(String, Vec<MoRef>)>> {
+    pub async fn list_attached_objects_on_tags(
+        &self,
+        tag_ids: &[String],
+    ) -> Result<Vec<(String, Vec<MoRef>)>> {
         if tag_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -292,7 +318,8 @@ impl Client {
                 method: Method::POST,
                 api_path: "cis/tagging/tag-association?action=list-attached-objects-on-tags".into(),
                 api_body: Some(body.clone()),
-                rest_path: "cis/tagging/tag-association?~action=list-attached-objects-on-tags".into(),
+                rest_path: "cis/tagging/tag-association?~action=list-attached-objects-on-tags"
+                    .into(),
                 rest_body: Some(body),
             })
             .await?;
@@ -345,7 +372,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.description, "");
         assert_eq!(c.associable_types, vec!["ClusterComputeResource"]);
-        let c: Category = serde_json::from_str(r#"{"id":"urn:c","name":"x","associable_types":null}"#).unwrap();
+        let c: Category =
+            serde_json::from_str(r#"{"id":"urn:c","name":"x","associable_types":null}"#).unwrap();
         assert!(c.associable_types.is_empty());
     }
 }

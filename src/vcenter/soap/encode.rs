@@ -39,7 +39,8 @@ impl Xml {
 
     /// `<name>text</name>`, text escaped.
     pub fn text(&mut self, name: &str, text: &str) -> &mut Self {
-        self.0.push_str(&format!("<{name}>{}</{name}>", escape(text)));
+        self.0
+            .push_str(&format!("<{name}>{}</{name}>", escape(text)));
         self
     }
 
@@ -55,8 +56,10 @@ impl Xml {
 
     /// `<name xsi:type="T">text</name>` for polymorphic scalar slots (`xsd:int`, `xsd:string`).
     pub fn typed_text(&mut self, name: &str, xsi_type: &str, text: &str) -> &mut Self {
-        self.0
-            .push_str(&format!(r#"<{name} xsi:type="{xsi_type}">{}</{name}>"#, escape(text)));
+        self.0.push_str(&format!(
+            r#"<{name} xsi:type="{xsi_type}">{}</{name}>"#,
+            escape(text)
+        ));
         self
     }
 
@@ -67,7 +70,8 @@ impl Xml {
 
     /// Open a polymorphic element: `<name xsi:type="T">`.
     pub fn open_typed(&mut self, name: &str, xsi_type: &str) -> &mut Self {
-        self.0.push_str(&format!(r#"<{name} xsi:type="{xsi_type}">"#));
+        self.0
+            .push_str(&format!(r#"<{name} xsi:type="{xsi_type}">"#));
         self
     }
 

@@ -12,15 +12,25 @@ pub enum FaultKind {
     NotAuthenticated,
     /// Wrong user name or password: never retried.
     InvalidLogin,
-    ManagedObjectNotFound { obj: Option<MoRef> },
-    DuplicateName { name: String },
-    InvalidArgument { invalid_property: Option<String> },
-    InvalidProperty { name: String },
+    ManagedObjectNotFound {
+        obj: Option<MoRef>,
+    },
+    DuplicateName {
+        name: String,
+    },
+    InvalidArgument {
+        invalid_property: Option<String>,
+    },
+    InvalidProperty {
+        name: String,
+    },
     MethodNotFound,
     InvalidPowerState,
     InvalidState,
     InvalidRequest,
-    NoPermission { privilege: Option<String> },
+    NoPermission {
+        privilege: Option<String>,
+    },
     RequestCanceled,
     /// Any other fault, by its vSphere type name.
     Other(String),

@@ -3,6 +3,6 @@ pub mod encode;
 pub mod fault;
 pub mod xml;
 
-pub use encode::{envelope, Xml};
+pub use encode::{Xml, envelope};
 pub use fault::{Fault, FaultKind};
 pub use xml::Node;

@@ -161,7 +161,10 @@ pub fn parse(doc: &str) -> Result<Node, ParseError> {
     if !stack.is_empty() {
         return Err(ParseError {
             position: reader.buffer_position(),
-            message: format!("unexpected end of document inside <{}>", stack[stack.len() - 1].name),
+            message: format!(
+                "unexpected end of document inside <{}>",
+                stack[stack.len() - 1].name
+            ),
         });
     }
     root.ok_or(ParseError {
@@ -197,7 +200,10 @@ mod tests {
         assert_eq!(vals[1].type_attr.as_deref(), Some("Folder"));
         assert_eq!(vals[2].xsi_type.as_deref(), Some("int"));
         let obj = root.child("obj").unwrap();
-        assert_eq!(obj.xsi_type, None, "an unprefixed type attribute is a moref type");
+        assert_eq!(
+            obj.xsi_type, None,
+            "an unprefixed type attribute is a moref type"
+        );
         assert_eq!(obj.type_attr.as_deref(), Some("Datacenter"));
     }
 
