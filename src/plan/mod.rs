@@ -1,1 +1,8 @@
-//! See DESIGN.md §2.
+//! Pure planners: inputs in, decisions out. No I/O, no clock (time is an input). Every decision
+//! the controllers make lives here and is tested with tables.
+pub mod cluster;
+pub mod credentials;
+pub mod selector;
+pub mod view;
+pub mod zone;
+pub mod zone_status;

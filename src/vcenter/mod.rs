@@ -15,6 +15,7 @@ pub mod search;
 pub mod session;
 pub mod soap;
 pub mod stats;
+pub mod tags;
 pub mod task;
 pub mod tls;
 pub mod vm;

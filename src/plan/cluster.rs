@@ -1,0 +1,204 @@
+//! Publication of ready zones as failure domains on a VSphereCluster (reference §4), pure.
+//!
+//! Upstream behaviour kept: `failureDomainSelector` unset → nothing happens; `{}` selects all
+//! zones; zones must also name the cluster's server; a zone whose `ready` is unset is published
+//! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
+//! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
+//! `vcenter::endpoint::same_server`), where CAPV compared strings.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::conditions::{
+    self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
+};
+use crate::api::deployment_zone::V1Beta2Status;
+use crate::api::deployment_zone::VSphereDeploymentZone;
+use crate::api::vsphere_cluster::{FailureDomainSpec, VSphereCluster, VSphereClusterStatus};
+use crate::vcenter::endpoint::same_server;
+
+use super::selector;
+
+/// How long a cluster waits for zones that have not reported yet.
+pub const WAIT_FOR_ZONES: Duration = Duration::from_secs(10);
+
+/// What the cluster's status should say about failure domains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Publication {
+    /// No `failureDomainSelector`: leave the status alone.
+    Disabled,
+    /// No zone matched: clear the failure domains and drop the condition.
+    NoZones,
+    Zones {
+        failure_domains: BTreeMap<String, FailureDomainSpec>,
+        /// Zones whose `ready` is unset.
+        waiting: Vec<String>,
+        /// Zones with `ready: false`, not published.
+        skipped: Vec<String>,
+    },
+}
+
+impl Publication {
+    /// Requeue while zones have not reported.
+    pub fn requeue(&self) -> Option<Duration> {
+        match self {
+            Publication::Zones { waiting, .. } if !waiting.is_empty() => Some(WAIT_FOR_ZONES),
+            _ => None,
+        }
+    }
+
+    /// Whether the rest of the cluster reconcile may go on (upstream stops while waiting).
+    pub fn settled(&self) -> bool {
+        self.requeue().is_none()
+    }
+}
+
+/// Whether a zone belongs to a cluster: selected by label and on the same server.
+pub fn selects(cluster: &VSphereCluster, zone: &VSphereDeploymentZone) -> bool {
+    let Some(sel) = &cluster.spec.failure_domain_selector else {
+        return false;
+    };
+    let labels = zone.metadata.labels.clone().unwrap_or_default();
+    let server_ok = match (&cluster.spec.server, &zone.spec.server) {
+        (Some(a), Some(b)) => same_server(a, b),
+        _ => false,
+    };
+    server_ok && selector::matches(sel, &labels)
+}
+
+/// Decide the publication for one cluster from all zones.
+pub fn plan_cluster(cluster: &VSphereCluster, zones: &[VSphereDeploymentZone]) -> Publication {
+    if cluster.spec.failure_domain_selector.is_none() {
+        return Publication::Disabled;
+    }
+    let mut failure_domains = BTreeMap::new();
+    let mut waiting = Vec::new();
+    let mut skipped = Vec::new();
+    for z in zones.iter().filter(|z| selects(cluster, z)) {
+        if z.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = z.metadata.name.clone().unwrap_or_default();
+        let ready = z.status.as_ref().and_then(|s| s.ready);
+        match ready {
+            Some(false) => {
+                skipped.push(name);
+                continue;
+            }
+            None => waiting.push(name.clone()),
+            Some(true) => {}
+        }
+        failure_domains.insert(
+            name,
+            FailureDomainSpec {
+                control_plane: Some(z.spec.is_control_plane()),
+                attributes: None,
+            },
+        );
+    }
+    if failure_domains.is_empty() && waiting.is_empty() && skipped.is_empty() {
+        return Publication::NoZones;
+    }
+    Publication::Zones {
+        failure_domains,
+        waiting,
+        skipped,
+    }
+}
+
+/// Write a publication into the status (both condition styles); `now` stamps transitions.
+/// Returns whether anything changed.
+pub fn apply(
+    status: &mut VSphereClusterStatus,
+    p: &Publication,
+    generation: Option<i64>,
+    now: &Time,
+) -> bool {
+    let before = status.clone();
+    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
+    let mut meta: Vec<MetaCondition> = status
+        .v1beta2
+        .as_mut()
+        .and_then(|v| v.conditions.take())
+        .unwrap_or_default();
+    match p {
+        Publication::Disabled => {}
+        Publication::NoZones => {
+            status.failure_domains = None;
+            conditions::remove_capi_condition(&mut capi, cluster::FAILURE_DOMAINS_AVAILABLE);
+            conditions::remove_meta_condition(&mut meta, cluster::FAILURE_DOMAINS_READY);
+        }
+        Publication::Zones {
+            failure_domains,
+            waiting,
+            skipped,
+        } => {
+            status.failure_domains = Some(failure_domains.clone());
+            // (v1beta1 status, reason, severity, v1beta2 reason, message)
+            let (st, reason, sev, reason2, msg) = if !waiting.is_empty() {
+                (
+                    conditions::STATUS_FALSE,
+                    cluster::WAITING_FOR_FAILURE_DOMAIN_STATUS,
+                    severity::INFO,
+                    cluster::NOT_READY_REASON,
+                    format!(
+                        "waiting for failure domain status of {}",
+                        waiting.join(", ")
+                    ),
+                )
+            } else if !skipped.is_empty() {
+                (
+                    conditions::STATUS_FALSE,
+                    cluster::FAILURE_DOMAINS_SKIPPED,
+                    severity::INFO,
+                    cluster::NOT_READY_REASON,
+                    format!(
+                        "{} ({})",
+                        cluster::FAILURE_DOMAINS_SKIPPED_MESSAGE,
+                        skipped.join(", ")
+                    ),
+                )
+            } else {
+                (
+                    conditions::STATUS_TRUE,
+                    "",
+                    "",
+                    cluster::READY_REASON,
+                    String::new(),
+                )
+            };
+            conditions::set_capi_condition(
+                &mut capi,
+                &ConditionUpdate {
+                    type_: cluster::FAILURE_DOMAINS_AVAILABLE,
+                    status: st,
+                    reason,
+                    message: &msg,
+                    severity: sev,
+                },
+                now,
+            );
+            conditions::set_meta_condition(
+                &mut meta,
+                &ConditionUpdate {
+                    type_: cluster::FAILURE_DOMAINS_READY,
+                    status: st,
+                    reason: reason2,
+                    message: &msg,
+                    severity: "",
+                },
+                generation,
+                now,
+            );
+        }
+    }
+    status.conditions = (!capi.is_empty()).then_some(capi);
+    if !meta.is_empty() || status.v1beta2.is_some() {
+        status
+            .v1beta2
+            .get_or_insert_with(V1Beta2Status::default)
+            .conditions = (!meta.is_empty()).then_some(meta);
+    }
+    *status != before
+}

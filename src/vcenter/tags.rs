@@ -1,0 +1,184 @@
+//! A snapshot of the tag categories and tags a reconcile cares about, with name lookups.
+//!
+//! vAPI has no "find tag by name": names cost one `get` per category and per tag. The catalog
+//! loads only the categories named by the objects being reconciled (plus those of tags found
+//! attached to their inventory objects, so a tag in the wrong category can be named), and the
+//! client keeps it between reconciles: tag and category ids never change, so a cached id is
+//! only dropped when vCenter says it is gone.
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::client::Client;
+use super::error::RestErrorKind;
+use super::error::{Error, Result};
+use super::rest::{Category, Tag};
+
+/// Categories and tags by id, with name indexes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TagCatalog {
+    categories: BTreeMap<String, Category>,
+    tags: BTreeMap<String, Tag>,
+    /// Categories whose tag list was read completely.
+    complete: BTreeSet<String>,
+}
+
+impl TagCatalog {
+    pub fn category(&self, name: &str) -> Option<&Category> {
+        self.categories.values().find(|c| c.name == name)
+    }
+
+    pub fn category_by_id(&self, id: &str) -> Option<&Category> {
+        self.categories.get(id)
+    }
+
+    pub fn tag_by_id(&self, id: &str) -> Option<&Tag> {
+        self.tags.get(id)
+    }
+
+    /// The tag named `tag` in the category named `category`.
+    pub fn tag(&self, category: &str, tag: &str) -> Option<&Tag> {
+        let cat = self.category(category)?;
+        self.tags
+            .values()
+            .find(|t| t.category_id == cat.id && t.name == tag)
+    }
+
+    /// Whether the tag list of this category is known completely, so "not found" is definite.
+    pub fn is_complete(&self, category: &str) -> bool {
+        self.category(category)
+            .is_some_and(|c| self.complete.contains(&c.id))
+    }
+
+    pub fn insert_category(&mut self, c: Category) {
+        self.categories.insert(c.id.clone(), c);
+    }
+
+    /// Record a category created by us: it has no tags yet.
+    pub fn insert_new_category(&mut self, c: Category) {
+        self.complete.insert(c.id.clone());
+        self.insert_category(c);
+    }
+
+    pub fn insert_tag(&mut self, t: Tag) {
+        self.tags.insert(t.id.clone(), t);
+    }
+
+    pub fn categories(&self) -> impl Iterator<Item = &Category> {
+        self.categories.values()
+    }
+
+    pub fn tags(&self) -> impl Iterator<Item = &Tag> {
+        self.tags.values()
+    }
+}
+
+impl TagCatalog {
+    /// Forget a tag or category vCenter says is gone, so the next fill reads it again.
+    pub fn forget(&mut self, id: &str) {
+        self.tags.remove(id);
+        if self.categories.remove(id).is_some() {
+            self.complete.remove(id);
+            self.tags.retain(|_, t| t.category_id != id);
+        }
+    }
+}
+
+fn ignore_not_found<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        // Deleted between list and get.
+        Err(Error::Rest {
+            kind: RestErrorKind::NotFound,
+            ..
+        }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Client {
+    /// Make sure `catalog` can answer for every `(category, tag)` name pair in `wanted` and for
+    /// every tag id in `tag_ids`, reading only what it does not know yet. With everything
+    /// cached this costs no round trip; a missing name costs one list (plus a get per id never
+    /// seen), so tags created outside us are found on the next reconcile.
+    pub async fn fill_tag_catalog(
+        &self,
+        catalog: &mut TagCatalog,
+        wanted: &BTreeSet<(String, String)>,
+        tag_ids: &BTreeSet<String>,
+    ) -> Result<()> {
+        if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
+            for id in self.list_categories().await? {
+                if !catalog.categories.contains_key(&id) {
+                    if let Some(c) = ignore_not_found(self.get_category(&id).await)? {
+                        catalog.insert_category(c);
+                    }
+                }
+            }
+        }
+        let stale: BTreeSet<String> = wanted
+            .iter()
+            .filter(|(c, t)| catalog.tag(c, t).is_none())
+            .filter_map(|(c, _)| catalog.category(c).map(|c| c.id.clone()))
+            .collect();
+        for cat_id in stale {
+            for id in self.list_tags_for_category(&cat_id).await? {
+                if !catalog.tags.contains_key(&id) {
+                    if let Some(t) = ignore_not_found(self.get_tag(&id).await)? {
+                        catalog.insert_tag(t);
+                    }
+                }
+            }
+            catalog.complete.insert(cat_id);
+        }
+        for id in tag_ids {
+            if catalog.tags.contains_key(id) {
+                continue;
+            }
+            if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
+                if !catalog.categories.contains_key(&t.category_id) {
+                    if let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)? {
+                        catalog.insert_category(c);
+                    }
+                }
+                catalog.insert_tag(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cat(id: &str, name: &str) -> Category {
+        Category {
+            id: id.into(),
+            name: name.into(),
+            description: String::new(),
+            cardinality: "MULTIPLE".into(),
+            associable_types: vec![],
+        }
+    }
+
+    fn tag(id: &str, name: &str, category: &str) -> Tag {
+        Tag {
+            id: id.into(),
+            name: name.into(),
+            category_id: category.into(),
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn tags_are_found_only_in_their_own_category() {
+        let mut c = TagCatalog::default();
+        c.insert_category(cat("c1", "k8s-zone"));
+        c.insert_category(cat("c2", "other"));
+        c.insert_tag(tag("t1", "zone-a", "c2"));
+        assert!(c.tag("k8s-zone", "zone-a").is_none());
+        assert_eq!(c.tag("other", "zone-a").unwrap().id, "t1");
+        assert!(!c.is_complete("k8s-zone"));
+        c.insert_new_category(cat("c3", "fresh"));
+        assert!(c.is_complete("fresh"));
+    }
+}
