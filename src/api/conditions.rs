@@ -356,6 +356,8 @@ pub mod zone_ours {
     pub const AMBIGUOUS_NAME: &str = "AmbiguousName";
     /// **Ours.** `autoConfigure` tried to create or attach something and vCenter refused.
     pub const AUTO_CONFIGURE_FAILED: &str = "AutoConfigureFailed";
+    /// The failure domain's datacenter does not exist (CAPV folds this into VCenterUnreachable).
+    pub const DATACENTER_NOT_FOUND: &str = "DatacenterNotFound";
 }
 
 /// VSphereCluster conditions.
@@ -539,7 +541,7 @@ mod tests {
         let nr = ConditionUpdate::false_(zone::READY, zone::NOT_READY_REASON, "", "x");
         assert!(set_meta_condition(&mut conds, &nr, Some(2), &t1));
         assert_eq!(conds[0].last_transition_time, t1);
-        assert!(is_meta_true(&conds, zone::READY) == false);
+        assert!(!is_meta_true(&conds, zone::READY));
         assert!(remove_meta_condition(&mut conds, zone::READY));
         assert!(conds.is_empty());
     }

@@ -10,6 +10,9 @@
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
 
+// `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod conditions;
 pub mod control_plane_machine_set;
 pub mod deployment_zone;
@@ -201,10 +204,9 @@ fn normalize_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition 
                     props.insert("metadata".into(), serde_json::json!({"type": "object"}));
                 }
             }
-            version
-                .schema
-                .as_mut()
-                .map(|s| s.open_api_v3_schema = serde_json::from_value(value).ok());
+            if let Some(s) = version.schema.as_mut() {
+                s.open_api_v3_schema = serde_json::from_value(value).ok();
+            }
         }
     }
     crd

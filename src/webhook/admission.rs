@@ -1,0 +1,323 @@
+//! `admit`: default and validate any object the way the apiserver and our webhooks would on
+//! create or update — mutating webhook defaults and schema defaults, metadata and schema checks,
+//! then the kind's webhook rules. Pure: objects in, outcome out.
+//!
+//! Used by `vsphere-provider validate`, by the admission server and by local mode.
+
+use serde_json::Value;
+
+use super::{Ctx, FieldError, dedup, schema};
+use crate::api::manifest::{LoadedObject, ObjectType, object_type};
+use crate::api::{
+    ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
+    VSphereDeploymentZone, VSphereFailureDomain,
+};
+
+/// What admission decided about one object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdmissionOutcome {
+    /// What the object is.
+    pub object_type: ObjectType,
+    /// The object after defaulting.
+    pub object: Value,
+    /// The paths that defaulting set, in order.
+    pub defaulted: Vec<String>,
+    /// Why the object is rejected (empty: admitted).
+    pub errors: Vec<FieldError>,
+    /// Warnings (admitted all the same).
+    pub warnings: Vec<String>,
+}
+
+impl AdmissionOutcome {
+    /// True if the object is admitted.
+    pub fn allowed(&self) -> bool {
+        self.errors.is_empty() && self.object_type != ObjectType::Unknown
+    }
+}
+
+/// Admits a loaded object as a create.
+pub fn admit_loaded(obj: &LoadedObject, ctx: &Ctx) -> AdmissionOutcome {
+    admit(&obj.value, None, ctx)
+}
+
+/// Defaults and validates `new` (an update when `old` is given, else a create).
+pub fn admit(new: &Value, old: Option<&Value>, ctx: &Ctx) -> AdmissionOutcome {
+    let api_version = new
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind_name = new.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let ty = object_type(api_version, kind_name);
+    let mut outcome = AdmissionOutcome {
+        object_type: ty,
+        object: new.clone(),
+        defaulted: Vec::new(),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    match ty {
+        ObjectType::Unknown => {
+            let known: Vec<Value> = Kind::ALL
+                .iter()
+                .map(|k| Value::String(format!("{}/{}", k.api_version(), k.name())))
+                .chain([Value::String("v1/Secret".into())])
+                .collect();
+            outcome.errors.push(FieldError::not_supported(
+                "kind",
+                &format!("{api_version}/{kind_name}").into(),
+                &known,
+            ));
+        }
+        ObjectType::Secret => admit_secret(&mut outcome, ctx),
+        ObjectType::Served(kind) => {
+            let mut old_defaulted = old.cloned();
+            if let Some(o) = old_defaulted.as_mut() {
+                default_object(kind, o);
+            }
+            outcome.defaulted = default_object(kind, &mut outcome.object);
+            let (errors, warnings) =
+                validate_object(kind, &outcome.object, old_defaulted.as_ref(), ctx);
+            outcome.errors = errors;
+            outcome.warnings = warnings;
+        }
+    }
+    outcome
+}
+
+/// Applies schema defaults and the kind's mutating webhook. Returns the defaulted paths.
+pub fn default_object(kind: Kind, obj: &mut Value) -> Vec<String> {
+    let mut defaulted = Vec::new();
+    schema::apply_defaults(&kind.schema(), obj, "", &mut defaulted);
+    match kind {
+        Kind::VSphereFailureDomain => defaulted.extend(super::failure_domain::default(obj)),
+        Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
+        _ => {}
+    }
+    defaulted
+}
+
+/// Validates a defaulted object (and its defaulted old version on update): metadata, schema,
+/// then the kind's rules. Webhook errors on a path the schema already rejected are dropped (the
+/// apiserver would not have called the webhook). Returns errors and warnings.
+pub fn validate_object(
+    kind: Kind,
+    new: &Value,
+    old: Option<&Value>,
+    ctx: &Ctx,
+) -> (Vec<FieldError>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut warnings =
+        schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
+    schema::validate(&kind.schema(), new, "", ctx, &mut errors);
+    let schema_paths: std::collections::HashSet<String> =
+        errors.iter().map(|e| e.path.clone()).collect();
+
+    let mut rules = Vec::new();
+    match run_rules(kind, new, old, ctx, &mut rules, &mut warnings) {
+        Ok(()) => {}
+        Err(e) if ctx.allow_placeholders && schema::contains_placeholder(new) => warnings.push(format!(
+            "webhook rules skipped: the object has placeholders where typed values are expected ({e})"
+        )),
+        Err(e) if errors.is_empty() => errors.push(FieldError::invalid_type("spec", "object", format!("cannot decode: {e}"))),
+        Err(_) => {}
+    }
+    errors.extend(
+        rules
+            .into_iter()
+            .filter(|e| !schema_paths.contains(&e.path)),
+    );
+    dedup(&mut errors);
+    warnings.dedup();
+    (errors, warnings)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, serde_json::Error> {
+    serde_json::from_value(v.clone())
+}
+
+fn run_rules(
+    kind: Kind,
+    new: &Value,
+    old: Option<&Value>,
+    ctx: &Ctx,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) -> Result<(), serde_json::Error> {
+    match kind {
+        Kind::VSphereFailureDomain => {
+            let n: VSphereFailureDomain = decode(new)?;
+            match old.map(decode::<VSphereFailureDomain>).transpose()? {
+                Some(o) => errors.extend(super::failure_domain::validate_update(&o, &n, ctx)),
+                None => errors.extend(super::failure_domain::validate_create(&n, ctx)),
+            }
+        }
+        Kind::VSphereDeploymentZone => {
+            let n: VSphereDeploymentZone = decode(new)?;
+            match old.map(decode::<VSphereDeploymentZone>).transpose()? {
+                Some(o) => errors.extend(super::deployment_zone::validate_update(&o, &n, ctx)),
+                None => errors.extend(super::deployment_zone::validate_create(&n, ctx)),
+            }
+        }
+        Kind::VSphereCluster => {
+            let n: VSphereCluster = decode(new)?;
+            errors.extend(super::vsphere_cluster::validate(&n, ctx));
+        }
+        Kind::Machine => {
+            let n: Machine = decode(new)?;
+            match old.map(decode::<Machine>).transpose()? {
+                Some(o) => errors.extend(super::machine::validate_update(&o, &n, ctx)),
+                None => errors.extend(super::machine::validate_create(&n, ctx)),
+            }
+            warnings.extend(super::machine::warnings(&n, ctx));
+        }
+        Kind::MachineHealthCheck => {
+            let n: MachineHealthCheck = decode(new)?;
+            errors.extend(super::machine_health_check::validate(&n, ctx));
+            warnings.extend(super::machine_health_check::warnings(&n));
+        }
+        Kind::ControlPlaneMachineSet => {
+            let n: ControlPlaneMachineSet = decode(new)?;
+            match old.map(decode::<ControlPlaneMachineSet>).transpose()? {
+                Some(o) => errors.extend(super::control_plane_machine_set::validate_update(
+                    &o, &n, ctx,
+                )),
+                None => errors.extend(super::control_plane_machine_set::validate_create(&n, ctx)),
+            }
+            warnings.extend(super::control_plane_machine_set::warnings(&n, ctx));
+        }
+    }
+    Ok(())
+}
+
+fn admit_secret(outcome: &mut AdmissionOutcome, ctx: &Ctx) {
+    let obj = &mut outcome.object;
+    let mut errors = Vec::new();
+    outcome.warnings = schema::validate_metadata(obj.get("metadata"), true, ctx, &mut errors);
+    if let Some(map) = obj.as_object_mut() {
+        if map.get("type").is_none_or(Value::is_null) {
+            map.insert("type".into(), "Opaque".into());
+            outcome.defaulted.push("type".into());
+        }
+        for (k, v) in map.iter() {
+            match k.as_str() {
+                "apiVersion" | "kind" | "metadata" => {}
+                "type" if v.is_string() => {}
+                "immutable" if v.is_boolean() => {}
+                "data" | "stringData" => {
+                    match v.as_object() {
+                        Some(entries) => {
+                            for (ek, ev) in entries {
+                                let p = super::key(k, ek);
+                                let valid_key = !ek.is_empty()
+                                    && ek.len() <= 253
+                                    && ek.chars().all(|c| {
+                                        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+                                    });
+                                if !valid_key {
+                                    errors.push(FieldError::invalid_str(
+                                    k.as_str(),
+                                    ek,
+                                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                                ));
+                                }
+                                match ev.as_str() {
+                                // Never echo secret data.
+                                Some(s) if k == "data" && !is_base64(s) => errors.push(FieldError::invalid_type(
+                                    p,
+                                    "string",
+                                    "must be base64-encoded (use stringData for plain text)",
+                                )),
+                                Some(_) => {}
+                                None => errors.push(FieldError::invalid_type(p, crate::api::manifest::json_type(ev), "must be a string")),
+                            }
+                            }
+                        }
+                        None if v.is_null() => {}
+                        None => errors.push(FieldError::invalid_type(
+                            k.as_str(),
+                            crate::api::manifest::json_type(v),
+                            "must be an object",
+                        )),
+                    }
+                }
+                _ => errors.push(FieldError::unknown_field(k.as_str())),
+            }
+        }
+    }
+    outcome.errors = errors;
+}
+
+fn is_base64(s: &str) -> bool {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    s.len().is_multiple_of(4)
+        && s.trim_end_matches('=')
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/')
+        && s.len() - s.trim_end_matches('=').len() <= 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_kind_is_rejected() {
+        let out = admit(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+            None,
+            &Ctx::default(),
+        );
+        assert!(!out.allowed());
+        assert_eq!(out.object_type, ObjectType::Unknown);
+        let out = admit(
+            &json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereFailureDomain"}),
+            None,
+            &Ctx::default(),
+        );
+        assert!(!out.allowed());
+    }
+
+    #[test]
+    fn secrets_are_checked_without_echoing_data() {
+        let good = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "default"},
+            "stringData": {"username": "user", "password": "pass"}});
+        let out = admit(&good, None, &Ctx::default());
+        assert!(out.allowed(), "{:?}", out.errors);
+        assert_eq!(out.defaulted, ["type"]);
+        let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "data": {"password": "not base64!"}});
+        let out = admit(&bad, None, &Ctx::default());
+        assert_eq!(out.errors.len(), 1);
+        assert!(!out.errors[0].to_string().contains("not base64"));
+        assert_eq!(out.errors[0].path, "data[password]");
+    }
+
+    #[test]
+    fn zone_defaults_and_rules() {
+        let zone = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereDeploymentZone",
+            "metadata": {"name": "zone-a"},
+            "spec": {"server": "127.0.0.1", "failureDomain": "zone-a", "placementConstraint": {"resourcePool": "rp"}}});
+        let out = admit(&zone, None, &Ctx::default());
+        assert!(out.allowed(), "{:?}", out.errors);
+        assert_eq!(out.defaulted, ["spec.controlPlane"]);
+        let mut changed = zone.clone();
+        changed["spec"]["failureDomain"] = json!("zone-b");
+        let out = admit(&changed, Some(&zone), &Ctx::default());
+        assert_eq!(out.errors.len(), 1);
+        assert_eq!(out.errors[0].path, "spec.failureDomain");
+    }
+
+    #[test]
+    fn schema_and_webhook_errors_are_not_doubled() {
+        let mhc = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+            "metadata": {"name": "m", "namespace": "default"}, "spec": {"unhealthyConditions": []}});
+        let out = admit(&mhc, None, &Ctx::default());
+        let shown: Vec<String> = out.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "spec.unhealthyConditions: Invalid value: 0: spec.unhealthyConditions in body should have at least 1 items"
+            ]
+        );
+    }
+}

@@ -1,0 +1,632 @@
+//! Machine admission, and the vSphere provider-spec checks shared with ControlPlaneMachineSet
+//! templates.
+//!
+//! Upstream (machine-api-operator's machine webhook): lifecycle hook names are qualified names
+//! of 3–256 characters, unique per list (CRD), and once the machine is being deleted hooks may be
+//! removed but not added or changed. The vSphere provider spec must name a template, a workspace
+//! server and network devices with network names.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::Value;
+
+use super::{Ctx, FieldError, child, index, is_label_value, is_qualified_name, key, schema};
+use crate::api::Machine;
+use crate::api::machine::{
+    LIFECYCLE_HOOK_NAME_PATTERN, LifecycleHook, PROVIDER_SPEC_API_VERSION, PROVIDER_SPEC_KIND,
+    VSphereMachineProviderSpec,
+};
+
+/// Validation on create.
+pub fn validate_create(m: &Machine, ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let (pre_drain, pre_terminate) = m.hooks();
+    check_hooks("spec.lifecycleHooks.preDrain", pre_drain, &mut errors);
+    check_hooks(
+        "spec.lifecycleHooks.preTerminate",
+        pre_terminate,
+        &mut errors,
+    );
+    if let Some(value) = m.spec.provider_spec.as_ref().and_then(|p| p.value.as_ref()) {
+        errors.extend(
+            check_provider_spec(
+                value,
+                "spec.providerSpec.value",
+                ProviderSpecUse::Machine,
+                ctx,
+            )
+            .errors,
+        );
+    }
+    errors
+}
+
+/// Validation on update: the create rules, and no hook may be added or changed once deletion has
+/// started (removing hooks is allowed).
+pub fn validate_update(old: &Machine, new: &Machine, ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = validate_create(new, ctx);
+    let deleting =
+        old.metadata.deletion_timestamp.is_some() || new.metadata.deletion_timestamp.is_some();
+    if deleting {
+        let (old_drain, old_term) = old.hooks();
+        let (new_drain, new_term) = new.hooks();
+        let changed_drain = changed_hooks(old_drain, new_drain);
+        if !changed_drain.is_empty() {
+            errors.push(FieldError::forbidden(
+                "spec.lifecycleHooks.preDrain",
+                format!(
+                    "pre-drain hooks are immutable when machine is marked for deletion: the following hooks are new or changed: {}",
+                    render_hooks(&changed_drain)
+                ),
+            ));
+        }
+        let changed_term = changed_hooks(old_term, new_term);
+        if !changed_term.is_empty() {
+            errors.push(FieldError::forbidden(
+                "spec.lifecycleHooks.preTerminate",
+                format!(
+                    "pre-terminate hooks are immutable when machine is marked for deletion: the following hooks are new or changed: {}",
+                    render_hooks(&changed_term)
+                ),
+            ));
+        }
+    }
+    errors
+}
+
+/// Warnings for a Machine (e.g. a provider spec this provider cannot act on).
+pub fn warnings(m: &Machine, ctx: &Ctx) -> Vec<String> {
+    match m.spec.provider_spec.as_ref().and_then(|p| p.value.as_ref()) {
+        Some(value) => {
+            check_provider_spec(
+                value,
+                "spec.providerSpec.value",
+                ProviderSpecUse::Machine,
+                ctx,
+            )
+            .warnings
+        }
+        None => vec![
+            "spec.providerSpec.value is not set: this provider cannot create the machine".into(),
+        ],
+    }
+}
+
+/// Hooks in `new` that are not in `old` with the same owner.
+pub fn changed_hooks(old: &[LifecycleHook], new: &[LifecycleHook]) -> Vec<LifecycleHook> {
+    new.iter().filter(|h| !old.contains(h)).cloned().collect()
+}
+
+fn render_hooks(hooks: &[LifecycleHook]) -> String {
+    let inner: Vec<String> = hooks
+        .iter()
+        .map(|h| format!("{{Name:{} Owner:{}}}", h.name, h.owner))
+        .collect();
+    format!("[{}]", inner.join(" "))
+}
+
+/// Hook names: the CRD's pattern and length, unique within the list.
+pub fn check_hooks(path: &str, hooks: &[LifecycleHook], errors: &mut Vec<FieldError>) {
+    let re = regex::Regex::new(LIFECYCLE_HOOK_NAME_PATTERN).expect("hook name pattern");
+    let mut seen = BTreeSet::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        let p = index(path, i);
+        let name_path = child(&p, "name");
+        let len = hook.name.chars().count();
+        if len < 3 {
+            errors.push(FieldError::invalid_str(
+                &name_path,
+                &hook.name,
+                format!("{name_path} in body should be at least 3 chars long"),
+            ));
+        } else if len > 256 {
+            errors.push(FieldError::too_long(&name_path, 256));
+        } else if !re.is_match(&hook.name) {
+            errors.push(FieldError::invalid_str(
+                &name_path,
+                &hook.name,
+                format!("{name_path} in body should match '{LIFECYCLE_HOOK_NAME_PATTERN}'"),
+            ));
+        }
+        let owner_path = child(&p, "owner");
+        let owner_len = hook.owner.chars().count();
+        if owner_len < 3 {
+            errors.push(FieldError::invalid_str(
+                &owner_path,
+                &hook.owner,
+                format!("{owner_path} in body should be at least 3 chars long"),
+            ));
+        } else if owner_len > 512 {
+            errors.push(FieldError::too_long(&owner_path, 512));
+        }
+        if !seen.insert(hook.name.as_str()) {
+            errors.push(FieldError::duplicate(
+                p,
+                &serde_json::json!({"name": hook.name}),
+            ));
+        }
+    }
+}
+
+/// Where a provider spec is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderSpecUse {
+    /// In a Machine: it must be complete.
+    Machine,
+    /// In a ControlPlaneMachineSet template without failure domains: complete, like a Machine.
+    CpmsTemplate,
+    /// In a ControlPlaneMachineSet template with vSphere failure domains: the zone supplies the
+    /// server, datacenter, datastore, networks, folder, resource pool and VM group.
+    CpmsTemplateWithFailureDomains,
+}
+
+/// Errors and warnings about a provider spec.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProviderSpecReport {
+    /// Errors.
+    pub errors: Vec<FieldError>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// Checks `providerSpec.value`. Only `kind: VSphereMachineProviderSpec` is understood; other
+/// kinds only warn. Unknown fields warn (newer upstream fields must not reject a machine).
+pub fn check_provider_spec(
+    value: &Value,
+    path: &str,
+    usage: ProviderSpecUse,
+    ctx: &Ctx,
+) -> ProviderSpecReport {
+    let mut report = ProviderSpecReport::default();
+    let kind = value.get("kind").and_then(Value::as_str);
+    if kind != Some(PROVIDER_SPEC_KIND) {
+        report.warnings.push(format!(
+            "{path}: kind {:?} is not {PROVIDER_SPEC_KIND}: this provider only creates vSphere machines",
+            kind.unwrap_or("")
+        ));
+        return report;
+    }
+    if let Some(av) = value.get("apiVersion").and_then(Value::as_str)
+        && av != PROVIDER_SPEC_API_VERSION
+        && !av.is_empty()
+    {
+        report.warnings.push(format!(
+            "{}: expected {PROVIDER_SPEC_API_VERSION}, found {av:?}",
+            child(path, "apiVersion")
+        ));
+    }
+    let mut schema_errors = Vec::new();
+    schema::validate(
+        &VSphereMachineProviderSpec::schema(),
+        value,
+        path,
+        ctx,
+        &mut schema_errors,
+    );
+    for e in schema_errors {
+        if e.kind == super::ErrorKind::UnknownField {
+            report
+                .warnings
+                .push(format!("{}: unknown field (ignored)", e.path));
+        } else {
+            report.errors.push(e);
+        }
+    }
+    if !report.errors.is_empty() {
+        return report;
+    }
+    let Ok(spec) = serde_json::from_value::<VSphereMachineProviderSpec>(value.clone()) else {
+        return report;
+    };
+    let ws = spec.workspace.clone().unwrap_or_default();
+    match usage {
+        ProviderSpecUse::Machine | ProviderSpecUse::CpmsTemplate => {
+            if spec.template.is_empty() {
+                report.errors.push(FieldError::required(
+                    child(path, "template"),
+                    "template must be provided",
+                ));
+            }
+            match &spec.workspace {
+                None => report.errors.push(FieldError::required(
+                    child(path, "workspace"),
+                    "workspace must be provided",
+                )),
+                Some(w) => {
+                    let server_path = child(&child(path, "workspace"), "server");
+                    match w.server.as_deref() {
+                        None | Some("") => report.errors.push(FieldError::required(
+                            &server_path,
+                            "server must be provided",
+                        )),
+                        Some(s) if ctx.exempt(s) => {}
+                        Some(s) => {
+                            if let Err(reason) = super::check_server(s) {
+                                report.errors.push(FieldError::invalid_str(
+                                    &server_path,
+                                    s,
+                                    reason,
+                                ));
+                            }
+                        }
+                    }
+                    if w.datacenter.as_deref().unwrap_or("").is_empty() {
+                        report.warnings.push(format!(
+                            "{}: datacenter is unset: if more than one datacenter is present, VMs cannot be created",
+                            child(&child(path, "workspace"), "datacenter")
+                        ));
+                    }
+                }
+            }
+            let devices_path = child(&child(path, "network"), "devices");
+            if spec.network.devices.is_empty() {
+                report.errors.push(FieldError::required(
+                    &devices_path,
+                    "at least 1 network device must be provided",
+                ));
+            }
+            for (i, d) in spec.network.devices.iter().enumerate() {
+                if d.network_name.as_deref().unwrap_or("").is_empty() {
+                    report.errors.push(FieldError::required(
+                        child(&index(&devices_path, i), "networkName"),
+                        "networkName must be provided",
+                    ));
+                }
+            }
+        }
+        ProviderSpecUse::CpmsTemplateWithFailureDomains => {
+            // The zone supplies these; a value here would fight the failure domain (OCPBUGS-32947).
+            let ws_path = child(path, "workspace");
+            for (field, v) in [
+                ("server", &ws.server),
+                ("datacenter", &ws.datacenter),
+                ("datastore", &ws.datastore),
+            ] {
+                if v.as_deref().is_some_and(|s| !s.is_empty()) {
+                    report.errors.push(FieldError::forbidden(
+                        child(&ws_path, field),
+                        "must not be set when failure domains are used: the failure domain supplies it",
+                    ));
+                }
+            }
+            let devices_path = child(&child(path, "network"), "devices");
+            for (i, d) in spec.network.devices.iter().enumerate() {
+                if d.network_name.as_deref().is_some_and(|s| !s.is_empty()) {
+                    report.errors.push(FieldError::forbidden(
+                        child(&index(&devices_path, i), "networkName"),
+                        "must not be set when failure domains are used: the failure domain supplies it",
+                    ));
+                }
+            }
+            for (field, v) in [
+                ("folder", &ws.folder),
+                ("resourcePool", &ws.resource_pool),
+                ("vmGroup", &ws.vm_group),
+            ] {
+                if v.as_deref().is_some_and(|s| !s.is_empty()) {
+                    report.warnings.push(format!(
+                        "{}: is ignored when failure domains are used: the deployment zone supplies it",
+                        child(&ws_path, field)
+                    ));
+                }
+            }
+            if spec.template.is_empty() {
+                report.warnings.push(format!(
+                    "{}: is empty: deployment zones supply no template, so machines cannot be created until it is set",
+                    child(path, "template")
+                ));
+            }
+        }
+    }
+    report
+}
+
+/// Checks a label selector's syntax: operators, values, keys.
+pub fn check_label_selector(path: &str, sel: &LabelSelector, errors: &mut Vec<FieldError>) {
+    for (k, v) in sel.match_labels.iter().flatten() {
+        if !is_qualified_name(k) {
+            errors.push(FieldError::invalid_str(
+                child(path, "matchLabels"),
+                k,
+                "invalid label key",
+            ));
+        }
+        if !is_label_value(v) {
+            errors.push(FieldError::invalid_str(
+                key(&child(path, "matchLabels"), k),
+                v,
+                "invalid label value",
+            ));
+        }
+    }
+    for (i, req) in sel.match_expressions.iter().flatten().enumerate() {
+        let p = index(&child(path, "matchExpressions"), i);
+        if !is_qualified_name(&req.key) {
+            errors.push(FieldError::invalid_str(
+                child(&p, "key"),
+                &req.key,
+                "invalid label key",
+            ));
+        }
+        let n = req.values.as_ref().map_or(0, Vec::len);
+        match req.operator.as_str() {
+            "In" | "NotIn" if n == 0 => errors.push(FieldError::required(
+                child(&p, "values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if n > 0 => errors.push(FieldError::forbidden(
+                child(&p, "values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => errors.push(FieldError::not_supported(
+                child(&p, "operator"),
+                &op.into(),
+                &[
+                    "In".into(),
+                    "NotIn".into(),
+                    "Exists".into(),
+                    "DoesNotExist".into(),
+                ],
+            )),
+        }
+    }
+}
+
+/// True if `labels` satisfy the selector (an empty selector matches everything).
+pub fn selector_matches(
+    sel: &LabelSelector,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let labels_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|req| {
+        let values = req.values.as_deref().unwrap_or(&[]);
+        match req.operator.as_str() {
+            "In" => labels.get(&req.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&req.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&req.key),
+            "DoesNotExist" => !labels.contains_key(&req.key),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::machine::{LifecycleHooks, MachineSpec, ProviderSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    fn hook(name: &str, owner: &str) -> LifecycleHook {
+        LifecycleHook {
+            name: name.into(),
+            owner: owner.into(),
+        }
+    }
+
+    fn machine(pre_drain: Vec<LifecycleHook>, pre_terminate: Vec<LifecycleHook>) -> Machine {
+        Machine::new(
+            "m",
+            MachineSpec {
+                lifecycle_hooks: Some(LifecycleHooks {
+                    pre_drain: Some(pre_drain),
+                    pre_terminate: Some(pre_terminate),
+                }),
+                provider_spec: Some(ProviderSpec {
+                    value: Some(provider_spec()),
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn provider_spec() -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "VSphereMachineProviderSpec",
+            "template": "rhcos", "workspace": {"server": "127.0.0.1", "datacenter": "DC0"},
+            "network": {"devices": [{"networkName": "VM Network"}]}, "numCPUs": 2, "memoryMiB": 4096, "diskGiB": 20
+        })
+    }
+
+    fn shown(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    fn deleting(mut m: Machine) -> Machine {
+        m.metadata.deletion_timestamp = Some(Time("2025-01-01T00:00:00Z".parse().unwrap()));
+        m
+    }
+
+    #[test]
+    fn good_hooks_pass() {
+        let m = machine(
+            vec![hook("EtcdQuorumOperator", "clusteroperator/etcd")],
+            vec![hook("example.com/Backup", "me-myself")],
+        );
+        assert!(validate_create(&m, &Ctx::default()).is_empty());
+        assert!(warnings(&m, &Ctx::default()).is_empty());
+    }
+
+    #[test]
+    fn hook_names_valid() {
+        let m = machine(
+            vec![
+                hook("ab", "owner"),
+                hook("-bad-", "owner"),
+                hook("Fine", "o"),
+            ],
+            vec![],
+        );
+        assert_eq!(
+            shown(&validate_create(&m, &Ctx::default())),
+            [
+                "spec.lifecycleHooks.preDrain[0].name: Invalid value: \"ab\": spec.lifecycleHooks.preDrain[0].name in body should be at least 3 chars long",
+                format!("spec.lifecycleHooks.preDrain[1].name: Invalid value: \"-bad-\": spec.lifecycleHooks.preDrain[1].name in body should match '{LIFECYCLE_HOOK_NAME_PATTERN}'").as_str(),
+                "spec.lifecycleHooks.preDrain[2].owner: Invalid value: \"o\": spec.lifecycleHooks.preDrain[2].owner in body should be at least 3 chars long",
+            ]
+        );
+    }
+
+    #[test]
+    fn hook_names_unique() {
+        let m = machine(
+            vec![],
+            vec![hook("Backup", "a-owner"), hook("Backup", "b-owner")],
+        );
+        assert_eq!(
+            shown(&validate_create(&m, &Ctx::default())),
+            ["spec.lifecycleHooks.preTerminate[1]: Duplicate value: {\"name\":\"Backup\"}"]
+        );
+    }
+
+    #[test]
+    fn hooks_frozen_once_deleting_except_removal() {
+        let old = deleting(machine(
+            vec![hook("EtcdQuorumOperator", "clusteroperator/etcd")],
+            vec![hook("Backup", "me-myself")],
+        ));
+        // Removing is allowed.
+        let removed = deleting(machine(vec![], vec![hook("Backup", "me-myself")]));
+        assert!(validate_update(&old, &removed, &Ctx::default()).is_empty());
+        // Adding is not.
+        let added = deleting(machine(
+            vec![
+                hook("EtcdQuorumOperator", "clusteroperator/etcd"),
+                hook("NewHook", "someone"),
+            ],
+            vec![hook("Backup", "me-myself")],
+        ));
+        assert_eq!(
+            shown(&validate_update(&old, &added, &Ctx::default())),
+            [
+                "spec.lifecycleHooks.preDrain: Forbidden: pre-drain hooks are immutable when machine is marked for deletion: the following hooks are new or changed: [{Name:NewHook Owner:someone}]"
+            ]
+        );
+        // Changing an owner is not.
+        let changed = deleting(machine(
+            vec![hook("EtcdQuorumOperator", "clusteroperator/etcd")],
+            vec![hook("Backup", "someone-else")],
+        ));
+        let e = validate_update(&old, &changed, &Ctx::default());
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].path, "spec.lifecycleHooks.preTerminate");
+        // Not deleting: anything goes.
+        let live_old = machine(vec![], vec![]);
+        assert!(
+            validate_update(
+                &live_old,
+                &machine(vec![hook("NewHook", "someone")], vec![]),
+                &Ctx::default()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn provider_spec_rules() {
+        let mut m = machine(vec![], vec![]);
+        let v = m
+            .spec
+            .provider_spec
+            .as_mut()
+            .unwrap()
+            .value
+            .as_mut()
+            .unwrap();
+        v["template"] = json!("");
+        v["workspace"] = json!({"datacenter": "DC0"});
+        v["network"] = json!({"devices": [{}]});
+        v["cloneMode"] = json!("quickClone");
+        let e = validate_create(&m, &Ctx::default());
+        assert_eq!(
+            shown(&e),
+            [
+                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\""
+            ]
+        );
+        let v = m
+            .spec
+            .provider_spec
+            .as_mut()
+            .unwrap()
+            .value
+            .as_mut()
+            .unwrap();
+        v.as_object_mut().unwrap().remove("cloneMode");
+        v["futureField"] = json!(1);
+        assert_eq!(
+            shown(&validate_create(&m, &Ctx::default())),
+            [
+                "spec.providerSpec.value.template: Required value: template must be provided",
+                "spec.providerSpec.value.workspace.server: Required value: server must be provided",
+                "spec.providerSpec.value.network.devices[0].networkName: Required value: networkName must be provided",
+            ]
+        );
+        assert_eq!(
+            warnings(&m, &Ctx::default()),
+            ["spec.providerSpec.value.futureField: unknown field (ignored)"]
+        );
+    }
+
+    #[test]
+    fn provider_spec_in_cpms_with_failure_domains() {
+        let mut v = provider_spec();
+        let r = check_provider_spec(
+            &v,
+            "p",
+            ProviderSpecUse::CpmsTemplateWithFailureDomains,
+            &Ctx::default(),
+        );
+        assert_eq!(
+            shown(&r.errors),
+            [
+                "p.workspace.server: Forbidden: must not be set when failure domains are used: the failure domain supplies it",
+                "p.workspace.datacenter: Forbidden: must not be set when failure domains are used: the failure domain supplies it",
+                "p.network.devices[0].networkName: Forbidden: must not be set when failure domains are used: the failure domain supplies it",
+            ]
+        );
+        v["workspace"] = json!({});
+        v["network"] = json!({"devices": [{"nameservers": ["8.8.8.8"]}]});
+        let r = check_provider_spec(
+            &v,
+            "p",
+            ProviderSpecUse::CpmsTemplateWithFailureDomains,
+            &Ctx::default(),
+        );
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+    }
+
+    #[test]
+    fn selectors() {
+        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"a": "b"},
+            "matchExpressions": [{"key": "c", "operator": "In", "values": ["d"]}]}))
+        .unwrap();
+        let labels = [
+            ("a".to_string(), "b".to_string()),
+            ("c".to_string(), "d".to_string()),
+        ]
+        .into();
+        assert!(selector_matches(&sel, &labels));
+        assert!(!selector_matches(
+            &sel,
+            &[("a".to_string(), "b".to_string())].into()
+        ));
+        assert!(selector_matches(
+            &LabelSelector::default(),
+            &Default::default()
+        ));
+        let bad: LabelSelector =
+            serde_json::from_value(json!({"matchExpressions": [{"key": "c", "operator": "In"}, {"key": "d", "operator": "Maybe"}]})).unwrap();
+        let mut e = Vec::new();
+        check_label_selector("spec.selector", &bad, &mut e);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].path, "spec.selector.matchExpressions[0].values");
+    }
+}

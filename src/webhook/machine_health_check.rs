@@ -1,0 +1,260 @@
+//! MachineHealthCheck admission.
+//!
+//! Upstream (openshift/api CRD): `maxUnhealthy` defaults to `100%` and matches
+//! `^((100|[0-9]{1,2})%|[0-9]+)$`; `nodeStartupTimeout` defaults to `10m` and matches a loose
+//! pattern (`^0|…` lets `0abc` and `abc10m` through); `unhealthyConditions` has MinItems 1.
+//! Added here: `maxUnhealthy` as an integer must not be negative (the pattern only applies to
+//! strings); `nodeStartupTimeout` and each condition `timeout` must parse as Go durations
+//! (`"0"` disables the startup check); condition status True, False or Unknown; a remediation
+//! template needs apiVersion, kind and name. An MHC without `unhealthyConditions` is valid
+//! upstream (`spec: {}` is a tested minimal object) and only warns here.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::machine::check_label_selector;
+use super::{Ctx, FieldError, child, index, parse_go_duration};
+use crate::api::MachineHealthCheck;
+
+const MAX_UNHEALTHY_MESSAGE: &str =
+    "must be a non-negative integer or a percentage between 0% and 100% (e.g. 1, 40%)";
+
+/// Validation on create and update.
+pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
+    let spec = &mhc.spec;
+    let mut errors = Vec::new();
+    match &spec.max_unhealthy {
+        Some(IntOrString::Int(i)) if *i < 0 => errors.push(FieldError::invalid(
+            "spec.maxUnhealthy",
+            &(*i).into(),
+            MAX_UNHEALTHY_MESSAGE,
+        )),
+        Some(IntOrString::String(s)) if !ctx.exempt(s) && !is_max_unhealthy(s) => errors.push(
+            FieldError::invalid_str("spec.maxUnhealthy", s, MAX_UNHEALTHY_MESSAGE),
+        ),
+        _ => {}
+    }
+    if let Some(t) = &spec.node_startup_timeout
+        && !ctx.exempt(t)
+        && let Err(reason) = parse_go_duration(t)
+    {
+        errors.push(FieldError::invalid_str(
+            "spec.nodeStartupTimeout",
+            t,
+            format!("must be a duration such as 10m or 1h30m, or \"0\" to disable the startup check: {reason}"),
+        ));
+    }
+    if let Some(conds) = &spec.unhealthy_conditions {
+        if conds.is_empty() {
+            errors.push(FieldError::required(
+                "spec.unhealthyConditions",
+                "at least one unhealthy condition is required",
+            ));
+        }
+        for (i, c) in conds.iter().enumerate() {
+            let p = index("spec.unhealthyConditions", i);
+            if c.type_.is_empty() {
+                errors.push(FieldError::required(
+                    child(&p, "type"),
+                    "the node condition type",
+                ));
+            }
+            if !matches!(c.status.as_str(), "True" | "False" | "Unknown") && !ctx.exempt(&c.status)
+            {
+                errors.push(FieldError::not_supported(
+                    child(&p, "status"),
+                    &c.status.clone().into(),
+                    &["True".into(), "False".into(), "Unknown".into()],
+                ));
+            }
+            if !ctx.exempt(&c.timeout)
+                && let Err(reason) = parse_go_duration(&c.timeout).and_then(|_| {
+                    if c.timeout == "0" {
+                        Err("use a unit, e.g. 0s".to_string())
+                    } else {
+                        Ok(())
+                    }
+                })
+            {
+                errors.push(FieldError::invalid_str(
+                    child(&p, "timeout"),
+                    &c.timeout,
+                    format!("must be a duration such as 300s or 5m: {reason}"),
+                ));
+            }
+        }
+    }
+    if let Some(sel) = &spec.selector {
+        check_label_selector("spec.selector", sel, &mut errors);
+    }
+    if let Some(t) = &spec.remediation_template {
+        for (field, v) in [
+            ("apiVersion", &t.api_version),
+            ("kind", &t.kind),
+            ("name", &t.name),
+        ] {
+            if v.as_deref().unwrap_or("").is_empty() {
+                errors.push(FieldError::required(
+                    child("spec.remediationTemplate", field),
+                    "a remediation template reference needs it",
+                ));
+            }
+        }
+    }
+    errors
+}
+
+/// Warnings: no unhealthy conditions, or an empty selector (every machine in the namespace).
+pub fn warnings(mhc: &MachineHealthCheck) -> Vec<String> {
+    let mut out = Vec::new();
+    if mhc.spec.unhealthy_conditions.is_none() {
+        out.push(
+            "spec.unhealthyConditions is not set: only machines that fail or never get a node are remediated".into(),
+        );
+    }
+    let empty_selector = mhc.spec.selector.as_ref().is_none_or(|s| {
+        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && s.match_expressions.as_ref().is_none_or(|m| m.is_empty())
+    });
+    if empty_selector {
+        out.push("spec.selector is empty: every machine in the namespace is checked".into());
+    }
+    out
+}
+
+/// `^((100|[0-9]{1,2})%|[0-9]+)$`.
+pub fn is_max_unhealthy(s: &str) -> bool {
+    if let Some(pct) = s.strip_suffix('%') {
+        return pct == "100"
+            || (!pct.is_empty() && pct.len() <= 2 && pct.chars().all(|c| c.is_ascii_digit()));
+    }
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MachineHealthCheckSpec;
+    use crate::api::machine_health_check::UnhealthyCondition;
+
+    fn mhc(
+        max: Option<IntOrString>,
+        startup: Option<&str>,
+        conds: Option<Vec<UnhealthyCondition>>,
+    ) -> MachineHealthCheck {
+        MachineHealthCheck::new(
+            "mhc",
+            MachineHealthCheckSpec {
+                selector: serde_json::from_value(serde_json::json!({"matchLabels": {"a": "b"}}))
+                    .unwrap(),
+                unhealthy_conditions: conds,
+                max_unhealthy: max,
+                node_startup_timeout: startup.map(Into::into),
+                remediation_template: None,
+            },
+        )
+    }
+
+    fn cond(status: &str, timeout: &str) -> UnhealthyCondition {
+        UnhealthyCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            timeout: timeout.into(),
+        }
+    }
+
+    fn shown(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn good_neighbours_pass() {
+        for (max, startup) in [
+            (IntOrString::String("100%".into()), "10m"),
+            (IntOrString::String("40%".into()), "0"),
+            (IntOrString::Int(1), "1h30m"),
+            (IntOrString::String("0".into()), "300s"),
+        ] {
+            let m = mhc(
+                Some(max),
+                Some(startup),
+                Some(vec![cond("False", "300s"), cond("Unknown", "0s")]),
+            );
+            assert!(validate(&m, &Ctx::default()).is_empty());
+        }
+    }
+
+    #[test]
+    fn max_unhealthy_pattern() {
+        for bad in ["101%", "1.5", "abc", "-1", "%"] {
+            let e = validate(
+                &mhc(Some(IntOrString::String(bad.into())), None, None),
+                &Ctx::default(),
+            );
+            assert_eq!(e.len(), 1, "{bad}");
+            assert_eq!(e[0].path, "spec.maxUnhealthy");
+        }
+        let e = validate(
+            &mhc(Some(IntOrString::Int(-1)), None, None),
+            &Ctx::default(),
+        );
+        assert_eq!(
+            shown(&e),
+            [format!(
+                "spec.maxUnhealthy: Invalid value: -1: {MAX_UNHEALTHY_MESSAGE}"
+            )]
+        );
+    }
+
+    #[test]
+    fn node_startup_timeout_is_a_duration() {
+        for bad in ["10", "0abc", "abc10m", "-5m", "ten minutes"] {
+            let e = validate(&mhc(None, Some(bad), None), &Ctx::default());
+            assert_eq!(e.len(), 1, "{bad}");
+            assert_eq!(e[0].path, "spec.nodeStartupTimeout");
+        }
+        assert!(validate(&mhc(None, Some("0"), None), &Ctx::default()).is_empty());
+    }
+
+    #[test]
+    fn at_least_one_unhealthy_condition() {
+        let e = validate(&mhc(None, None, Some(vec![])), &Ctx::default());
+        assert_eq!(
+            shown(&e),
+            [
+                "spec.unhealthyConditions: Required value: at least one unhealthy condition is required"
+            ]
+        );
+        assert!(
+            validate(
+                &mhc(None, None, Some(vec![cond("True", "0s")])),
+                &Ctx::default()
+            )
+            .is_empty()
+        );
+        // Absent: valid upstream (`spec: {}`), warned about here.
+        let m = mhc(None, None, None);
+        assert!(validate(&m, &Ctx::default()).is_empty());
+        assert_eq!(warnings(&m).len(), 1);
+    }
+
+    #[test]
+    fn condition_fields() {
+        let e = validate(
+            &mhc(
+                None,
+                None,
+                Some(vec![cond("Maybe", "5"), cond("True", "0")]),
+            ),
+            &Ctx::default(),
+        );
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.unhealthyConditions[0].status",
+                "spec.unhealthyConditions[0].timeout",
+                "spec.unhealthyConditions[1].timeout"
+            ]
+        );
+    }
+}
