@@ -356,8 +356,11 @@ pub mod zone_ours {
     pub const AMBIGUOUS_NAME: &str = "AmbiguousName";
     /// **Ours.** `autoConfigure` tried to create or attach something and vCenter refused.
     pub const AUTO_CONFIGURE_FAILED: &str = "AutoConfigureFailed";
-    /// The failure domain's datacenter does not exist (CAPV folds this into VCenterUnreachable).
+    /// **Ours.** The failure domain's datacenter does not exist (CAPV folds this into
+    /// VCenterUnreachable).
     pub const DATACENTER_NOT_FOUND: &str = "DatacenterNotFound";
+    /// **Ours.** autoConfigure still has changes to make (a dry run, or a run cut short).
+    pub const AUTO_CONFIGURE_PENDING: &str = "AutoConfigurePending";
 }
 
 /// VSphereCluster conditions.

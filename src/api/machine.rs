@@ -316,8 +316,10 @@ pub struct VSphereMachineProviderSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
     /// cloneMode specifies the type of clone operation (`fullClone`, the default, or `linkedClone`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clone_mode: Option<CloneMode>,
+    /// Kept as a string: upstream never enforces the values (see [`Self::clone_mode`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "clone_mode_schema")]
+    pub clone_mode: Option<String>,
     /// dataDisks is a list of non OS disks to be created and attached to the VM (at most 29).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 29))]
@@ -375,8 +377,9 @@ pub struct AddressesFromPool {
         pattern = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
     ))]
     pub group: String,
-    /// resource of the IP address pool type known to an external IPAM controller.
-    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    /// resource of the IP address pool type known to an external IPAM controller. Upstream
+    /// documents a lowercase plural (`ippools`), but the OpenShift installer writes the kind
+    /// (`IPPool`), so no pattern is checked here.
     pub resource: String,
     /// name of an IP address pool.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
@@ -396,8 +399,10 @@ pub struct VSphereDisk {
     #[schemars(range(min = 1, max = 16384))]
     pub size_gib: i32,
     /// provisioningMode: Thin, Thick or EagerlyZeroed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub provisioning_mode: Option<ProvisioningMode>,
+    /// Kept as a string: upstream never enforces the values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "provisioning_mode_schema")]
+    pub provisioning_mode: Option<String>,
 }
 
 /// The provisioning type of a data disk.
@@ -436,7 +441,24 @@ pub struct Workspace {
     pub vm_group: Option<String>,
 }
 
+fn clone_mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["fullClone", "linkedClone"]})
+}
+
+fn provisioning_mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["Thin", "Thick", "EagerlyZeroed"]})
+}
+
 impl VSphereMachineProviderSpec {
+    /// The clone mode: `linkedClone` only when asked for exactly, else a full clone (as the
+    /// upstream actuator does).
+    pub fn clone_mode(&self) -> CloneMode {
+        match self.clone_mode.as_deref() {
+            Some("linkedClone") => CloneMode::LinkedClone,
+            _ => CloneMode::FullClone,
+        }
+    }
+
     /// The JSON schema used to check a provider spec (generated like the CRD schemas).
     pub fn schema() -> serde_json::Value {
         super::structural_schema_for::<VSphereMachineProviderSpec>()

@@ -161,6 +161,7 @@ fn run_rules(
         Kind::VSphereCluster => {
             let n: VSphereCluster = decode(new)?;
             errors.extend(super::vsphere_cluster::validate(&n, ctx));
+            warnings.extend(super::vsphere_cluster::warnings(&n));
         }
         Kind::Machine => {
             let n: Machine = decode(new)?;

@@ -204,13 +204,20 @@ pub fn check_provider_spec(
         ctx,
         &mut schema_errors,
     );
+    // Upstream keeps providerSpec.value as preserve-unknown-fields: its markers (patterns, enums)
+    // are never enforced, and installer output does not follow them (`resource: IPPool`). Only
+    // what would break decoding (types, required fields) is an error here; the rest warns.
     for e in schema_errors {
+        let decoding =
+            e.kind == super::ErrorKind::Required || e.message.contains("must be of type");
         if e.kind == super::ErrorKind::UnknownField {
             report
                 .warnings
                 .push(format!("{}: unknown field (ignored)", e.path));
-        } else {
+        } else if decoding {
             report.errors.push(e);
+        } else {
+            report.warnings.push(e.to_string());
         }
     }
     if !report.errors.is_empty() {
@@ -544,22 +551,6 @@ mod tests {
         v["workspace"] = json!({"datacenter": "DC0"});
         v["network"] = json!({"devices": [{}]});
         v["cloneMode"] = json!("quickClone");
-        let e = validate_create(&m, &Ctx::default());
-        assert_eq!(
-            shown(&e),
-            [
-                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\""
-            ]
-        );
-        let v = m
-            .spec
-            .provider_spec
-            .as_mut()
-            .unwrap()
-            .value
-            .as_mut()
-            .unwrap();
-        v.as_object_mut().unwrap().remove("cloneMode");
         v["futureField"] = json!(1);
         assert_eq!(
             shown(&validate_create(&m, &Ctx::default())),
@@ -571,8 +562,24 @@ mod tests {
         );
         assert_eq!(
             warnings(&m, &Ctx::default()),
-            ["spec.providerSpec.value.futureField: unknown field (ignored)"]
+            [
+                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\"",
+                "spec.providerSpec.value.futureField: unknown field (ignored)",
+            ]
         );
+        // Type errors would break decoding: rejected.
+        let v = m
+            .spec
+            .provider_spec
+            .as_mut()
+            .unwrap()
+            .value
+            .as_mut()
+            .unwrap();
+        v["numCPUs"] = json!("four");
+        let e = validate_create(&m, &Ctx::default());
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].path, "spec.providerSpec.value.numCPUs");
     }
 
     #[test]

@@ -165,6 +165,16 @@ impl FieldError {
         )
     }
 
+    /// `metadata.name: Duplicate value: the same object is also at FILE:LINE` (offline sets).
+    pub fn new_duplicate_object(first_at: &str) -> Self {
+        Self::new(
+            "metadata.name",
+            ErrorKind::Duplicate,
+            None,
+            format!("the same object is also defined at {first_at}"),
+        )
+    }
+
     /// `path: Unknown field`.
     pub fn unknown_field(path: impl Into<String>) -> Self {
         Self::new(path, ErrorKind::UnknownField, None, "")

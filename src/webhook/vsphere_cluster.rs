@@ -1,7 +1,7 @@
 //! VSphereCluster admission (rules ours; the schema carries upstream's).
 //!
-//! * `server`, when set, is a host name, IP address or URL; it is required when
-//!   `failureDomainSelector` is set (zones are matched to clusters by server).
+//! * `server`, when set, is a host name, IP address or URL (without one no deployment zone
+//!   matches the cluster: a warning, since strategic-merge patches carry no server).
 //! * `thumbprint`, when set, is a colon-separated SHA-1 (or SHA-256) fingerprint.
 //! * `failureDomainSelector` is a well-formed label selector.
 //! * `controlPlaneEndpoint.port` is 0 (unset) or a TCP port.
@@ -9,6 +9,16 @@
 use super::machine::check_label_selector;
 use super::{Ctx, FieldError, check_server, check_thumbprint};
 use crate::api::VSphereCluster;
+
+/// Warnings: a failure-domain selector without a server selects nothing.
+pub fn warnings(cluster: &VSphereCluster) -> Vec<String> {
+    let spec = &cluster.spec;
+    if spec.failure_domain_selector.is_some() && spec.server.as_deref().unwrap_or("").is_empty() {
+        vec!["spec.server is empty: no VSphereDeploymentZone matches this cluster (zones are matched by server)".into()]
+    } else {
+        Vec::new()
+    }
+}
 
 /// Validation on create and update.
 pub fn validate(cluster: &VSphereCluster, ctx: &Ctx) -> Vec<FieldError> {
@@ -20,10 +30,6 @@ pub fn validate(cluster: &VSphereCluster, ctx: &Ctx) -> Vec<FieldError> {
                 errors.push(FieldError::invalid_str("spec.server", s, reason));
             }
         }
-        None | Some("") if spec.failure_domain_selector.is_some() => errors.push(FieldError::required(
-            "spec.server",
-            "required when failureDomainSelector is set: deployment zones are matched by server",
-        )),
         _ => {}
     }
     if let Some(t) = spec
@@ -74,8 +80,9 @@ mod tests {
 
     #[test]
     fn server_rules() {
-        let e = validate(&cluster(None, true), &Ctx::default());
-        assert_eq!(e[0].path, "spec.server");
+        assert!(validate(&cluster(None, true), &Ctx::default()).is_empty());
+        assert_eq!(warnings(&cluster(None, true)).len(), 1);
+        assert!(warnings(&cluster(Some("vc"), true)).is_empty());
         let e = validate(&cluster(Some("bad host"), false), &Ctx::default());
         assert_eq!(e[0].path, "spec.server");
     }
