@@ -19,5 +19,6 @@ pub mod cli;
 pub mod controllers;
 pub mod local;
 pub mod plan;
+pub mod reconcile;
 pub mod vcenter;
 pub mod webhook;

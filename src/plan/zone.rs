@@ -262,8 +262,10 @@ pub struct ZoneVerdict {
 }
 
 impl ZoneVerdict {
+    /// Ready: every check passed and nothing is left for autoConfigure to change.
     pub fn ready(&self) -> bool {
-        !self.failure_domain_missing
+        self.steps.is_empty()
+            && !self.failure_domain_missing
             && self.vcenter.is_ok()
             && self.placement.is_ok()
             && self.failure_domain.is_ok()
@@ -467,13 +469,9 @@ pub fn plan_zone(
         None => inv.at_path(&format!("{}/vm", dc.path)),
     };
     v.placement = match placement_failures.first() {
-        None if cluster_missing => Check::failed(
-            (
-                zone_v1beta1::RESOURCE_POOL_NOT_FOUND,
-                zone::RESOURCE_POOL_NOT_FOUND,
-            ),
-            "cannot place machines: the compute cluster of the failure domain is not found".into(),
-        ),
+        // Without the cluster the pool cannot be placed in scope; the failure domain check
+        // names the cluster.
+        None if cluster_missing => Check::Skipped,
         None => Check::Ok {
             message: String::new(),
         },
@@ -655,9 +653,9 @@ impl FdContext<'_> {
                 Some(c)
                     if !c.associable_types.is_empty() && !c.associable_types.contains(&assoc) =>
                 {
+                    // Existing types first, in their order: vCenter only accepts appending.
                     let mut types = c.associable_types.clone();
                     types.push(assoc.clone());
-                    types.sort();
                     steps.push(Step::WidenCategory {
                         name: side.tag_category.clone(),
                         associable_types: types,

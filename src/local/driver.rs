@@ -1,0 +1,173 @@
+//! Local mode: run the zone and cluster reconcilers over the in-process store to a fixed point
+//! against real vCenters, exactly as the in-cluster controllers would, and say what changed.
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::store::Store;
+use crate::plan::cluster::{apply as apply_cluster, plan_cluster};
+use crate::plan::credentials::{ManagerIdentity, identity_for};
+use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
+use crate::plan::zone_status::{apply_zone_status, with_owner};
+use crate::reconcile::zones::reconcile_server;
+use crate::vcenter::session::SessionCache;
+use crate::vcenter::stats::Snapshot;
+use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::{Credentials, Endpoint};
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--server`: where to connect for zones on that host (its scheme and port win).
+    pub server: Option<Endpoint>,
+    /// `--username`/`--password` and TLS flags.
+    pub manager: Option<ManagerIdentity>,
+    pub dry_run: bool,
+    pub now: Time,
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Zone name → verdict.
+    pub verdicts: BTreeMap<String, ZoneVerdict>,
+    pub applied: Vec<Step>,
+    /// Changes still wanted (dry run: what would be done).
+    pub pending: Vec<Step>,
+    pub failed: Vec<(Step, String)>,
+    pub round_trips: Snapshot,
+}
+
+impl Report {
+    /// Every zone ready and nothing left to change.
+    pub fn converged(&self) -> bool {
+        self.verdicts.values().all(ZoneVerdict::ready) && self.failed.is_empty()
+    }
+}
+
+/// Where to connect for a zone's server: `--server` when it names the same host (so
+/// `server: 127.0.0.1` in a manifest reaches a simulator on a random port), else the zone's own.
+fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, String> {
+    let own = Endpoint::parse(zone_server).map_err(|e| format!("spec.server: {e}"))?;
+    Ok(match &opts.server {
+        Some(s) if s.host() == own.host() => s.clone(),
+        _ => own,
+    })
+}
+
+/// Reconcile everything in `store`, updating statuses and owner references in place.
+pub async fn run(
+    store: &mut Store,
+    opts: &Options,
+    sessions: &SessionCache,
+    progress: &mut dyn FnMut(&str),
+) -> Report {
+    let before = sessions.stats().snapshot();
+    let mut report = Report::default();
+    let clusters: Vec<_> = store.clusters.values().cloned().collect();
+
+    // Group zones by the vCenter they connect to.
+    let mut groups: BTreeMap<String, (Endpoint, Vec<String>)> = BTreeMap::new();
+    for (name, z) in &store.zones {
+        let server = z.spec.server.clone().unwrap_or_default();
+        match connect_to(&server, opts) {
+            Ok(ep) => groups
+                .entry(ep.to_string())
+                .or_insert_with(|| (ep.clone(), Vec::new()))
+                .1
+                .push(name.clone()),
+            Err(msg) => {
+                let fd = z
+                    .spec
+                    .failure_domain
+                    .as_ref()
+                    .and_then(|n| store.failure_domains.get(n));
+                report
+                    .verdicts
+                    .insert(name.clone(), plan_zone(z, fd, Err(&msg)));
+            }
+        }
+    }
+
+    for (endpoint, names) in groups.values() {
+        progress(&format!(
+            "reconciling {} zone(s) on {endpoint}",
+            names.len()
+        ));
+        let zones: Vec<_> = names.iter().filter_map(|n| store.zones.get(n)).collect();
+        let identity = identity_for(
+            &endpoint.to_string(),
+            &clusters,
+            &store.secrets,
+            opts.manager.as_ref(),
+        );
+        let client = identity.and_then(|id| {
+            let creds = Credentials::new(id.username, id.password);
+            sessions
+                .client(&endpoint.to_string(), &creds, id.tls)
+                .map_err(|e| e.to_string())
+        });
+        match client {
+            Err(msg) => {
+                for z in &zones {
+                    let fd = z
+                        .spec
+                        .failure_domain
+                        .as_ref()
+                        .and_then(|n| store.failure_domains.get(n));
+                    report.verdicts.insert(
+                        z.metadata.name.clone().unwrap_or_default(),
+                        plan_zone(z, fd, Err(&msg)),
+                    );
+                }
+            }
+            Ok(client) => {
+                let mut tags = TagCatalog::default();
+                let run = reconcile_server(
+                    &client,
+                    &zones,
+                    &store.failure_domains,
+                    &mut tags,
+                    opts.dry_run,
+                )
+                .await;
+                report.applied.extend(run.applied);
+                report.pending.extend(run.pending);
+                report.failed.extend(run.failed);
+                report.verdicts.extend(run.verdicts);
+            }
+        }
+    }
+
+    // Statuses and owner references, as the controller would patch them.
+    for (name, verdict) in &report.verdicts {
+        let Some(z) = store.zones.get_mut(name) else {
+            continue;
+        };
+        let generation = z.metadata.generation;
+        let status = z.status.get_or_insert_with(Default::default);
+        apply_zone_status(status, verdict, generation, &opts.now);
+        if verdict.ready() {
+            let z = z.clone();
+            if let Some(fd) = z
+                .spec
+                .failure_domain
+                .as_ref()
+                .and_then(|n| store.failure_domains.get_mut(n))
+            {
+                if let Some(refs) = with_owner(fd, &z) {
+                    fd.metadata.owner_references = Some(refs);
+                }
+            }
+        }
+    }
+    let zones: Vec<_> = store.zones.values().cloned().collect();
+    for c in store.clusters.values_mut() {
+        let publication = plan_cluster(c, &zones);
+        let generation = c.metadata.generation;
+        let status = c.status.get_or_insert_with(Default::default);
+        apply_cluster(status, &publication, generation, &opts.now);
+    }
+    report.round_trips = sessions.stats().snapshot().since(&before);
+    report
+}
