@@ -271,6 +271,37 @@ impl ZoneVerdict {
             && self.failure_domain.is_ok()
     }
 
+    /// vCenter refused autoConfigure changes: the zone says which and why.
+    pub fn mark_auto_configure_failed<'a>(&mut self, errors: impl IntoIterator<Item = &'a str>) {
+        let message = errors.into_iter().collect::<Vec<_>>().join("; ");
+        self.failure_domain = Check::failed(
+            (
+                zone_ours::AUTO_CONFIGURE_FAILED,
+                zone_ours::AUTO_CONFIGURE_FAILED,
+            ),
+            format!("autoConfigure failed: {message}"),
+        );
+    }
+
+    /// Changes are still wanted (dry run, or a run cut short): not ready, saying what is missing.
+    pub fn mark_pending(&mut self) {
+        if self.steps.is_empty() || !self.failure_domain.is_ok() {
+            return;
+        }
+        let what: Vec<String> = self.steps.iter().map(|s| s.to_string()).collect();
+        self.failure_domain = Check::failed(
+            (
+                zone_ours::AUTO_CONFIGURE_PENDING,
+                zone_ours::AUTO_CONFIGURE_PENDING,
+            ),
+            format!(
+                "autoConfigure has {} change(s) to make: {}",
+                what.len(),
+                what.join("; ")
+            ),
+        );
+    }
+
     /// The first failing check's message, for one-line summaries.
     pub fn first_problem(&self) -> Option<(&'static str, &str)> {
         [&self.vcenter, &self.placement, &self.failure_domain]

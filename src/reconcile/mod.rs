@@ -3,4 +3,5 @@
 //! autoConfigure asks for, and repeat until nothing is left to change.
 pub mod execute;
 pub mod gather;
+pub mod views;
 pub mod zones;

@@ -3,11 +3,10 @@
 //! gather, so verifying N zones costs the same bulk reads as verifying one.
 use std::collections::BTreeMap;
 
-use crate::api::conditions::zone_ours;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::view::VcenterView;
-use crate::plan::zone::{Check, Step, ZoneVerdict, dedup_steps, plan_zone};
+use crate::plan::zone::{Step, ZoneVerdict, dedup_steps, plan_zone};
 use crate::vcenter::Client;
 use crate::vcenter::tags::TagCatalog;
 
@@ -70,16 +69,7 @@ pub async fn reconcile_server(
                 .filter(|(s, _)| verdict.steps.contains(s))
                 .collect();
             if !refused_here.is_empty() {
-                let message = refused_here
-                    .iter()
-                    .map(|(_, e)| e.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                verdict.failure_domain = Check::Failed {
-                    v1beta1_reason: zone_ours::AUTO_CONFIGURE_FAILED,
-                    v1beta2_reason: zone_ours::AUTO_CONFIGURE_FAILED,
-                    message: format!("autoConfigure failed: {message}"),
-                };
+                verdict.mark_auto_configure_failed(refused_here.iter().map(|(_, e)| e.as_str()));
                 verdict
                     .steps
                     .retain(|s| !refused.iter().any(|(r, _)| r == s));
@@ -110,19 +100,5 @@ pub async fn reconcile_server(
 
 /// A zone with autoConfigure changes still to make is not ready: say what is missing.
 fn mark_pending(verdicts: &mut BTreeMap<String, ZoneVerdict>) {
-    for v in verdicts.values_mut() {
-        if v.steps.is_empty() || !v.failure_domain.is_ok() {
-            continue;
-        }
-        let what: Vec<String> = v.steps.iter().map(|s| s.to_string()).collect();
-        v.failure_domain = Check::Failed {
-            v1beta1_reason: zone_ours::AUTO_CONFIGURE_PENDING,
-            v1beta2_reason: zone_ours::AUTO_CONFIGURE_PENDING,
-            message: format!(
-                "autoConfigure has {} change(s) to make: {}",
-                what.len(),
-                what.join("; ")
-            ),
-        };
-    }
+    verdicts.values_mut().for_each(ZoneVerdict::mark_pending);
 }
