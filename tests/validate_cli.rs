@@ -1,0 +1,170 @@
+//! `vsphere-provider validate` as a CI pipeline runs it: lines, exit codes, file:line.
+
+use std::path::Path;
+use std::process::Command;
+
+fn validate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))
+        .arg("validate")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run vsphere-provider");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+const ZONE: &str = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata:
+  name: zone-a
+spec:
+  server: 127.0.0.1
+  failureDomain: zone-a
+  placementConstraint:
+    resourcePool: DC0_C0_RP1
+";
+
+#[test]
+fn ok_objects_exit_zero_with_defaults_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "zone.yaml", ZONE);
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        format!("{f}:1: VSphereDeploymentZone zone-a: ok (defaulted spec.controlPlane)\n")
+    );
+}
+
+#[test]
+fn rejected_objects_exit_one_with_field_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = ZONE
+        .replace("  failureDomain: zone-a\n", "")
+        .replace("DC0_C0_RP1", "\"\"");
+    let f = write(dir.path(), "zone.yaml", &format!("{ZONE}---\n{bad}"));
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].ends_with(": ok (defaulted spec.controlPlane)"));
+    assert!(
+        lines[1].starts_with(&format!("{f}:11: VSphereDeploymentZone zone-a: rejected: ")),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("spec.failureDomain: Required value"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("spec.placementConstraint.resourcePool: Required value"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("metadata.name: Duplicate value"),
+        "{}",
+        lines[1]
+    );
+}
+
+#[test]
+fn unknown_kinds_are_reported_not_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+    );
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        format!("{f}:1: v1/ConfigMap cm: unknown kind: not served by vsphere-provider\n")
+    );
+}
+
+#[test]
+fn syntax_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "broken.yaml",
+        &format!("{ZONE}---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: [oops\n"),
+    );
+    let (code, _, err) = validate(&["-f", &f]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{f}:")), "{err}");
+    assert!(err.contains("YAML syntax error"), "{err}");
+    let line: u32 = err
+        .split(&format!("{f}:"))
+        .nth(1)
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((14..=15).contains(&line), "line {line}: {err}");
+}
+
+#[test]
+fn secrets_are_ok_and_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: vsphere-credentials\n  namespace: default\nstringData:\n  username: administrator@vsphere.local\n  password: sup3r-s3cret\n",
+    );
+    let (code, out, err) = validate(&["-f", &f, "-o", "json"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("sup3r-s3cret") && !err.contains("sup3r-s3cret"));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["objects"][0]["result"], "ok");
+}
+
+#[test]
+fn directories_are_walked_and_kustomizations_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    write(
+        dir.path(),
+        "kustomization.yaml",
+        "resources: [sub/zone.yaml]\n",
+    );
+    write(&dir.path().join("sub"), "zone.yaml", ZONE);
+    let (code, out, _) = validate(&["-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.lines().count(), 1);
+}
+
+#[test]
+fn placeholders_strict_mode() {
+    let (code, _, _) = validate(&[
+        "-f",
+        "tests/fixtures/manifests/upstream/capv-01-e2e-failure-domains.v1beta1.yaml",
+    ]);
+    assert_eq!(code, 0);
+    let (code, out, _) = validate(&[
+        "--strict-placeholders",
+        "-f",
+        "tests/fixtures/manifests/upstream/capv-01-e2e-failure-domains.v1beta1.yaml",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("spec.server: Invalid value: \"${VSPHERE_SERVER}\""),
+        "{out}"
+    );
+}
