@@ -8,8 +8,9 @@ use crate::api::{self, Kind};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Write one file per kind into this directory instead of printing a multi-document stream.
+    /// Repeatable (`--out crds --out config/crd/bases` regenerates both checked-in copies).
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub out: Vec<PathBuf>,
     /// Only these kinds (e.g. `--kind VSphereFailureDomain`); default all.
     #[arg(long = "kind", value_name = "KIND")]
     pub kinds: Vec<String>,
@@ -36,29 +37,27 @@ pub async fn run(args: Args) -> ExitCode {
     if kinds.is_empty() {
         kinds = Kind::ALL.to_vec();
     }
-    match args.out {
-        None => {
-            let mut out = String::new();
-            for k in kinds {
-                out.push_str(&api::crd_yaml(&k.crd()));
-            }
-            print!("{out}");
-            ExitCode::SUCCESS
+    if args.out.is_empty() {
+        let mut out = String::new();
+        for k in &kinds {
+            out.push_str(&api::crd_yaml(&k.crd()));
         }
-        Some(dir) => {
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                eprintln!("error: cannot create {}: {e}", dir.display());
+        print!("{out}");
+        return ExitCode::SUCCESS;
+    }
+    for dir in &args.out {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: cannot create {}: {e}", dir.display());
+            return ExitCode::from(super::EXIT_FAILED);
+        }
+        for k in &kinds {
+            let path = dir.join(k.crd_file_name());
+            if let Err(e) = std::fs::write(&path, api::crd_yaml(&k.crd())) {
+                eprintln!("error: cannot write {}: {e}", path.display());
                 return ExitCode::from(super::EXIT_FAILED);
             }
-            for k in kinds {
-                let path = dir.join(k.crd_file_name());
-                if let Err(e) = std::fs::write(&path, api::crd_yaml(&k.crd())) {
-                    eprintln!("error: cannot write {}: {e}", path.display());
-                    return ExitCode::from(super::EXIT_FAILED);
-                }
-                eprintln!("wrote {}", path.display());
-            }
-            ExitCode::SUCCESS
+            eprintln!("wrote {}", path.display());
         }
     }
+    ExitCode::SUCCESS
 }
