@@ -1,0 +1,81 @@
+//! The controllers' error type. One variant per failure class, each with a `category()` that
+//! labels metrics and decides the requeue: vCenter trouble backs off per object, a blocked
+//! deletion waits a fixed 30 s, Kubernetes API errors back off like vCenter ones.
+use kube::runtime::finalizer;
+
+use crate::plan::zone_status::Deletion;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed (status patch, owner references, Secret read).
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+
+    /// vCenter could not be reached or logged in to; the zone status already says so.
+    #[error("vCenter: {0}")]
+    Vcenter(String),
+
+    /// Machines still use a zone being deleted: the finalizer stays (the finalizer helper only
+    /// keeps it when cleanup fails, so a blocked deletion is an error).
+    #[error("{}", Deletion::blocked_message(.0))]
+    DeletionBlocked(Vec<String>),
+
+    /// Adding or removing the finalizer failed, or apply/cleanup failed (boxed: it wraps us).
+    #[error(transparent)]
+    Finalizer(Box<finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// A short, stable label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kubernetes",
+            Error::Vcenter(_) => "vcenter",
+            Error::DeletionBlocked(_) => "deletion_blocked",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
+                    e.category()
+                }
+                finalizer::Error::AddFinalizer(_) | finalizer::Error::RemoveFinalizer(_) => {
+                    "finalizer"
+                }
+                finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => "invalid",
+            },
+        }
+    }
+
+    /// The innermost error, for deciding the requeue.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.root(),
+                _ => self,
+            },
+            _ => self,
+        }
+    }
+}
+
+impl From<finalizer::Error<Error>> for Error {
+    fn from(e: finalizer::Error<Error>) -> Self {
+        Error::Finalizer(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_see_through_the_finalizer_wrapper() {
+        let e: Error = finalizer::Error::ApplyFailed(Error::Vcenter("down".into())).into();
+        assert_eq!(e.category(), "vcenter");
+        assert!(matches!(e.root(), Error::Vcenter(_)));
+        let e: Error =
+            finalizer::Error::CleanupFailed(Error::DeletionBlocked(vec!["ns/m1".into()])).into();
+        assert_eq!(e.category(), "deletion_blocked");
+        assert!(e.to_string().contains("currently in use by Machines ns/m1"));
+        let e: Error = finalizer::Error::<Error>::UnnamedObject.into();
+        assert_eq!(e.category(), "invalid");
+    }
+}

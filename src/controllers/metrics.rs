@@ -1,0 +1,230 @@
+//! Prometheus metrics of the controller manager, served on `/metrics`.
+//!
+//! Reconciles are counted and timed per controller; errors per category (the same labels the
+//! error policy decides on). vCenter round trips are not double-bookkept: the client already
+//! counts every request in [`Stats`], and a collector turns that snapshot into metrics at scrape
+//! time, so the numbers on `/metrics` and in the local-mode summary can never disagree.
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::vcenter::Stats;
+
+/// Every metric name starts with this.
+pub const PREFIX: &str = "vsphere_provider";
+
+/// Reconcile-duration buckets: vCenter reconciles take from milliseconds (cached view) to
+/// tens of seconds (autoConfigure against a slow vCenter).
+const DURATION_BUCKETS: [f64; 11] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    controller: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CategoryLabels {
+    controller: String,
+    category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+/// The manager's metrics. Cheap to share (`Arc`); recording never blocks on a scrape.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    errors: Family<CategoryLabels, Counter>,
+    durations: Family<ControllerLabels, Histogram>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Metrics that also expose the vCenter round trips recorded in `stats`.
+    pub fn new(stats: Stats) -> Arc<Self> {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let errors = Family::<CategoryLabels, Counter>::default();
+        let durations =
+            Family::<ControllerLabels, Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register(
+            "reconciles",
+            "Reconciles run, by controller and result (ok or error)",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles, by controller and error category",
+            errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconcile, by controller",
+            durations.clone(),
+        );
+        registry.register_collector(Box::new(VcenterCollector { stats }));
+        Arc::new(Self {
+            registry,
+            reconciles,
+            errors,
+            durations,
+        })
+    }
+
+    /// Record one reconcile: `Err(category)` for a failure.
+    pub fn reconciled(&self, controller: &str, elapsed: Duration, result: Result<(), &str>) {
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                controller: controller.into(),
+                result: outcome.into(),
+            })
+            .inc();
+        if let Err(category) = result {
+            self.errors
+                .get_or_create(&CategoryLabels {
+                    controller: controller.into(),
+                    category: category.into(),
+                })
+                .inc();
+        }
+        self.durations
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The OpenMetrics text exposition (what Prometheus scrapes).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// vCenter round trips per method, read from the client's own accounting at scrape time.
+#[derive(Debug)]
+struct VcenterCollector {
+    stats: Stats,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+impl Collector for VcenterCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snapshot = self.stats.snapshot();
+        let requests = Family::<MethodLabels, Counter>::default();
+        let errors = Family::<MethodLabels, Counter>::default();
+        let seconds = Family::<MethodLabels, Counter<f64>>::default();
+        for (method, m) in &snapshot.methods {
+            let labels = MethodLabels {
+                method: method.clone(),
+            };
+            requests.get_or_create(&labels).inc_by(m.calls);
+            errors.get_or_create(&labels).inc_by(m.errors);
+            seconds.get_or_create(&labels).inc_by(m.total.as_secs_f64());
+        }
+        let by_kind = Family::<KindLabels, Counter>::default();
+        for (kind, n) in &snapshot.by_kind {
+            let kind = serde_json::to_value(kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            by_kind.get_or_create(&KindLabels { kind }).inc_by(*n);
+        }
+        for (name, help, family) in [
+            (
+                "vcenter_requests",
+                "vCenter round trips, by SOAP method or REST operation",
+                &requests,
+            ),
+            (
+                "vcenter_request_errors",
+                "vCenter round trips that failed, by SOAP method or REST operation",
+                &errors,
+            ),
+        ] {
+            let e = encoder.encode_descriptor(name, help, None, family.metric_type())?;
+            family.encode(e)?;
+        }
+        let e = encoder.encode_descriptor(
+            "vcenter_request_seconds",
+            "Time spent waiting for vCenter, by SOAP method or REST operation",
+            None,
+            seconds.metric_type(),
+        )?;
+        seconds.encode(e)?;
+        let e = encoder.encode_descriptor(
+            "vcenter_requests_by_kind",
+            "vCenter round trips by kind (session, read, write)",
+            None,
+            by_kind.metric_type(),
+        )?;
+        by_kind.encode(e)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::CallKind;
+
+    #[test]
+    fn reconciles_errors_durations_and_round_trips_are_exposed() {
+        let stats = Stats::default();
+        stats.record(
+            "RetrievePropertiesEx",
+            CallKind::Read,
+            Duration::from_millis(20),
+            true,
+        );
+        stats.record("Login", CallKind::Session, Duration::from_millis(5), false);
+        let m = Metrics::new(stats);
+        m.reconciled("zone", Duration::from_millis(30), Ok(()));
+        m.reconciled("zone", Duration::from_millis(30), Err("vcenter"));
+        let text = m.encode();
+        for line in [
+            "vsphere_provider_reconciles_total{controller=\"zone\",result=\"ok\"} 1",
+            "vsphere_provider_reconciles_total{controller=\"zone\",result=\"error\"} 1",
+            "vsphere_provider_reconcile_errors_total{controller=\"zone\",category=\"vcenter\"} 1",
+            "vsphere_provider_reconcile_duration_seconds_count{controller=\"zone\"} 2",
+            "vsphere_provider_vcenter_requests_total{method=\"RetrievePropertiesEx\"} 1",
+            "vsphere_provider_vcenter_request_errors_total{method=\"Login\"} 1",
+            "vsphere_provider_vcenter_requests_by_kind_total{kind=\"session\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert!(text.contains("vsphere_provider_vcenter_request_seconds_total{method=\"Login\"} 0.005"));
+    }
+}
