@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian machine: install prerequisites, build, start a vCenter
+# simulator with three compute clusters, tag it the way an admin would, and run the provider
+# against it:
+#   1. `doctor` and `inventory` against the simulator;
+#   2. `reconcile -f config/samples`: zones verified, failure domains published;
+#   3. the same again with one deliberately broken zone, to show its condition.
+# Safe to re-run. Everything it starts is stopped on exit.
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+cd "$REPO_ROOT"
+
+VCSIM_BIN="$(hack/setup.sh | tail -n1)"
+command -v jq >/dev/null 2>&1 || ensure_apt_packages jq
+command -v curl >/dev/null 2>&1 || ensure_apt_packages curl
+log "building vsphere-provider"
+cargo build --quiet >&2
+BIN="$REPO_ROOT/target/debug/vsphere-provider"
+
+work="$(mktemp -d)"
+vcsim_pid=""
+cleanup() {
+	[ -n "$vcsim_pid" ] && kill "$vcsim_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+banner() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+banner "starting vcsim: 1 datacenter, 3 clusters x 3 hosts, 1 pool each, 2 datastores"
+"$VCSIM_BIN" -l 127.0.0.1:0 -cluster 3 -host 3 -pool 1 -ds 2 -vm 1 \
+	-url-file "$work/url" >/dev/null 2>"$work/vcsim.log" &
+vcsim_pid=$!
+for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
+[ -s "$work/url" ] || die "vcsim did not start: $(cat "$work/vcsim.log")"
+export VSPHERE_SERVER
+VSPHERE_SERVER="$(cat "$work/url")"
+export VSPHERE_USERNAME=demo-admin VSPHERE_PASSWORD=demo-password
+echo "vcsim at $VSPHERE_SERVER"
+
+banner "vsphere-provider doctor"
+"$BIN" doctor
+
+banner "vsphere-provider inventory (first 20 of $("$BIN" inventory 2>/dev/null | wc -l) objects)"
+"$BIN" inventory 2>/dev/null | head -20
+
+banner "the admin tags the estate (REST tagging API, as with govc tags.*)"
+base="${VSPHERE_SERVER%/sdk}"
+session="$(curl -fsS -X POST -u "$VSPHERE_USERNAME:$VSPHERE_PASSWORD" "$base/rest/com/vmware/cis/session" | jq -r .value)"
+rest() { curl -fsS -H "vmware-api-session-id: $session" -H 'Content-Type: application/json' "$@"; }
+moref() { "$BIN" inventory -o json 2>/dev/null | jq -r --arg p "$1" '.[] | select(.path == $p) | .moref'; }
+category() { # NAME TYPE
+	rest -X POST "$base/rest/com/vmware/cis/tagging/category" \
+		-d "{\"create_spec\":{\"name\":\"$1\",\"description\":\"\",\"cardinality\":\"MULTIPLE\",\"associable_types\":[\"$2\"]}}" | jq -r .value
+}
+tag() { # CATEGORY_ID NAME TYPE PATH
+	local id
+	id="$(rest -X POST "$base/rest/com/vmware/cis/tagging/tag" \
+		-d "{\"create_spec\":{\"name\":\"$2\",\"description\":\"\",\"category_id\":\"$1\"}}" | jq -r .value)"
+	rest -X POST "$base/rest/com/vmware/cis/tagging/tag-association/id:$id?~action=attach" \
+		-d "{\"object_id\":{\"type\":\"$3\",\"id\":\"$(moref "$4")\"}}"
+	echo "  tag $2 -> $4"
+}
+region="$(category k8s-region Datacenter)"
+zone="$(category k8s-zone ClusterComputeResource)"
+tag "$region" region-a Datacenter /DC0
+tag "$zone" zone-a ClusterComputeResource /DC0/host/DC0_C0
+tag "$zone" zone-b ClusterComputeResource /DC0/host/DC0_C1
+tag "$zone" zone-c ClusterComputeResource /DC0/host/DC0_C2
+
+banner "vsphere-provider reconcile -f config/samples (local mode)"
+"$BIN" reconcile -f config/samples
+
+banner "a deliberately broken zone: resource pool DC0_C0_RP9 does not exist"
+mkdir -p "$work/broken"
+cp -r config/samples/. "$work/broken/"
+cat >"$work/broken/zz-broken-zone.yaml" <<'YAML'
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata:
+  name: zone-broken
+spec:
+  server: 127.0.0.1
+  failureDomain: zone-a
+  placementConstraint:
+    resourcePool: DC0_C0_RP9
+    folder: vm
+YAML
+set +e
+"$BIN" reconcile -f "$work/broken"
+code=$?
+set -e
+echo "(exit code $code: 1 means something is not ready, as expected here)"
+[ "$code" -eq 1 ] || die "the broken zone should make reconcile exit 1"
+
+banner "done"
