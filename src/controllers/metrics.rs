@@ -60,8 +60,9 @@ impl Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let reconciles = Family::<ResultLabels, Counter>::default();
         let errors = Family::<CategoryLabels, Counter>::default();
-        let durations =
-            Family::<ControllerLabels, Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
+        let durations = Family::<ControllerLabels, Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
         registry.register(
             "reconciles",
             "Reconciles run, by controller and result (ok or error)",
@@ -225,6 +226,8 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
-        assert!(text.contains("vsphere_provider_vcenter_request_seconds_total{method=\"Login\"} 0.005"));
+        assert!(
+            text.contains("vsphere_provider_vcenter_request_seconds_total{method=\"Login\"} 0.005")
+        );
     }
 }

@@ -1,0 +1,120 @@
+//! The admin endpoints on `--metrics-addr`: `/metrics` (Prometheus), `/healthz` (the process
+//! serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
+//! by for the lease — a standby replica is healthy, not broken).
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use super::Metrics;
+
+/// What `/readyz` reports.
+#[derive(Debug)]
+pub struct Health {
+    leader_election: bool,
+    leading: AtomicBool,
+    synced: AtomicBool,
+}
+
+impl Health {
+    /// `leader_election`: whether this replica competes for the lease (else it always leads).
+    pub fn new(leader_election: bool) -> Arc<Self> {
+        Arc::new(Health {
+            leader_election,
+            leading: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+        })
+    }
+
+    pub fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::SeqCst);
+    }
+
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::SeqCst);
+    }
+
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// Ready, or why not.
+    pub fn readiness(&self) -> Result<&'static str, &'static str> {
+        let synced = self.synced.load(Ordering::SeqCst);
+        match (self.leader_election, self.is_leading(), synced) {
+            (true, false, _) => Ok("standing by for the leader lease"),
+            (_, _, true) => Ok("caches synced"),
+            (_, _, false) => Err("caches not synced yet"),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+/// The admin router.
+pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(AdminState { metrics, health })
+}
+
+async fn metrics_handler(State(s): State<AdminState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn readyz(State(s): State<AdminState>) -> Response {
+    match s.health.readiness() {
+        Ok(why) => (StatusCode::OK, why).into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+/// Serve the admin endpoints on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(metrics, health))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_leadership_and_caches() {
+        let h = Health::new(true);
+        assert!(h.readiness().is_ok(), "standby is ready");
+        h.set_leading(true);
+        assert_eq!(h.readiness(), Err("caches not synced yet"));
+        h.set_synced(true);
+        assert!(h.readiness().is_ok());
+        let h = Health::new(false);
+        assert!(h.readiness().is_err(), "without election, caches decide");
+        h.set_synced(true);
+        assert!(h.readiness().is_ok());
+    }
+}
