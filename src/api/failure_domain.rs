@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// VSphereFailureDomainSpec defines the desired state of VSphereFailureDomain.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "infrastructure.cluster.x-k8s.io",
     version = "v1beta1",
@@ -69,7 +69,7 @@ pub struct VSphereFailureDomainSpec {
 }
 
 /// The name and type of a region or zone.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureDomain {
     /// Name is the name of the tag that represents this failure domain
@@ -88,12 +88,25 @@ pub struct FailureDomain {
     pub auto_configure: Option<bool>,
 }
 
-/// What a region or zone tag is attached to.
+/// What a region or zone tag is attached to (the default, Datacenter, is only for building
+/// values in code; the field is required).
 #[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    JsonSchema,
 )]
 pub enum FailureDomainType {
     /// A datacenter.
+    #[default]
     Datacenter,
     /// A compute cluster.
     ComputeCluster,

@@ -1,0 +1,362 @@
+//! The admission server end to end: AdmissionReview v1 JSON over HTTP (and HTTPS), the paths
+//! registered in `config/webhook/manifests.yaml`, denials with field paths, defaulting patches.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use vsphere_provider::api::Kind;
+use vsphere_provider::webhook::server::{self, Endpoint, TlsFiles};
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), server::ServeError>>,
+}
+
+impl Server {
+    async fn start(tls: Option<TlsFiles>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server::serve_listener(listener, tls, async {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let result = tokio::time::timeout(std::time::Duration::from_secs(5), self.task).await;
+        assert!(
+            matches!(result, Ok(Ok(Ok(())))),
+            "server did not stop cleanly: {result:?}"
+        );
+    }
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((len, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+async fn post(addr: SocketAddr, path: &str, review: &Value) -> (u16, Value) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (status, body) = exchange(stream, "POST", path, &review.to_string()).await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn review(op: &str, object: Value, old: Option<Value>) -> Value {
+    let api_version = object["apiVersion"].as_str().unwrap().to_string();
+    let (group, version) = api_version.split_once('/').unwrap();
+    let kind = object["kind"].clone();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": "things"},
+            "name": object["metadata"]["name"],
+            "operation": op,
+            "userInfo": {"username": "admin"},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false
+        }
+    })
+}
+
+fn failure_domain(region_type: &str) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereFailureDomain",
+        "metadata": {"name": "zone-a"},
+        "spec": {
+            "region": {"name": "region-a", "type": region_type, "tagCategory": "k8s-region"},
+            "zone": {"name": "zone-a", "type": "ComputeCluster", "tagCategory": "k8s-zone"},
+            "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0"}
+        }
+    })
+}
+
+fn zone() -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "zone-a"},
+        "spec": {"server": "127.0.0.1", "failureDomain": "zone-a", "placementConstraint": {"resourcePool": "DC0_C0_RP1"}}
+    })
+}
+
+#[tokio::test]
+async fn validating_endpoint_denies_with_field_paths_and_allows_the_good_neighbour() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::VSphereFailureDomain, Endpoint::Validate);
+
+    let (status, resp) = post(
+        srv.addr,
+        &path,
+        &review("CREATE", failure_domain("Datacenter"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(resp["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(resp["kind"], "AdmissionReview");
+    assert_eq!(
+        resp["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
+    assert_eq!(resp["response"]["allowed"], true, "{resp}");
+
+    let (_, resp) = post(
+        srv.addr,
+        &path,
+        &review("CREATE", failure_domain("HostGroup"), None),
+    )
+    .await;
+    assert_eq!(resp["response"]["allowed"], false);
+    assert_eq!(resp["response"]["status"]["code"], 422);
+    let message = resp["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "spec.region.type: Forbidden: region's Failure Domain type cannot be HostGroup"
+        ),
+        "{message}"
+    );
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn updates_see_the_old_object() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::VSphereFailureDomain, Endpoint::Validate);
+    let old = failure_domain("Datacenter");
+    let mut new = old.clone();
+    new["spec"]["topology"]["computeCluster"] = json!("DC0_C1");
+    let (_, resp) = post(srv.addr, &path, &review("UPDATE", new, Some(old.clone()))).await;
+    assert_eq!(resp["response"]["allowed"], false);
+    assert!(
+        resp["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec: Forbidden: VSphereFailureDomainSpec is immutable")
+    );
+    // Deletes are not checked.
+    let (_, resp) = post(srv.addr, &path, &review("DELETE", old.clone(), Some(old))).await;
+    assert_eq!(resp["response"]["allowed"], true);
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn mutating_endpoint_returns_a_json_patch() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::VSphereDeploymentZone, Endpoint::Mutate);
+    let (_, resp) = post(srv.addr, &path, &review("CREATE", zone(), None)).await;
+    assert_eq!(resp["response"]["allowed"], true);
+    assert_eq!(resp["response"]["patchType"], "JSONPatch");
+    let patch = resp["response"]["patch"].as_str().unwrap();
+    let decoded = base64_decode(patch);
+    let ops: Value = serde_json::from_slice(&decoded).unwrap();
+    assert_eq!(
+        ops,
+        json!([{"op": "add", "path": "/spec/controlPlane", "value": true}])
+    );
+    // Nothing to default: no patch.
+    let mut explicit = zone();
+    explicit["spec"]["controlPlane"] = json!(false);
+    let (_, resp) = post(srv.addr, &path, &review("CREATE", explicit, None)).await;
+    assert!(resp["response"].get("patch").is_none());
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn wrong_kind_for_endpoint_is_denied() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::Machine, Endpoint::Validate);
+    let (_, resp) = post(srv.addr, &path, &review("CREATE", zone(), None)).await;
+    assert_eq!(resp["response"]["allowed"], false);
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn every_registered_webhook_path_is_served() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/webhook/manifests.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let mut served = std::collections::BTreeSet::new();
+    for kind in Kind::ALL {
+        served.insert(server::path(kind, Endpoint::Validate));
+        served.insert(server::path(kind, Endpoint::Mutate));
+    }
+    let mut validating_kinds = 0;
+    let srv = Server::start(None).await;
+    for doc in &docs {
+        for hook in doc["webhooks"].as_array().unwrap() {
+            let path = hook["clientConfig"]["service"]["path"].as_str().unwrap();
+            assert!(served.contains(path), "{path} is registered but not served");
+            assert_eq!(hook["admissionReviewVersions"], json!(["v1"]));
+            assert_eq!(hook["sideEffects"], "None");
+            let rule = &hook["rules"][0];
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| {
+                    rule["resources"][0] == k.plural()
+                        && rule["apiGroups"][0] == k.api_version().split('/').next().unwrap()
+                })
+                .unwrap_or_else(|| panic!("{path}: rule for no served kind"));
+            assert!(
+                path.ends_with(&format!("-{}", kind.name().to_lowercase())),
+                "{path} vs {kind}"
+            );
+            if doc["kind"] == "ValidatingWebhookConfiguration" {
+                validating_kinds += 1;
+            }
+            let (status, _) = post(srv.addr, path, &review("DELETE", zone(), None)).await;
+            assert_eq!(status, 200, "{path}");
+        }
+    }
+    assert_eq!(validating_kinds, Kind::ALL.len());
+    let stream = TcpStream::connect(srv.addr).await.unwrap();
+    let (status, body) = exchange(stream, "GET", "/healthz", "").await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    srv.stop().await;
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut buf = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
+        buf = (buf << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buf >> bits) as u8);
+            buf &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn https_with_a_certificate_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .arg("-keyout")
+        .arg(dir.path().join("tls.key"))
+        .arg("-out")
+        .arg(dir.path().join("tls.crt"))
+        .output();
+    match status {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!("skipping the HTTPS test: openssl cannot make a certificate here: {other:?}");
+            return;
+        }
+    }
+    let srv = Server::start(Some(TlsFiles::in_dir(dir.path()))).await;
+
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        rustls::pki_types::CertificateDer::pem_file_iter(dir.path().join("tls.crt")).unwrap()
+    {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(srv.addr).await.unwrap();
+    let tls = connector
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let path = server::path(Kind::VSphereFailureDomain, Endpoint::Validate);
+    let (status, body) = exchange(
+        tls,
+        "POST",
+        &path,
+        &review("CREATE", failure_domain("HostGroup"), None).to_string(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let resp: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(resp["response"]["allowed"], false);
+    srv.stop().await;
+}
