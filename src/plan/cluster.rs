@@ -202,3 +202,216 @@ pub fn apply(
     }
     *status != before
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deployment_zone::{VSphereDeploymentZoneSpec, VSphereDeploymentZoneStatus};
+    use crate::api::vsphere_cluster::VSphereClusterSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use proptest::prelude::*;
+
+    fn zone(
+        name: &str,
+        server: &str,
+        ready: Option<bool>,
+        cp: Option<bool>,
+        labels: &[(&str, &str)],
+    ) -> VSphereDeploymentZone {
+        let mut z = VSphereDeploymentZone::new(
+            name,
+            VSphereDeploymentZoneSpec {
+                server: Some(server.into()),
+                failure_domain: Some(name.into()),
+                control_plane: cp,
+                ..VSphereDeploymentZoneSpec::default()
+            },
+        );
+        z.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        z.status = Some(VSphereDeploymentZoneStatus {
+            ready,
+            ..VSphereDeploymentZoneStatus::default()
+        });
+        z
+    }
+
+    fn cluster(server: &str, selector: Option<LabelSelector>) -> VSphereCluster {
+        VSphereCluster::new(
+            "c",
+            VSphereClusterSpec {
+                server: Some(server.into()),
+                failure_domain_selector: selector,
+                ..VSphereClusterSpec::default()
+            },
+        )
+    }
+
+    fn now() -> Time {
+        Time("2026-11-22T03:00:00Z".parse().unwrap())
+    }
+
+    #[test]
+    fn no_selector_leaves_the_status_alone() {
+        let c = cluster("vc", None);
+        let p = plan_cluster(&c, &[zone("a", "vc", Some(true), None, &[])]);
+        assert_eq!(p, Publication::Disabled);
+        let mut status = VSphereClusterStatus::default();
+        assert!(!apply(&mut status, &p, None, &now()));
+    }
+
+    #[test]
+    fn ready_zones_publish_unset_wait_and_false_are_skipped() {
+        // Upstream's table: ready nil → published + wait; true → published; false → skipped.
+        let c = cluster("vc.example.com", Some(LabelSelector::default()));
+        let zones = [
+            zone("ready", "https://vc.example.com/sdk", Some(true), None, &[]),
+            zone("worker", "vc.example.com", Some(true), Some(false), &[]),
+            zone("unset", "vc.example.com", None, None, &[]),
+            zone("broken", "vc.example.com", Some(false), None, &[]),
+            zone("elsewhere", "other-vc", Some(true), None, &[]),
+        ];
+        let p = plan_cluster(&c, &zones);
+        let Publication::Zones {
+            failure_domains,
+            waiting,
+            skipped,
+        } = &p
+        else {
+            panic!("{p:?}")
+        };
+        assert_eq!(
+            failure_domains.keys().collect::<Vec<_>>(),
+            ["ready", "unset", "worker"]
+        );
+        assert_eq!(failure_domains["worker"].control_plane, Some(false));
+        assert_eq!(
+            failure_domains["ready"].control_plane,
+            Some(true),
+            "controlPlane defaults to true"
+        );
+        assert_eq!(waiting, &["unset"]);
+        assert_eq!(skipped, &["broken"]);
+        assert_eq!(p.requeue(), Some(WAIT_FOR_ZONES));
+        let mut status = VSphereClusterStatus::default();
+        apply(&mut status, &p, Some(1), &now());
+        let cond = conditions::find_capi(
+            status.conditions.as_deref().unwrap(),
+            cluster::FAILURE_DOMAINS_AVAILABLE,
+        )
+        .unwrap();
+        assert_eq!(
+            cond.reason.as_deref(),
+            Some(cluster::WAITING_FOR_FAILURE_DOMAIN_STATUS)
+        );
+        assert_eq!(cond.severity.as_deref(), Some(severity::INFO));
+    }
+
+    #[test]
+    fn skipped_zones_give_failure_domains_skipped_then_true_once_ready() {
+        let c = cluster("vc", Some(LabelSelector::default()));
+        let mut zones = vec![
+            zone("a", "vc", Some(true), None, &[]),
+            zone("b", "vc", Some(false), None, &[]),
+        ];
+        let mut status = VSphereClusterStatus::default();
+        apply(&mut status, &plan_cluster(&c, &zones), None, &now());
+        let cond = conditions::find_capi(
+            status.conditions.as_deref().unwrap(),
+            cluster::FAILURE_DOMAINS_AVAILABLE,
+        )
+        .unwrap();
+        assert_eq!(
+            cond.reason.as_deref(),
+            Some(cluster::FAILURE_DOMAINS_SKIPPED)
+        );
+        assert!(
+            cond.message
+                .as_deref()
+                .unwrap()
+                .contains("one or more failure domains are not ready")
+        );
+        zones[1].status.as_mut().unwrap().ready = Some(true);
+        let later = Time("2026-11-22T04:00:00Z".parse().unwrap());
+        assert!(apply(&mut status, &plan_cluster(&c, &zones), None, &later));
+        let cond = conditions::find_capi(
+            status.conditions.as_deref().unwrap(),
+            cluster::FAILURE_DOMAINS_AVAILABLE,
+        )
+        .unwrap();
+        assert_eq!(cond.status, "True");
+        assert_eq!(cond.last_transition_time, later);
+        // Unchanged input: nothing changes, not even the transition time (no hot loop).
+        assert!(!apply(
+            &mut status,
+            &plan_cluster(&c, &zones),
+            None,
+            &Time("2026-11-22T05:00:00Z".parse().unwrap())
+        ));
+    }
+
+    #[test]
+    fn removing_every_zone_clears_the_condition() {
+        // Upstream #1542: FailureDomainsAvailable stayed after the zones were deleted.
+        let c = cluster("vc", Some(LabelSelector::default()));
+        let mut status = VSphereClusterStatus::default();
+        apply(
+            &mut status,
+            &plan_cluster(&c, &[zone("a", "vc", Some(true), None, &[])]),
+            None,
+            &now(),
+        );
+        assert!(status.conditions.is_some());
+        apply(&mut status, &plan_cluster(&c, &[]), None, &now());
+        assert!(status.conditions.is_none());
+        assert!(status.failure_domains.is_none());
+    }
+
+    #[test]
+    fn the_selector_filters_by_labels() {
+        let sel = LabelSelector {
+            match_labels: Some([("tier".to_string(), "cp".to_string())].into()),
+            ..LabelSelector::default()
+        };
+        let c = cluster("vc", Some(sel));
+        let zones = [
+            zone("a", "vc", Some(true), None, &[("tier", "cp")]),
+            zone("b", "vc", Some(true), None, &[]),
+        ];
+        let Publication::Zones {
+            failure_domains, ..
+        } = plan_cluster(&c, &zones)
+        else {
+            panic!()
+        };
+        assert_eq!(failure_domains.keys().collect::<Vec<_>>(), ["a"]);
+    }
+
+    proptest! {
+        /// Whatever the zones, exactly the selected zones that are not `ready: false` are
+        /// published, and the cluster waits iff one of them has not reported.
+        #[test]
+        fn publication_matches_readiness(readies in proptest::collection::vec(prop_oneof![Just(None), Just(Some(true)), Just(Some(false))], 0..8)) {
+            let c = cluster("vc", Some(LabelSelector::default()));
+            let zones: Vec<_> = readies.iter().enumerate().map(|(i, r)| zone(&format!("z{i}"), "vc", *r, None, &[])).collect();
+            let p = plan_cluster(&c, &zones);
+            let expected: Vec<String> = readies.iter().enumerate().filter(|(_, r)| **r != Some(false)).map(|(i, _)| format!("z{i}")).collect();
+            match p {
+                Publication::NoZones => prop_assert!(readies.is_empty()),
+                Publication::Zones { failure_domains, waiting, .. } => {
+                    let mut got: Vec<String> = failure_domains.keys().cloned().collect();
+                    got.sort();
+                    let mut want = expected.clone();
+                    want.sort();
+                    prop_assert_eq!(got, want);
+                    prop_assert_eq!(!waiting.is_empty(), readies.contains(&None));
+                }
+                Publication::Disabled => prop_assert!(false),
+            }
+        }
+    }
+}

@@ -405,7 +405,12 @@ pub(crate) mod tests {
     use super::*;
     use crate::vcenter::soap::Node;
 
-    fn content(kind: &str, value: &str, name: &str, parent: Option<(&str, &str)>) -> ObjectContent {
+    pub(crate) fn content(
+        kind: &str,
+        value: &str,
+        name: &str,
+        parent: Option<(&str, &str)>,
+    ) -> ObjectContent {
         let mut c = ObjectContent {
             obj: Some(MoRef::new(kind, value)),
             ..ObjectContent::default()
