@@ -278,36 +278,68 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let ctx = Arc::new(Context::new(shared, stores));
 
     let zones_for_fd = zones.clone();
-    let zone_controller = Controller::for_shared_stream(zone_trigger, zones.clone())
-        .watches_shared_stream(fd_trigger, move |fd: Arc<VSphereFailureDomain>| {
-            zone::zones_using(&zones_for_fd.state(), &fd)
-        })
-        .with_config(Config::default().concurrency(CONCURRENCY))
-        .graceful_shutdown_on(shutdown.clone().wait())
-        .run(zone::reconcile, zone::error_policy, ctx.clone())
-        .for_each(|result| {
-            log_controller_result(zone::CONTROLLER, result);
-            futures::future::ready(())
-        });
+    let zone_controller =
+        Controller::for_shared_stream(skip_status_only_changes(zone_trigger), zones.clone())
+            .watches_shared_stream(fd_trigger, move |fd: Arc<VSphereFailureDomain>| {
+                zone::zones_using(&zones_for_fd.state(), &fd)
+            })
+            .with_config(Config::default().concurrency(CONCURRENCY))
+            .graceful_shutdown_on(shutdown.clone().wait())
+            .run(zone::reconcile, zone::error_policy, ctx.clone())
+            .for_each(|result| {
+                log_controller_result(zone::CONTROLLER, result);
+                futures::future::ready(())
+            });
 
     let clusters_for_zone = clusters.clone();
-    let cluster_controller = Controller::for_shared_stream(cluster_trigger, clusters)
-        .watches_shared_stream(zone_to_clusters, move |z: Arc<VSphereDeploymentZone>| {
-            cluster::clusters_selecting(&clusters_for_zone.state(), &z)
-        })
-        .with_config(Config::default().concurrency(CONCURRENCY))
-        .graceful_shutdown_on(shutdown.clone().wait())
-        .run(cluster::reconcile, cluster::error_policy, ctx)
-        .for_each(|result| {
-            log_controller_result(cluster::CONTROLLER, result);
-            futures::future::ready(())
-        });
+    let cluster_controller =
+        Controller::for_shared_stream(skip_status_only_changes(cluster_trigger), clusters)
+            .watches_shared_stream(zone_to_clusters, move |z: Arc<VSphereDeploymentZone>| {
+                cluster::clusters_selecting(&clusters_for_zone.state(), &z)
+            })
+            .with_config(Config::default().concurrency(CONCURRENCY))
+            .graceful_shutdown_on(shutdown.clone().wait())
+            .run(cluster::reconcile, cluster::error_policy, ctx)
+            .for_each(|result| {
+                log_controller_result(cluster::CONTROLLER, result);
+                futures::future::ready(())
+            });
 
     tracing::info!("controllers started");
     futures::join!(zone_controller, cluster_controller);
     tasks.shutdown().await;
     shared.health.set_synced(false);
     tracing::info!("controllers stopped");
+}
+
+/// Drop updates that changed nothing but the status (or other server-managed fields): our own
+/// status writes would otherwise wake the reconciler once more each time, doubling vCenter
+/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers and
+/// deletion still wake it; periodic requeues catch everything else.
+fn skip_status_only_changes<K>(
+    trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource + Send + Sync + 'static,
+{
+    use std::hash::{Hash, Hasher};
+    let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
+    trigger.filter(move |obj| {
+        let m = obj.meta();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        m.uid.hash(&mut h);
+        m.generation.hash(&mut h);
+        m.labels.hash(&mut h);
+        m.annotations.hash(&mut h);
+        m.finalizers.hash(&mut h);
+        m.deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .hash(&mut h);
+        let fingerprint = h.finish();
+        let key = (m.namespace.clone(), m.name.clone().unwrap_or_default());
+        futures::future::ready(seen.insert(key, fingerprint) != Some(fingerprint))
+    })
 }
 
 /// Reconcile failures are logged by the error policies; this logs the rest (queue trouble).
