@@ -270,6 +270,11 @@ impl Client {
             .await
     }
 
+    /// The service content if it was already fetched (no round trip).
+    pub(crate) fn inner_content(&self) -> Option<&ServiceContent> {
+        self.inner.content.get()
+    }
+
     fn api_version(&self) -> &str {
         self.inner
             .content

@@ -52,6 +52,14 @@ pub(crate) struct RestRequest {
 }
 
 impl Client {
+    /// Whether the SOAP `about.apiVersion` is at least `major.minor.patch` (None if unknown).
+    fn api_version_at_least(&self, major: u32, minor: u32, patch: u32) -> Option<bool> {
+        let v = &self.inner_content()?.about.api_version;
+        let parts: Vec<u32> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+        let get = |i: usize| parts.get(i).copied().unwrap_or(0);
+        Some((get(0), get(1), get(2)) >= (major, minor, patch))
+    }
+
     /// The REST dialect in use (logging in if needed).
     pub async fn rest_dialect(&self) -> Result<Dialect> {
         Ok(self.rest_token().await?.0)
@@ -70,6 +78,10 @@ impl Client {
     }
 
     async fn rest_login(&self, known: Option<Dialect>) -> Result<(Dialect, SecretString)> {
+        if known.is_none() {
+            // The API version tells which dialect to try first (cached; usually already read).
+            let _ = self.service_content().await;
+        }
         let creds = &self.inner.credentials;
         let try_dialect = |d: Dialect| {
             let url = match d {
@@ -91,6 +103,11 @@ impl Client {
         let order: &[Dialect] = match known {
             Some(Dialect::Rest) => &[Dialect::Rest],
             Some(Dialect::Api) => &[Dialect::Api],
+            // `/api` exists from vSphere 7.0 U2 (API 7.0.2); older servers (and vcsim, which
+            // reports 6.5) only serve `/rest`: ask the likely one first, fall back on 404.
+            None if self.api_version_at_least(7, 0, 2) == Some(false) => {
+                &[Dialect::Rest, Dialect::Api]
+            }
             None => &[Dialect::Api, Dialect::Rest],
         };
         let mut last_status = StatusCode::NOT_FOUND;
