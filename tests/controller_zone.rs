@@ -4,12 +4,15 @@
 mod apiserver;
 #[path = "controller_support/harness.rs"]
 mod harness;
+#[path = "support/vcsim.rs"]
+mod vcsim;
 
 use std::time::Duration;
 
 use apiserver::FakeApiServer;
 use harness::*;
-use vsphere_provider::api::VSphereDeploymentZone;
+use vcsim::Vcsim;
+use vsphere_provider::api::{Machine, VSphereDeploymentZone, VSphereFailureDomain};
 
 const ZONE_STATUS: &str = "/vspheredeploymentzones/a/status";
 
@@ -160,5 +163,216 @@ async fn a_failure_domain_created_later_wakes_the_zone_and_an_unreachable_vcente
     let first = running.metric(errors);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(running.metric(errors), first, "retries back off");
+    running.stop().await;
+}
+
+fn owned_by(fd: &VSphereFailureDomain) -> Vec<String> {
+    fd.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|r| format!("{}/{}", r.kind, r.name))
+        .collect()
+}
+
+/// A zone on an unreachable vCenter still gets its finalizer (deletion needs no vCenter).
+async fn zone_with_finalizer(api: &FakeApiServer, name: &str) -> VSphereDeploymentZone {
+    api.wait_for("the finalizer", CONVERGE, |api| {
+        zone_of(api, name).filter(has_finalizer)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn deletion_blocked_by_a_machine_keeps_the_finalizer_and_names_the_machines() {
+    let api = FakeApiServer::new();
+    api.put(&zone("a", "vc.example.com", "missing", &[]));
+    api.put(&machine_in_zone("openshift-machine-api", "cp-0", "a"));
+    api.put(&machine_in_zone(
+        "openshift-machine-api",
+        "cp-9",
+        "elsewhere",
+    ));
+    let running = Running::start(shared(&api, None));
+    zone_with_finalizer(&api, "a").await;
+
+    api.delete::<VSphereDeploymentZone>(None, "a");
+    let z = api
+        .wait_for("the Deleting conditions", CONVERGE, |api| {
+            zone_of(api, "a").filter(|z| {
+                z.status
+                    .as_ref()
+                    .and_then(|s| s.v1beta2.as_ref())
+                    .and_then(|v| v.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.reason == "Deleting"))
+            })
+        })
+        .await;
+    assert!(
+        has_finalizer(&z),
+        "the finalizer stays while machines use the zone"
+    );
+    let conditions = z.status.unwrap().v1beta2.unwrap().conditions.unwrap();
+    let deleting: Vec<_> = conditions
+        .iter()
+        .filter(|c| c.reason == "Deleting")
+        .collect();
+    assert_eq!(deleting.len(), 3, "{conditions:?}");
+    assert!(
+        deleting[0]
+            .message
+            .contains("currently in use by Machines openshift-machine-api/cp-0"),
+        "{}",
+        deleting[0].message
+    );
+    assert!(!deleting[0].message.contains("cp-9"));
+    api.wait_for("a DeletionBlocked event", CONVERGE, |api| {
+        api.requests()
+            .iter()
+            .any(|r| r.method == "POST" && r.body["reason"] == "DeletionBlocked")
+            .then_some(())
+    })
+    .await;
+    let blocked = r#"vsphere_provider_reconcile_errors_total{controller="vspheredeploymentzone",category="deletion_blocked"}"#;
+    assert!(running.metric(blocked) >= 1.0);
+
+    // The machine goes away; the next pass (woken here rather than after the 30 s requeue)
+    // lets the zone go.
+    api.delete::<Machine>(Some("openshift-machine-api"), "cp-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut z = zone_of(&api, "a").unwrap();
+    z.metadata.annotations = Some([("poke".to_string(), "1".to_string())].into());
+    api.put(&z);
+    api.wait_for("the zone to be gone", CONVERGE, |api| {
+        zone_of(api, "a").is_none().then_some(())
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_zones_releases_the_failure_domain_and_the_last_one_deletes_it() {
+    let api = FakeApiServer::new();
+    // Nothing listens on port 9: the zones never verify, but deletion needs no vCenter.
+    api.put(&zone("a", "http://127.0.0.1:9/sdk", "fd", &[]));
+    api.put(&zone("b", "http://127.0.0.1:9/sdk", "fd", &[]));
+    let owner = |name: &str| {
+        let z = zone_of(&api, name).unwrap();
+        serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone",
+            "name": name,
+            "uid": z.metadata.uid.unwrap(),
+        })
+    };
+    let mut fd = failure_domain("fd", "DC0_C0", false);
+    fd.metadata.owner_references =
+        Some(serde_json::from_value(serde_json::json!([owner("a"), owner("b")])).unwrap());
+    api.put(&fd);
+    let running = Running::start(shared(&api, Some(manager("admin", "secret"))));
+    zone_with_finalizer(&api, "a").await;
+    zone_with_finalizer(&api, "b").await;
+
+    api.delete::<VSphereDeploymentZone>(None, "a");
+    api.wait_for("zone a to be gone", CONVERGE, |api| {
+        zone_of(api, "a").is_none().then_some(())
+    })
+    .await;
+    let fd = api
+        .get::<VSphereFailureDomain>(None, "fd")
+        .expect("still owned by b");
+    assert_eq!(owned_by(&fd), ["VSphereDeploymentZone/b"]);
+
+    api.delete::<VSphereDeploymentZone>(None, "b");
+    api.wait_for(
+        "zone b and the failure domain to be gone",
+        CONVERGE,
+        |api| {
+            (zone_of(api, "b").is_none() && api.get::<VSphereFailureDomain>(None, "fd").is_none())
+                .then_some(())
+        },
+    )
+    .await;
+    let delete = api
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "DELETE" && r.path.ends_with("/vspherefailuredomains/fd"))
+        .expect("the failure domain was deleted by the controller");
+    assert!(
+        delete.body["preconditions"]["uid"].is_string(),
+        "deleted exactly the object read"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_zone_against_vcsim_becomes_ready_and_owns_its_failure_domain() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let api = FakeApiServer::new();
+    // autoConfigure on region and zone: the controller creates and attaches the tags.
+    api.put(&failure_domain("fd-a", "DC0_C0", true));
+    api.put(&zone("a", sim.url(), "fd-a", &[]));
+    let running = Running::start(shared(&api, Some(manager(user, password))));
+
+    let z = api
+        .wait_for("the zone to be ready", Duration::from_secs(60), |api| {
+            zone_of(api, "a").filter(|z| z.status.as_ref().and_then(|s| s.ready) == Some(true))
+        })
+        .await;
+    for t in [
+        "VCenterAvailable",
+        "PlacementConstraintMet",
+        "VSphereFailureDomainValidated",
+        "Ready",
+    ] {
+        assert_eq!(zone_condition(&z, t).unwrap().0, "True", "{t}");
+    }
+    let fd = api
+        .wait_for("the owner reference", CONVERGE, |api| {
+            api.get::<VSphereFailureDomain>(None, "fd-a")
+                .filter(|fd| !owned_by(fd).is_empty())
+        })
+        .await;
+    assert_eq!(owned_by(&fd), ["VSphereDeploymentZone/a"]);
+    let owner = &fd.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(Some(&owner.uid), z.metadata.uid.as_ref());
+    assert_eq!(
+        owner.controller, None,
+        "several zones may own one failure domain"
+    );
+    let patch = api
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH" && r.path.ends_with("/vspherefailuredomains/fd-a"))
+        .unwrap();
+    assert!(
+        patch.body["metadata"]["resourceVersion"].is_string(),
+        "owner refs are compare-and-swap"
+    );
+
+    // Each autoConfigure step is an Event, and so is readiness.
+    let reasons: Vec<String> = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/events"))
+        .map(|r| r.body["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(reasons.iter().any(|r| r == "AutoConfigured"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "Ready"), "{reasons:?}");
+
+    // vCenter round trips are on /metrics.
+    let text = running.shared.metrics.encode();
+    assert!(
+        metric(
+            &text,
+            r#"vsphere_provider_vcenter_requests_total{method="RetrievePropertiesEx"}"#
+        ) >= 1.0,
+        "{text}"
+    );
+    // A ready zone with nothing changed writes nothing more.
+    let patches = api.count("PATCH", ZONE_STATUS);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(api.count("PATCH", ZONE_STATUS), patches);
     running.stop().await;
 }
