@@ -212,3 +212,49 @@ pub fn has_finalizer(z: &VSphereDeploymentZone) -> bool {
             .any(|f| f == vsphere_provider::api::deployment_zone::ZONE_FINALIZER)
     })
 }
+
+/// A reflector store holding exactly `objects` (for calling a reconciler directly).
+pub fn store_of<K>(objects: Vec<K>) -> kube::runtime::reflector::Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = kube::runtime::reflector::store::<K>();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+    store
+}
+
+/// A reconcile context over `api` whose stores hold these objects.
+pub fn context_with(
+    api: &FakeApiServer,
+    zones: Vec<VSphereDeploymentZone>,
+    failure_domains: Vec<VSphereFailureDomain>,
+    clusters: Vec<VSphereCluster>,
+    machines: Vec<Machine>,
+) -> Arc<controllers::Context> {
+    let stores = controllers::Stores {
+        zones: store_of(zones),
+        failure_domains: store_of(failure_domains),
+        clusters: store_of(clusters),
+        machines: store_of(machines),
+    };
+    Arc::new(controllers::Context::new(&shared(api, None), stores))
+}
+
+/// A zone as the zone controller left it: `ready` set (or not).
+pub fn zone_with_ready(
+    name: &str,
+    server: &str,
+    labels: &[(&str, &str)],
+    ready: Option<bool>,
+) -> VSphereDeploymentZone {
+    let mut z = zone(name, server, &format!("fd-{name}"), labels);
+    z.status = Some(vsphere_provider::api::VSphereDeploymentZoneStatus {
+        ready,
+        ..Default::default()
+    });
+    z
+}
