@@ -96,15 +96,31 @@ fn ignore_not_found<T>(r: Result<T>) -> Result<Option<T>> {
 
 impl Client {
     /// Make sure `catalog` can answer for every `(category, tag)` name pair in `wanted` and for
-    /// every tag id in `tag_ids`, reading only what it does not know yet. With everything
-    /// cached this costs no round trip; a missing name costs one list (plus a get per id never
-    /// seen), so tags created outside us are found on the next reconcile.
+    /// every tag id in `tag_ids` (the tags attached to the objects of interest), reading only
+    /// what it does not know yet. With everything cached this costs no round trip; a name still
+    /// missing after the attached tags are known costs one list (plus a get per id never seen),
+    /// so tags created outside us are found on the next reconcile.
     pub async fn fill_tag_catalog(
         &self,
         catalog: &mut TagCatalog,
         wanted: &BTreeSet<(String, String)>,
         tag_ids: &BTreeSet<String>,
     ) -> Result<()> {
+        // Tags found attached first: usually they are the wanted ones, and reading them (and
+        // their categories) costs less than listing every category and its tags.
+        for id in tag_ids {
+            if catalog.tags.contains_key(id) {
+                continue;
+            }
+            if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
+                if !catalog.categories.contains_key(&t.category_id) {
+                    if let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)? {
+                        catalog.insert_category(c);
+                    }
+                }
+                catalog.insert_tag(t);
+            }
+        }
         if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
             for id in self.list_categories().await? {
                 if !catalog.categories.contains_key(&id) {
@@ -128,19 +144,6 @@ impl Client {
                 }
             }
             catalog.complete.insert(cat_id);
-        }
-        for id in tag_ids {
-            if catalog.tags.contains_key(id) {
-                continue;
-            }
-            if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
-                if !catalog.categories.contains_key(&t.category_id) {
-                    if let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)? {
-                        catalog.insert_category(c);
-                    }
-                }
-                catalog.insert_tag(t);
-            }
         }
         Ok(())
     }
