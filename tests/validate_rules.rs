@@ -58,10 +58,7 @@ const T: &str = "spec.template.machines_v1beta1_machine_openshift_io";
 fn cpms_good_neighbour_and_defaults() {
     let out = run(&cpms(), None);
     assert!(out.allowed(), "{:?}", texts(&out));
-    assert_eq!(
-        out.defaulted,
-        ["spec.state", "spec.strategy"]
-    );
+    assert_eq!(out.defaulted, ["spec.state", "spec.strategy"]);
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
 }
 
@@ -284,4 +281,51 @@ fn failure_domain_wrong_types_and_enums() {
     let mut missing = fd.clone();
     missing["spec"].as_object_mut().unwrap().remove("topology");
     assert_rejected_at(&run(&missing, None), "spec.topology", "Required value");
+}
+
+#[test]
+fn v1beta2_manifests_use_the_v1beta2_schema_and_our_rules() {
+    let fd = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereFailureDomain",
+        "metadata": {"name": "fd"},
+        "spec": {"region": {"name": "r", "type": "Datacenter", "tagCategory": "k8s-region"},
+                 "zone": {"name": "z", "type": "ComputeCluster", "tagCategory": "k8s-zone"},
+                 "topology": {"datacenter": "DC0", "computeCluster": "C0"}}});
+    let out = run(&fd, None);
+    assert!(out.allowed(), "{:?}", texts(&out));
+    assert!(
+        out.defaulted.is_empty(),
+        "no autoConfigure defaulting in v1beta2"
+    );
+    let mut auto = fd.clone();
+    auto["spec"]["zone"]["autoConfigure"] = json!(true);
+    assert_rejected_at(
+        &run(&auto, None),
+        "spec.zone.autoConfigure",
+        "Unknown field",
+    );
+    let mut empty = fd.clone();
+    empty["spec"]["topology"]["computeCluster"] = json!("");
+    assert_rejected_at(
+        &run(&empty, None),
+        "spec.topology.computeCluster",
+        "at least 1 chars long",
+    );
+    // The v1beta1 rules apply after conversion.
+    let mut wide = fd.clone();
+    wide["spec"]["region"]["type"] = json!("ComputeCluster");
+    wide["spec"]["zone"]["type"] = json!("Datacenter");
+    assert_rejected_at(&run(&wide, None), "spec.zone.type", "wider than region");
+
+    let zone = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "z"}, "spec": {"server": "vc.example.com", "failureDomain": "fd"}});
+    assert_rejected_at(
+        &run(&zone, None),
+        "spec.placementConstraint",
+        "must set resourcePool, folder or both",
+    );
+    let mut ok = zone.clone();
+    ok["spec"]["placementConstraint"] = json!({"folder": "vm"});
+    let out = run(&ok, None);
+    assert!(out.allowed(), "{:?}", texts(&out));
+    assert_eq!(out.defaulted, ["spec.controlPlane"]);
 }

@@ -26,6 +26,7 @@ const TEMPLATE_CTX: Ctx = Ctx {
 fn complete_upstream_objects_pass_unchanged() {
     for file in [
         "capv-01-e2e-failure-domains.v1beta1.yaml",
+        "capv-02-e2e-failure-domains.v1beta2.yaml",
         "capv-03-e2e-vspherecluster-failuredomainselector.v1beta1.yaml",
         "cpms-01-cpms-vsphere-3fd-static-ip.yaml",
         "cpms-04-machine-vsphere-master-0.yaml",

@@ -155,9 +155,10 @@ impl LoadedObject {
         object_type(self.api_version(), self.kind())
     }
 
-    /// The typed object. Fields the types do not know are dropped.
+    /// The typed object, in the storage version (v1beta2 failure domains and zones are converted
+    /// to v1beta1). Fields the types do not know are dropped.
     pub fn typed(&self) -> Result<Object, serde_json::Error> {
-        let v = self.value.clone();
+        let v = super::v1beta2::to_v1beta1(&self.value);
         Ok(match self.object_type() {
             ObjectType::Served(Kind::VSphereFailureDomain) => {
                 Object::FailureDomain(serde_json::from_value(v)?)

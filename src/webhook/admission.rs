@@ -87,9 +87,18 @@ pub fn admit(new: &Value, old: Option<&Value>, ctx: &Ctx) -> AdmissionOutcome {
 /// Applies schema defaults and the kind's mutating webhook. Returns the defaulted paths.
 pub fn default_object(kind: Kind, obj: &mut Value) -> Vec<String> {
     let mut defaulted = Vec::new();
-    schema::apply_defaults(&kind.schema(), obj, "", &mut defaulted);
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(kind.api_version())
+        .to_string();
+    schema::apply_defaults(&kind.schema_for(&api_version), obj, "", &mut defaulted);
+    let storage = api_version == kind.api_version();
     match kind {
-        Kind::VSphereFailureDomain => defaulted.extend(super::failure_domain::default(obj)),
+        // v1beta2 has no autoConfigure and CAPV main no failure-domain defaulter.
+        Kind::VSphereFailureDomain if storage => {
+            defaulted.extend(super::failure_domain::default(obj))
+        }
         Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
         _ => {}
     }
@@ -108,7 +117,11 @@ pub fn validate_object(
     let mut errors = Vec::new();
     let mut warnings =
         schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
-    schema::validate(&kind.schema(), new, "", ctx, &mut errors);
+    let api_version = new
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(kind.api_version());
+    schema::validate(&kind.schema_for(api_version), new, "", ctx, &mut errors);
     let schema_paths: std::collections::HashSet<String> =
         errors.iter().map(|e| e.path.clone()).collect();
 
@@ -143,6 +156,10 @@ fn run_rules(
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<String>,
 ) -> Result<(), serde_json::Error> {
+    // The rules are written against the storage version; other served versions convert to it.
+    let new = &crate::api::v1beta2::to_v1beta1(new);
+    let old_converted = old.map(crate::api::v1beta2::to_v1beta1);
+    let old = old_converted.as_ref();
     match kind {
         Kind::VSphereFailureDomain => {
             let n: VSphereFailureDomain = decode(new)?;

@@ -161,7 +161,7 @@ pub fn review_response(
         object.get("apiVersion").and_then(Value::as_str),
         object.get("kind").and_then(Value::as_str),
     );
-    if got != (Some(kind.api_version()), Some(kind.name())) {
+    if Kind::from_type(got.0.unwrap_or_default(), got.1.unwrap_or_default()) != Some(kind) {
         return response.deny(format!(
             "this endpoint admits {}/{}, not {}/{}",
             kind.api_version(),
