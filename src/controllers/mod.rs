@@ -81,10 +81,25 @@ pub struct Stores {
 impl Stores {
     /// Resolves when every store has its initial list.
     pub async fn wait_until_ready(&self) -> bool {
-        self.zones.wait_until_ready().await.is_ok()
-            && self.failure_domains.wait_until_ready().await.is_ok()
-            && self.clusters.wait_until_ready().await.is_ok()
-            && self.machines.wait_until_ready().await.is_ok()
+        ready(&self.zones).await
+            && ready(&self.failure_domains).await
+            && ready(&self.clusters).await
+            && ready(&self.machines).await
+    }
+}
+
+/// Wait for a store's initial list. The store's readiness signal keeps only the waker of its
+/// latest waiter (the controller waits on the same stores), so poll with a timeout instead of
+/// waiting once; after the first success it answers at once.
+async fn ready<K>(store: &Store<K>) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_) => continue,
+        }
     }
 }
 
@@ -310,6 +325,27 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     tasks.shutdown().await;
     shared.health.set_synced(false);
     tracing::info!("controllers stopped");
+}
+
+/// Run the controllers until `shutdown`: under the Lease when `lease` is set (only while
+/// holding it, back to standby when it is lost, released on shutdown), else at once.
+pub async fn controllers_under_lease(
+    shared: Shared,
+    lease: Option<leader::LeaseSettings>,
+    shutdown: Shutdown,
+) {
+    match lease {
+        None => run_controllers(&shared, shutdown).await,
+        Some(settings) => {
+            let elector = leader::LeaderElector::new(shared.client.clone(), settings);
+            let health = shared.health.clone();
+            leader::lead(elector, health, shutdown, |term| {
+                let shared = shared.clone();
+                async move { run_controllers(&shared, term).await }
+            })
+            .await;
+        }
+    }
 }
 
 /// Drop updates that changed nothing but the status (or other server-managed fields): our own

@@ -721,3 +721,10 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
     });
     response
 }
+
+impl FakeApiServer {
+    /// Forget every injected failure not yet used.
+    pub fn clear_injected(&self) {
+        self.inner.lock().unwrap().injected.clear();
+    }
+}
