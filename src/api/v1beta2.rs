@@ -317,22 +317,25 @@ pub fn to_v1beta1(value: &Value) -> Value {
     match kind.as_str() {
         "VSphereFailureDomain" => {
             // `hosts` is a value type in v1beta2: empty means unset.
-            if let Some(hosts) = v.pointer("/spec/topology/hosts").and_then(Value::as_object) {
-                let empty = |k: &str| {
-                    hosts
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .is_empty()
-                };
-                if empty("vmGroupName") && empty("hostGroupName") {
-                    if let Some(t) = v
-                        .pointer_mut("/spec/topology")
-                        .and_then(Value::as_object_mut)
-                    {
-                        t.remove("hosts");
-                    }
-                }
+            let unset = v
+                .pointer("/spec/topology/hosts")
+                .and_then(Value::as_object)
+                .is_some_and(|hosts| {
+                    let empty = |k: &str| {
+                        hosts
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .is_empty()
+                    };
+                    empty("vmGroupName") && empty("hostGroupName")
+                });
+            if unset
+                && let Some(t) = v
+                    .pointer_mut("/spec/topology")
+                    .and_then(Value::as_object_mut)
+            {
+                t.remove("hosts");
             }
         }
         "VSphereDeploymentZone" => {
