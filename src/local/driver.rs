@@ -154,10 +154,9 @@ pub async fn run(
                 .failure_domain
                 .as_ref()
                 .and_then(|n| store.failure_domains.get_mut(n))
+                && let Some(refs) = with_owner(fd, &z)
             {
-                if let Some(refs) = with_owner(fd, &z) {
-                    fd.metadata.owner_references = Some(refs);
-                }
+                fd.metadata.owner_references = Some(refs);
             }
         }
     }

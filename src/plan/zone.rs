@@ -584,18 +584,18 @@ pub fn plan_zone(
         ),
     };
     dedup_steps(&mut v.steps);
-    if v.placement.is_ok() {
-        if let Some(folder) = folder {
-            v.placement_refs = Some(ZonePlacement {
-                datacenter: dc.moref.clone(),
-                compute_resource: cluster.map(|c| c.moref.clone()),
-                resource_pool: pool.map(|p| p.moref.clone()),
-                folder: folder.moref.clone(),
-                datastore,
-                networks,
-                vm_group: topo.hosts.as_ref().map(|h| h.vm_group_name.clone()),
-            });
-        }
+    if v.placement.is_ok()
+        && let Some(folder) = folder
+    {
+        v.placement_refs = Some(ZonePlacement {
+            datacenter: dc.moref.clone(),
+            compute_resource: cluster.map(|c| c.moref.clone()),
+            resource_pool: pool.map(|p| p.moref.clone()),
+            folder: folder.moref.clone(),
+            datastore,
+            networks,
+            vm_group: topo.hosts.as_ref().map(|h| h.vm_group_name.clone()),
+        });
     }
     v
 }

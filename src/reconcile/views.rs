@@ -56,10 +56,11 @@ impl ServerViews {
         let names: BTreeSet<String> = fds.iter().filter_map(|f| f.metadata.name.clone()).collect();
         let entry = self.entry(&client.server());
         let mut e = entry.lock().await;
-        if let Some((at, covered, view)) = &e.gathered {
-            if at.elapsed() < self.ttl && names.is_subset(covered) {
-                return Ok(view.clone());
-            }
+        if let Some((at, covered, view)) = &e.gathered
+            && at.elapsed() < self.ttl
+            && names.is_subset(covered)
+        {
+            return Ok(view.clone());
         }
         let mut tags = std::mem::take(&mut e.tags);
         let result = gather::gather(client, fds.iter().copied(), &mut tags).await;

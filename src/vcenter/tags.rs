@@ -113,20 +113,20 @@ impl Client {
                 continue;
             }
             if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
-                if !catalog.categories.contains_key(&t.category_id) {
-                    if let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)? {
-                        catalog.insert_category(c);
-                    }
+                if !catalog.categories.contains_key(&t.category_id)
+                    && let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)?
+                {
+                    catalog.insert_category(c);
                 }
                 catalog.insert_tag(t);
             }
         }
         if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
             for id in self.list_categories().await? {
-                if !catalog.categories.contains_key(&id) {
-                    if let Some(c) = ignore_not_found(self.get_category(&id).await)? {
-                        catalog.insert_category(c);
-                    }
+                if !catalog.categories.contains_key(&id)
+                    && let Some(c) = ignore_not_found(self.get_category(&id).await)?
+                {
+                    catalog.insert_category(c);
                 }
             }
         }
@@ -137,10 +137,10 @@ impl Client {
             .collect();
         for cat_id in stale {
             for id in self.list_tags_for_category(&cat_id).await? {
-                if !catalog.tags.contains_key(&id) {
-                    if let Some(t) = ignore_not_found(self.get_tag(&id).await)? {
-                        catalog.insert_tag(t);
-                    }
+                if !catalog.tags.contains_key(&id)
+                    && let Some(t) = ignore_not_found(self.get_tag(&id).await)?
+                {
+                    catalog.insert_tag(t);
                 }
             }
             catalog.complete.insert(cat_id);
