@@ -229,3 +229,18 @@ fn status_subresources_and_columns() {
         );
     }
 }
+
+#[test]
+fn crds_command_prints_every_crd() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))
+        .arg("crds")
+        .output()
+        .expect("run vsphere-provider crds");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        serde_saphyr::from_multiple(&text).unwrap();
+    let names: Vec<String> = docs.iter().map(|c| c.spec.names.kind.clone()).collect();
+    let want: Vec<String> = Kind::ALL.iter().map(|k| k.name().to_string()).collect();
+    assert_eq!(names, want);
+}

@@ -168,3 +168,33 @@ fn placeholders_strict_mode() {
         "{out}"
     );
 }
+
+#[test]
+fn references_between_given_objects_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let fd = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereFailureDomain
+metadata:
+  name: zone-b
+spec:
+  region: {name: region-a, type: Datacenter, tagCategory: k8s-region}
+  zone: {name: zone-b, type: ComputeCluster, tagCategory: k8s-zone}
+  topology: {datacenter: DC0, computeCluster: DC0_C1}
+";
+    let f = write(dir.path(), "set.yaml", &format!("{fd}---\n{ZONE}"));
+    let (code, _, err) = validate(&["-f", &f]);
+    assert_eq!(code, 0, "warnings do not fail");
+    assert!(
+        err.contains("VSphereDeploymentZone zone-a: warning: spec.failureDomain: no VSphereFailureDomain \"zone-a\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    let (code, _, _) = validate(&[]);
+    assert_eq!(code, 2);
+    let (code, _, err) = validate(&["-f", "does/not/exist.yaml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does/not/exist.yaml"), "{err}");
+}
