@@ -1,10 +1,387 @@
-//! `vsphere-provider run` (not implemented yet).
+//! `vsphere-provider run`: the in-cluster controller manager. Connects to Kubernetes, checks
+//! the CRDs are installed, serves `/metrics`, `/healthz`, `/readyz` and the admission webhooks,
+//! and runs the zone and cluster controllers (under the leader Lease unless told otherwise)
+//! until SIGTERM or SIGINT; then stops the controllers, logs out of vCenter and exits 0.
+//!
+//! Exit codes: 0 after a clean shutdown, 1 when it cannot start (no kubeconfig, CRDs missing,
+//! a port taken), 2 for bad flags.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::ListParams;
+use kube::runtime::events::Reporter;
+use secrecy::SecretString;
+use tokio::net::TcpListener;
+
+use super::connect::ConnectArgs;
+use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::controllers::leader::LeaseSettings;
+use crate::controllers::{self, Health, Metrics, Shared, Shutdown, admin, shutdown};
+use crate::plan::credentials::ManagerIdentity;
+use crate::reconcile::views::ServerViews;
+use crate::vcenter::session::SessionCache;
+use crate::vcenter::{ClientOptions, Stats};
+use crate::webhook::server::{self as webhook_server, TlsFiles};
+
+/// The name events are reported under.
+const REPORTER: &str = "vsphere-provider";
+/// How long the servers get to finish after the controllers stopped.
+const SERVER_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Address of `/metrics`, `/healthz` and `/readyz` (`:8080` means all interfaces).
+    #[arg(long, alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
+    pub metrics_addr: SocketAddr,
+    /// Also serve `/healthz`, `/livez` and `/readyz` here (a separate probe port).
+    #[arg(long, alias = "health-probe-bind-address", value_parser = parse_addr)]
+    pub health_addr: Option<SocketAddr>,
+    /// Address of the admission webhooks (HTTPS).
+    #[arg(long, alias = "webhook-bind-address", default_value = "0.0.0.0:9443", value_parser = parse_addr)]
+    pub webhook_addr: SocketAddr,
+    /// Directory holding the webhook certificate (`tls.crt`, `tls.key`); without them the
+    /// webhooks are not served.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/tmp/k8s-webhook-server/serving-certs"
+    )]
+    pub webhook_cert_dir: PathBuf,
+    /// Namespace of the leader Lease (default: the kubeconfig's or service account's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Reconcile only while holding the leader Lease (turn off only with a single replica).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub view_ttl: Duration,
+    /// The manager's own vCenter credentials, used for servers no VSphereCluster has an
+    /// identityRef for (`--server` is not needed: zones name their servers).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
 
-pub async fn run(_args: Args) -> ExitCode {
-    eprintln!("error: `run` is not implemented yet");
-    ExitCode::from(super::EXIT_FAILED)
+/// `0.0.0.0:8080`, `127.0.0.1:0`, or `:8080` (all interfaces, as controller-runtime flags).
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    full.parse()
+        .map_err(|e| format!("{s:?} is not an address like 0.0.0.0:8080 or :8080: {e}"))
+}
+
+/// `500ms`, `30s`, `2m`, `1h`, or a number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s, 2m or 500ms"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    }
+}
+
+/// The manager's credentials from the flags: both user and password, or neither.
+fn manager_identity(connect: &ConnectArgs) -> Result<Option<ManagerIdentity>, String> {
+    let tls = connect.tls_policy().map_err(|e| e.to_string())?;
+    let user = connect.username.as_deref().filter(|s| !s.is_empty());
+    let password = connect.password.as_deref().filter(|s| !s.is_empty());
+    match (user, password) {
+        (Some(u), Some(p)) => Ok(Some(ManagerIdentity {
+            username: u.to_string(),
+            password: SecretString::from(p.to_string()),
+            tls,
+        })),
+        (None, None) => Ok(None),
+        (Some(_), None) => {
+            Err("--username is set but --password (or VSPHERE_PASSWORD) is not".into())
+        }
+        (None, Some(_)) => {
+            Err("--password is set but --username (or VSPHERE_USERNAME) is not".into())
+        }
+    }
+}
+
+/// This replica's name in the Lease and in Events: the pod name, else the host name with a
+/// per-process suffix (two processes on one host must not share an identity).
+fn identity() -> String {
+    if let Some(pod) = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()) {
+        return pod;
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "vsphere-provider".into());
+    format!("{host}_{}", std::process::id())
+}
+
+/// Fail early, with the fix, when a kind the controllers watch is not served.
+async fn check_crds(client: &kube::Client) -> Result<(), String> {
+    async fn served<K>(client: &kube::Client) -> Result<(), String>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match Api::<K>::all(client.clone())
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(format!(
+                "the CustomResourceDefinition {}.{} ({}) is not installed; install the CRDs first: \
+                 `vsphere-provider crds | kubectl apply -f -`",
+                K::plural(&()),
+                K::group(&()),
+                K::kind(&())
+            )),
+            Err(e) => Err(format!(
+                "cannot list {} from the Kubernetes API: {e}",
+                K::plural(&())
+            )),
+        }
+    }
+    served::<VSphereDeploymentZone>(client).await?;
+    served::<VSphereFailureDomain>(client).await?;
+    served::<VSphereCluster>(client).await?;
+    served::<Machine>(client).await?;
+    Ok(())
+}
+
+/// SIGTERM or SIGINT.
+async fn termination_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+async fn bind(what: &str, addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for {what}: {e}"))
+}
+
+/// Serve the admission webhooks when the certificate is there; say so when it is not.
+async fn start_webhooks(
+    addr: SocketAddr,
+    cert_dir: &Path,
+    shutdown: Shutdown,
+) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+    let files = TlsFiles::in_dir(cert_dir);
+    if !files.cert.is_file() || !files.key.is_file() {
+        tracing::warn!(
+            dir = %cert_dir.display(),
+            "no tls.crt/tls.key in the webhook certificate directory: admission webhooks are NOT served"
+        );
+        return Ok(None);
+    }
+    let listener = bind("the admission webhooks", addr).await?;
+    tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "admission webhooks listening");
+    Ok(Some(tokio::spawn(async move {
+        if let Err(e) = webhook_server::serve_listener(listener, Some(files), shutdown.wait()).await
+        {
+            tracing::error!(error = %e, "admission webhook server stopped");
+        }
+    })))
+}
+
+fn serve_admin(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = admin::serve(listener, metrics, health, shutdown.wait()).await {
+            tracing::error!(error = %e, "admin server stopped");
+        }
+    })
+}
+
+pub async fn run(args: Args) -> ExitCode {
+    let manager = match manager_identity(&args.connect) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if args
+        .connect
+        .server
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+    {
+        tracing::info!("--server is not used by `run`: each zone names its vCenter server");
+    }
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "error: no Kubernetes configuration: neither a kubeconfig (KUBECONFIG, ~/.kube/config) \
+                 nor the in-cluster service account works: {e}"
+            );
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    if let Err(e) = check_crds(&client).await {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    match start(args, client, manager).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+async fn start(
+    args: Args,
+    client: kube::Client,
+    manager: Option<ManagerIdentity>,
+) -> Result<(), String> {
+    let identity = identity();
+    let namespace = args
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let tls = args.connect.tls_policy().map_err(|e| e.to_string())?;
+    let stats = Stats::default();
+    let shared = Shared {
+        client,
+        sessions: SessionCache::new(
+            stats.clone(),
+            ClientOptions {
+                tls,
+                ..ClientOptions::default()
+            },
+        ),
+        views: Arc::new(ServerViews::new(args.view_ttl)),
+        manager,
+        metrics: Metrics::new(stats),
+        reporter: Reporter {
+            controller: REPORTER.into(),
+            instance: Some(identity.clone()),
+        },
+        health: Health::new(args.leader_elect),
+    };
+
+    let (stop, signal) = shutdown::channel();
+    let admin_listener = bind("/metrics, /healthz and /readyz", args.metrics_addr).await?;
+    tracing::info!(
+        addr = %admin_listener.local_addr().unwrap_or(args.metrics_addr),
+        "admin endpoints listening (/metrics, /healthz, /readyz)"
+    );
+    let mut servers = vec![serve_admin(
+        admin_listener,
+        shared.metrics.clone(),
+        shared.health.clone(),
+        signal.clone(),
+    )];
+    if let Some(addr) = args.health_addr.filter(|a| *a != args.metrics_addr) {
+        let listener = bind("the health probes", addr).await?;
+        servers.push(serve_admin(
+            listener,
+            shared.metrics.clone(),
+            shared.health.clone(),
+            signal.clone(),
+        ));
+    }
+    if let Some(webhooks) =
+        start_webhooks(args.webhook_addr, &args.webhook_cert_dir, signal.clone()).await?
+    {
+        servers.push(webhooks);
+    }
+
+    tokio::spawn(async move {
+        termination_signal().await;
+        tracing::info!("shutdown requested: stopping the controllers");
+        stop.trigger();
+        // A second signal while reconciles finish exits at once.
+        termination_signal().await;
+        tracing::warn!("second signal: exiting without waiting");
+        std::process::exit(i32::from(EXIT_FAILED));
+    });
+
+    let lease = args.leader_elect.then(|| {
+        tracing::info!(%namespace, %identity, "leader election on");
+        LeaseSettings::new(namespace.clone(), identity.clone())
+    });
+    controllers::controllers_under_lease(shared.clone(), lease, signal).await;
+
+    shared.sessions.logout_all().await;
+    for server in servers {
+        if tokio::time::timeout(SERVER_GRACE, server).await.is_err() {
+            tracing::warn!("a server did not stop in time");
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_durations_parse_as_documented() {
+        assert_eq!(
+            parse_addr(":8080").unwrap(),
+            "0.0.0.0:8080".parse().unwrap()
+        );
+        assert_eq!(parse_addr("127.0.0.1:0").unwrap().port(), 0);
+        assert!(parse_addr("8080").is_err());
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
+        assert!(parse_duration("3 days").is_err());
+    }
+
+    #[test]
+    fn manager_credentials_need_both_halves() {
+        let mut c = ConnectArgs {
+            server: None,
+            username: Some("u".into()),
+            password: None,
+            ca_file: None,
+            thumbprint: None,
+            insecure: false,
+        };
+        assert!(manager_identity(&c).unwrap_err().contains("--password"));
+        c.password = Some("p".into());
+        assert_eq!(manager_identity(&c).unwrap().unwrap().username, "u");
+        c.username = None;
+        c.password = None;
+        assert!(manager_identity(&c).unwrap().is_none());
+    }
 }

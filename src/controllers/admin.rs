@@ -1,5 +1,5 @@
-//! The admin endpoints on `--metrics-addr`: `/metrics` (Prometheus), `/healthz` (the process
-//! serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
+//! The admin endpoints on `--metrics-addr`: `/metrics` (Prometheus), `/healthz` and `/livez` (the
+//! process serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
 //! by for the lease — a standby replica is healthy, not broken).
 use std::future::Future;
 use std::sync::Arc;
@@ -66,6 +66,7 @@ pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
     Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(AdminState { metrics, health })
 }
