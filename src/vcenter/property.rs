@@ -8,8 +8,6 @@ use super::moref::MoRef;
 use super::soap::{Fault, Node, Xml};
 use super::stats::CallKind;
 
-/// Page size we ask for; the server may return fewer.
-const MAX_OBJECTS: u32 = 1000;
 
 /// One object's properties as returned by the collector.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -137,9 +135,10 @@ impl Client {
         let mut x = Xml::request("RetrievePropertiesEx", &pc);
         let mut body = x.as_str().to_string();
         body.push_str(&filter.spec_set());
+        // No maxObjects: "unset means no maximum", so the server pages only as its own policy
+        // requires (fewest round trips); the token loop below follows whatever it does.
         x = Xml::new();
         x.open("options");
-        x.text("maxObjects", &MAX_OBJECTS.to_string());
         x.close("options");
         x.close("RetrievePropertiesEx");
         body.push_str(x.as_str());
