@@ -114,6 +114,85 @@ fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
+/// A running `vsphere-provider run` and its log.
+struct Manager {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    log: Vec<String>,
+}
+
+impl Manager {
+    fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+        let lines = stderr_lines(&mut child);
+        Manager {
+            child,
+            lines,
+            log: Vec::new(),
+        }
+    }
+
+    /// The first log line containing `needle` (waiting up to 20 s).
+    fn line(&mut self, needle: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| {
+                    panic!("no log line with {needle:?}:\n{}", self.log.join("\n"))
+                });
+            self.log.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// The `addr=` of the first log line containing `needle`.
+    fn addr(&mut self, needle: &str) -> String {
+        let line = self.line(needle);
+        line.split("addr=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    /// SIGTERM, then the exit code (panics if it does not exit within 10 s).
+    async fn terminate(mut self) -> (Option<i32>, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut child = self.child;
+        let status = tokio::task::spawn_blocking(move || {
+            for _ in 0..100 {
+                if let Some(s) = child.try_wait().unwrap() {
+                    return Some(s);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            None
+        })
+        .await
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        while let Ok(line) = self.lines.try_recv() {
+            self.log.push(line);
+        }
+        let log = self.log.join("\n");
+        let status = status.unwrap_or_else(|| panic!("did not stop within 10 s:\n{log}"));
+        (status.code(), log)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -121,39 +200,20 @@ async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
     api.put(&zone("a", "vc.example.com", "missing", &[]));
     let home = tempfile::tempdir().unwrap();
     let kubeconfig = serve(&api, &home).await;
-    let mut child = command(&kubeconfig, home.path())
-        .args([
-            "--log-level",
-            "info",
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--leader-elect", "--namespace", "vsphere-provider-system"])
-        .arg("--webhook-cert-dir")
-        .arg(home.path())
-        .env("POD_NAME", "manager-0")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = stderr_lines(&mut child);
-    let mut log = Vec::new();
-    let addr = loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("no admin address logged:\n{}", log.join("\n")));
-        log.push(line.clone());
-        if line.contains("admin endpoints listening") {
-            let addr = line
-                .split("addr=")
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap();
-            break addr.to_string();
-        }
-    };
+    let mut cmd = command(&kubeconfig, home.path());
+    cmd.args([
+        "--log-level",
+        "info",
+        "run",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .args(["--leader-elect", "--namespace", "vsphere-provider-system"])
+    .arg("--webhook-cert-dir")
+    .arg(home.path())
+    .env("POD_NAME", "manager-0");
+    let mut manager = Manager::spawn(cmd);
+    let addr = manager.addr("admin endpoints listening");
     let http = reqwest::Client::new();
     let get = |path: &str| {
         let (http, url) = (http.clone(), format!("http://{addr}{path}"));
@@ -199,32 +259,8 @@ async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
     assert!(metrics.contains("# TYPE vsphere_provider_reconcile_duration_seconds histogram"));
 
     // SIGTERM: controllers stop, the Lease is released, exit 0.
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = tokio::task::spawn_blocking(move || {
-        for _ in 0..100 {
-            if let Some(s) = child.try_wait().unwrap() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        None
-    })
-    .await
-    .unwrap();
-    while let Ok(line) = lines.try_recv() {
-        log.push(line);
-    }
-    let status = status.unwrap_or_else(|| panic!("did not stop within 10 s:\n{}", log.join("\n")));
-    assert_eq!(status.code(), Some(0), "{}", log.join("\n"));
-    let log = log.join("\n");
+    let (code, log) = manager.terminate().await;
+    assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("admission webhooks are NOT served"), "{log}");
     let lease = api
         .get::<Lease>(Some("vsphere-provider-system"), "vsphere-provider-leader")
@@ -234,4 +270,97 @@ async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
         None,
         "released on shutdown"
     );
+}
+
+/// A self-signed certificate for localhost in `dir` (tls.crt, tls.key), if openssl is here.
+fn certificate(dir: &std::path::Path) -> bool {
+    Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(dir.join("tls.key"))
+        .arg("-out")
+        .arg(dir.join("tls.crt"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_certificate_the_webhooks_are_served_and_without_election_it_runs_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    if !certificate(certs.path()) {
+        eprintln!("skipping: openssl cannot make a certificate here");
+        return;
+    }
+    let api = FakeApiServer::new();
+    api.put(&zone("a", "vc.example.com", "missing", &[]));
+    let kubeconfig = serve(&api, &home).await;
+    let mut cmd = command(&kubeconfig, home.path());
+    cmd.args([
+        "--log-level",
+        "info",
+        "run",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .args(["--leader-elect=false", "--webhook-addr", "127.0.0.1:0"])
+    .arg("--webhook-cert-dir")
+    .arg(certs.path());
+    let mut manager = Manager::spawn(cmd);
+    let webhook = manager.addr("admission webhooks listening");
+
+    // HTTPS with the served certificate.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        rustls::pki_types::CertificateDer::pem_file_iter(certs.path().join("tls.crt")).unwrap()
+    {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(&webhook).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tls.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // No election: the zone is reconciled without any Lease.
+    api.wait_for("the finalizer", CONVERGE, |api| {
+        api.get::<VSphereDeploymentZone>(None, "a")
+            .filter(has_finalizer)
+    })
+    .await;
+    assert!(
+        api.get::<Lease>(Some("vsphere-provider-system"), "vsphere-provider-leader")
+            .is_none()
+    );
+    let (code, log) = manager.terminate().await;
+    assert_eq!(code, Some(0), "{log}");
 }
