@@ -159,10 +159,10 @@ impl LeaderElector {
         let seen = record(&spec);
         let holder = seen.holder.clone();
         self.observe(seen);
-        if let Some(h) = holder.as_ref().filter(|h| **h != me) {
-            if !self.expired() {
-                return Ok(Attempt::Standby { holder: h.clone() });
-            }
+        if let Some(h) = holder.as_ref().filter(|h| **h != me)
+            && !self.expired()
+        {
+            return Ok(Attempt::Standby { holder: h.clone() });
         }
         let mut next = spec;
         if holder.as_deref() != Some(me.as_str()) {

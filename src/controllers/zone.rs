@@ -141,12 +141,12 @@ async fn apply(zone: &VSphereDeploymentZone, ctx: &Context) -> Result<Action, Er
     let ready = run.verdict.ready();
 
     // Own the failure domain before saying ready, so a ready zone always protects it.
-    if let (true, Some(fd)) = (ready, &fd) {
-        if let Some(refs) = with_owner(fd, zone) {
-            let fds: Api<VSphereFailureDomain> = Api::all(ctx.client.clone());
-            set_owner_references(&fds, fd, &refs).await?;
-            tracing::info!(zone = %name, failure_domain = %fd.name_any(), "owner reference added");
-        }
+    if let (true, Some(fd)) = (ready, &fd)
+        && let Some(refs) = with_owner(fd, zone)
+    {
+        let fds: Api<VSphereFailureDomain> = Api::all(ctx.client.clone());
+        set_owner_references(&fds, fd, &refs).await?;
+        tracing::info!(zone = %name, failure_domain = %fd.name_any(), "owner reference added");
     }
 
     let was_ready = zone.status.as_ref().and_then(|s| s.ready);
