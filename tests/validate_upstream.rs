@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use vsphere_provider::api::manifest::{self, ObjectType};
 use vsphere_provider::webhook::Ctx;
-use vsphere_provider::webhook::admission::{admit, admit_loaded};
+use vsphere_provider::webhook::admission::{Layers, admit, admit_layers, admit_loaded};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -116,26 +116,24 @@ fn named(mut v: Value) -> Value {
     v
 }
 
-fn run_suite(file: &str) -> usize {
+/// Runs a suite through the given admission layers (upstream runs these against the CRD alone).
+fn run_suite(file: &str, layers: Layers) -> usize {
+    let admit = |new: &Value, old: Option<&Value>| admit_layers(new, old, &Ctx::default(), layers);
     let cases = suite(file);
     assert!(!cases.is_empty());
     for case in &cases {
         let initial = named(case.initial.clone());
         let outcome = match &case.updated {
-            None => admit(&initial, None, &Ctx::default()),
+            None => admit(&initial, None),
             Some(updated) => {
-                let stored = admit(&initial, None, &Ctx::default());
+                let stored = admit(&initial, None);
                 assert!(
                     stored.allowed(),
                     "{}: initial rejected: {:?}",
                     case.name,
                     stored.errors
                 );
-                admit(
-                    &named(updated.clone()),
-                    Some(&stored.object),
-                    &Ctx::default(),
-                )
+                admit(&named(updated.clone()), Some(&stored.object))
             }
         };
         let text: Vec<String> = outcome.errors.iter().map(ToString::to_string).collect();
@@ -166,18 +164,25 @@ fn run_suite(file: &str) -> usize {
 
 #[test]
 fn openshift_api_cpms_crd_suite() {
-    assert_eq!(
-        run_suite("cpms-03-cpms-crd-validation-testsuite.openshift-api.yaml"),
-        20
-    );
+    let file = "cpms-03-cpms-crd-validation-testsuite.openshift-api.yaml";
+    assert_eq!(run_suite(file, Layers::Crd), 20);
+    // Our webhooks reject nothing the CRD accepts here, and keep every expected error.
+    assert_eq!(run_suite(file, Layers::CrdAndWebhooks), 20);
 }
 
 #[test]
 fn openshift_api_mhc_defaults_suite() {
+    let file = "cpms-06-mhc-defaults-testsuite.openshift-api.yaml";
+    assert_eq!(run_suite(file, Layers::Crd), 1);
+    // The webhook adds a rule upstream lacks: at least one unhealthy condition.
+    let minimal = named(suite(file)[0].initial.clone());
+    let out = admit(&minimal, None, &Ctx::default());
+    let text: Vec<String> = out.errors.iter().map(ToString::to_string).collect();
     assert_eq!(
-        run_suite("cpms-06-mhc-defaults-testsuite.openshift-api.yaml"),
-        1
+        text,
+        ["spec.unhealthyConditions: Required value: at least one unhealthy condition is required"]
     );
+    assert_eq!(out.object["spec"]["maxUnhealthy"], "100%");
 }
 
 #[test]

@@ -40,8 +40,28 @@ pub fn admit_loaded(obj: &LoadedObject, ctx: &Ctx) -> AdmissionOutcome {
     admit(&obj.value, None, ctx)
 }
 
-/// Defaults and validates `new` (an update when `old` is given, else a create).
+/// Which admission layers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layers {
+    /// What the apiserver does with the CRD alone: schema defaults, schema and CEL rules.
+    Crd,
+    /// The CRD layer plus this provider's mutating and validating webhooks.
+    CrdAndWebhooks,
+}
+
+/// Defaults and validates `new` (an update when `old` is given, else a create) through the CRD
+/// and the webhooks.
 pub fn admit(new: &Value, old: Option<&Value>, ctx: &Ctx) -> AdmissionOutcome {
+    admit_layers(new, old, ctx, Layers::CrdAndWebhooks)
+}
+
+/// As [`admit`], with only the given layers (upstream CRD test suites test the CRD alone).
+pub fn admit_layers(
+    new: &Value,
+    old: Option<&Value>,
+    ctx: &Ctx,
+    layers: Layers,
+) -> AdmissionOutcome {
     let api_version = new
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -72,11 +92,11 @@ pub fn admit(new: &Value, old: Option<&Value>, ctx: &Ctx) -> AdmissionOutcome {
         ObjectType::Served(kind) => {
             let mut old_defaulted = old.cloned();
             if let Some(o) = old_defaulted.as_mut() {
-                default_object(kind, o);
+                default_layers(kind, o, layers);
             }
-            outcome.defaulted = default_object(kind, &mut outcome.object);
+            outcome.defaulted = default_layers(kind, &mut outcome.object, layers);
             let (errors, warnings) =
-                validate_object(kind, &outcome.object, old_defaulted.as_ref(), ctx);
+                validate_layers(kind, &outcome.object, old_defaulted.as_ref(), ctx, layers);
             outcome.errors = errors;
             outcome.warnings = warnings;
         }
@@ -86,6 +106,10 @@ pub fn admit(new: &Value, old: Option<&Value>, ctx: &Ctx) -> AdmissionOutcome {
 
 /// Applies schema defaults and the kind's mutating webhook. Returns the defaulted paths.
 pub fn default_object(kind: Kind, obj: &mut Value) -> Vec<String> {
+    default_layers(kind, obj, Layers::CrdAndWebhooks)
+}
+
+fn default_layers(kind: Kind, obj: &mut Value, layers: Layers) -> Vec<String> {
     let mut defaulted = Vec::new();
     let api_version = obj
         .get("apiVersion")
@@ -94,6 +118,9 @@ pub fn default_object(kind: Kind, obj: &mut Value) -> Vec<String> {
         .to_string();
     schema::apply_defaults(&kind.schema_for(&api_version), obj, "", &mut defaulted);
     let storage = api_version == kind.api_version();
+    if layers == Layers::Crd {
+        return defaulted;
+    }
     match kind {
         // v1beta2 has no autoConfigure and CAPV main no failure-domain defaulter.
         Kind::VSphereFailureDomain if storage => {
@@ -114,6 +141,16 @@ pub fn validate_object(
     old: Option<&Value>,
     ctx: &Ctx,
 ) -> (Vec<FieldError>, Vec<String>) {
+    validate_layers(kind, new, old, ctx, Layers::CrdAndWebhooks)
+}
+
+fn validate_layers(
+    kind: Kind,
+    new: &Value,
+    old: Option<&Value>,
+    ctx: &Ctx,
+    layers: Layers,
+) -> (Vec<FieldError>, Vec<String>) {
     let mut errors = Vec::new();
     let mut warnings =
         schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
@@ -126,7 +163,7 @@ pub fn validate_object(
         errors.iter().map(|e| e.path.clone()).collect();
 
     let mut rules = Vec::new();
-    match run_rules(kind, new, old, ctx, &mut rules, &mut warnings) {
+    match run_rules(kind, new, old, ctx, layers, &mut rules, &mut warnings) {
         Ok(()) => {}
         Err(e) if ctx.allow_placeholders && schema::contains_placeholder(new) => warnings.push(format!(
             "webhook rules skipped: the object has placeholders where typed values are expected ({e})"
@@ -153,6 +190,7 @@ fn run_rules(
     new: &Value,
     old: Option<&Value>,
     ctx: &Ctx,
+    layers: Layers,
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<String>,
 ) -> Result<(), serde_json::Error> {
@@ -160,6 +198,17 @@ fn run_rules(
     let new = &crate::api::v1beta2::to_v1beta1(new);
     let old_converted = old.map(crate::api::v1beta2::to_v1beta1);
     let old = old_converted.as_ref();
+    // CRD layer: the CEL rules (only ControlPlaneMachineSet has any).
+    if kind == Kind::ControlPlaneMachineSet {
+        let n: ControlPlaneMachineSet = decode(new)?;
+        match old.map(decode::<ControlPlaneMachineSet>).transpose()? {
+            Some(o) => errors.extend(super::control_plane_machine_set::cel_update(&o, &n, ctx)),
+            None => errors.extend(super::control_plane_machine_set::cel_create(&n, ctx)),
+        }
+    }
+    if layers == Layers::Crd {
+        return Ok(());
+    }
     match kind {
         Kind::VSphereFailureDomain => {
             let n: VSphereFailureDomain = decode(new)?;
@@ -195,12 +244,7 @@ fn run_rules(
         }
         Kind::ControlPlaneMachineSet => {
             let n: ControlPlaneMachineSet = decode(new)?;
-            match old.map(decode::<ControlPlaneMachineSet>).transpose()? {
-                Some(o) => errors.extend(super::control_plane_machine_set::validate_update(
-                    &o, &n, ctx,
-                )),
-                None => errors.extend(super::control_plane_machine_set::validate_create(&n, ctx)),
-            }
+            errors.extend(super::control_plane_machine_set::validate_webhook(&n, ctx));
             warnings.extend(super::control_plane_machine_set::warnings(&n, ctx));
         }
     }

@@ -23,12 +23,29 @@ use crate::api::control_plane_machine_set::{ControlPlaneMachineSetState, cel};
 const TEMPLATE_PATH: &str = "spec.template";
 const MACHINE_TEMPLATE_PATH: &str = "spec.template.machines_v1beta1_machine_openshift_io";
 
-/// Validation on create.
+/// Validation on create: the CRD's CEL rules and the webhook rules.
 pub fn validate_create(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = cel_create(cpms, ctx);
+    errors.extend(validate_webhook(cpms, ctx));
+    errors
+}
+
+/// Validation on update: the CEL rules (transition rules too) and the webhook rules.
+pub fn validate_update(
+    old: &ControlPlaneMachineSet,
+    new: &ControlPlaneMachineSet,
+    ctx: &Ctx,
+) -> Vec<FieldError> {
+    let mut errors = cel_update(old, new, ctx);
+    errors.extend(validate_webhook(new, ctx));
+    errors
+}
+
+/// The CRD's CEL rules that need no old object (what the apiserver checks on create).
+pub fn cel_create(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &cpms.spec;
-
-    // CEL: machineNamePrefix (an empty prefix is reported by the schema's minLength).
+    // machineNamePrefix (an empty prefix is reported by the schema's minLength).
     if let Some(prefix) = spec.machine_name_prefix.as_deref()
         && !prefix.is_empty()
         && !ctx.exempt(prefix)
@@ -40,7 +57,7 @@ pub fn validate_create(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldErr
             cel::NAME_PREFIX_MESSAGE,
         ));
     }
-    // CEL: the template union.
+    // The template union.
     let tmpl = &spec.template;
     if tmpl.machine_type.is_some() != tmpl.machines_v1beta1_machine_openshift_io.is_some() {
         errors.push(FieldError::invalid_type(
@@ -49,129 +66,56 @@ pub fn validate_create(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldErr
             cel::TEMPLATE_MESSAGE,
         ));
     }
-    check_label_selector("spec.selector", &spec.selector, &mut errors);
-    if let Some(mt) = &tmpl.machines_v1beta1_machine_openshift_io {
-        // CEL: required labels.
-        let labels_path = format!("{MACHINE_TEMPLATE_PATH}.metadata.labels");
-        let labels = &mt.metadata.labels;
-        for (i, (rule_key, want)) in crate::api::control_plane_machine_set::REQUIRED_TEMPLATE_LABELS
-            .iter()
-            .enumerate()
-        {
-            let ok = match (labels.get(*rule_key), want) {
-                (Some(v), Some(want)) => v == want,
-                (Some(_), None) => true,
-                (None, _) => false,
-            };
-            if !ok {
-                errors.push(FieldError::invalid_type(
-                    &labels_path,
-                    "object",
-                    cel::LABEL_RULES[i].1,
-                ));
-            }
-        }
-        // CPMS operator: the selector must select the template.
-        if !selector_matches(&spec.selector, labels) {
-            errors.push(FieldError::invalid(
+    let Some(mt) = &tmpl.machines_v1beta1_machine_openshift_io else {
+        return errors;
+    };
+    // Required labels.
+    let labels_path = format!("{MACHINE_TEMPLATE_PATH}.metadata.labels");
+    let labels = &mt.metadata.labels;
+    for (i, (rule_key, want)) in crate::api::control_plane_machine_set::REQUIRED_TEMPLATE_LABELS
+        .iter()
+        .enumerate()
+    {
+        let ok = match (labels.get(*rule_key), want) {
+            (Some(v), Some(want)) => v == want,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !ok {
+            errors.push(FieldError::invalid_type(
                 &labels_path,
-                &serde_json::to_value(labels).unwrap_or_default(),
-                "selector does not match template labels",
+                "object",
+                cel::LABEL_RULES[i].1,
             ));
         }
-        // CEL: platform lists.
-        let mut with_domains = false;
-        if let Some(fds) = &mt.failure_domains {
-            let fds_path = format!("{MACHINE_TEMPLATE_PATH}.failureDomains");
-            let present = [
-                ("aws", fds.aws.is_some()),
-                ("azure", fds.azure.is_some()),
-                ("gcp", fds.gcp.is_some()),
-                ("openstack", fds.openstack.is_some()),
-                ("vsphere", fds.vsphere.is_some()),
-                ("nutanix", fds.nutanix.is_some()),
-            ];
-            for ((field, platform), (_, has)) in cel::PLATFORM_LISTS.iter().zip(present) {
-                if (fds.platform == *platform) != has {
-                    errors.push(FieldError::invalid_type(
-                        &fds_path,
-                        "object",
-                        cel::platform_message(field, platform),
-                    ));
-                }
+    }
+    // Platform lists.
+    if let Some(fds) = &mt.failure_domains {
+        let fds_path = format!("{MACHINE_TEMPLATE_PATH}.failureDomains");
+        let present = [
+            fds.aws.is_some(),
+            fds.azure.is_some(),
+            fds.gcp.is_some(),
+            fds.openstack.is_some(),
+            fds.vsphere.is_some(),
+            fds.nutanix.is_some(),
+        ];
+        for ((field, platform), has) in cel::PLATFORM_LISTS.iter().zip(present) {
+            if (fds.platform == *platform) != has {
+                errors.push(FieldError::invalid_type(
+                    &fds_path,
+                    "object",
+                    cel::platform_message(field, platform),
+                ));
             }
-            if let Some(vsphere) = &fds.vsphere {
-                let list_path = child(&fds_path, "vsphere");
-                with_domains = !vsphere.is_empty();
-                if vsphere.is_empty() && fds.platform == "VSphere" {
-                    errors.push(FieldError::required(
-                        &list_path,
-                        "must list at least one VSphereDeploymentZone",
-                    ));
-                }
-                let mut seen = std::collections::BTreeSet::new();
-                for (i, fd) in vsphere.iter().enumerate() {
-                    let p = index(&list_path, i);
-                    if !seen.insert(fd.name.as_str()) {
-                        errors.push(FieldError::duplicate(
-                            &p,
-                            &serde_json::json!({"name": fd.name}),
-                        ));
-                    }
-                    if !ctx.exempt(&fd.name) && !super::is_dns1123_subdomain(&fd.name) {
-                        errors.push(FieldError::invalid_str(
-                            child(&p, "name"),
-                            &fd.name,
-                            format!(
-                                "must be the name of a VSphereDeploymentZone: {}",
-                                super::DNS1123_SUBDOMAIN_MESSAGE
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        let (pre_drain, pre_terminate) = match &mt.spec.lifecycle_hooks {
-            Some(h) => (
-                h.pre_drain.as_deref().unwrap_or(&[]),
-                h.pre_terminate.as_deref().unwrap_or(&[]),
-            ),
-            None => (&[][..], &[][..]),
-        };
-        let hooks_path = format!("{MACHINE_TEMPLATE_PATH}.spec.lifecycleHooks");
-        check_hooks(&format!("{hooks_path}.preDrain"), pre_drain, &mut errors);
-        check_hooks(
-            &format!("{hooks_path}.preTerminate"),
-            pre_terminate,
-            &mut errors,
-        );
-        if let Some(value) = mt
-            .spec
-            .provider_spec
-            .as_ref()
-            .and_then(|p| p.value.as_ref())
-        {
-            let usage = if with_domains {
-                ProviderSpecUse::CpmsTemplateWithFailureDomains
-            } else {
-                ProviderSpecUse::CpmsTemplate
-            };
-            errors.extend(
-                check_provider_spec(
-                    value,
-                    &format!("{MACHINE_TEMPLATE_PATH}.spec.providerSpec.value"),
-                    usage,
-                    ctx,
-                )
-                .errors,
-            );
         }
     }
     errors
 }
 
-/// Validation on update: the create rules and the CEL transition rules.
-pub fn validate_update(
+/// The CRD's CEL rules on update: the transition rules (replicas and selector immutable, state
+/// never back from Active) and the create rules on the new object.
+pub fn cel_update(
     old: &ControlPlaneMachineSet,
     new: &ControlPlaneMachineSet,
     ctx: &Ctx,
@@ -203,7 +147,95 @@ pub fn validate_update(
             cel::STATE_MESSAGE,
         ));
     }
-    errors.extend(validate_create(new, ctx));
+    errors.extend(cel_create(new, ctx));
+    errors
+}
+
+/// The webhook rules (CPMS operator's and ours), on create and update alike.
+pub fn validate_webhook(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let spec = &cpms.spec;
+    check_label_selector("spec.selector", &spec.selector, &mut errors);
+    let Some(mt) = &spec.template.machines_v1beta1_machine_openshift_io else {
+        return errors;
+    };
+    // CPMS operator: the selector must select the template.
+    let labels_path = format!("{MACHINE_TEMPLATE_PATH}.metadata.labels");
+    if !selector_matches(&spec.selector, &mt.metadata.labels) {
+        errors.push(FieldError::invalid(
+            &labels_path,
+            &serde_json::to_value(&mt.metadata.labels).unwrap_or_default(),
+            "selector does not match template labels",
+        ));
+    }
+    let mut with_domains = false;
+    if let Some(fds) = &mt.failure_domains
+        && let Some(vsphere) = &fds.vsphere
+    {
+        let list_path = format!("{MACHINE_TEMPLATE_PATH}.failureDomains.vsphere");
+        with_domains = !vsphere.is_empty();
+        if vsphere.is_empty() && fds.platform == "VSphere" {
+            errors.push(FieldError::required(
+                &list_path,
+                "must list at least one VSphereDeploymentZone",
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, fd) in vsphere.iter().enumerate() {
+            let p = index(&list_path, i);
+            if !seen.insert(fd.name.as_str()) {
+                errors.push(FieldError::duplicate(
+                    &p,
+                    &serde_json::json!({"name": fd.name}),
+                ));
+            }
+            if !ctx.exempt(&fd.name) && !super::is_dns1123_subdomain(&fd.name) {
+                errors.push(FieldError::invalid_str(
+                    child(&p, "name"),
+                    &fd.name,
+                    format!(
+                        "must be the name of a VSphereDeploymentZone: {}",
+                        super::DNS1123_SUBDOMAIN_MESSAGE
+                    ),
+                ));
+            }
+        }
+    }
+    let (pre_drain, pre_terminate) = match &mt.spec.lifecycle_hooks {
+        Some(h) => (
+            h.pre_drain.as_deref().unwrap_or(&[]),
+            h.pre_terminate.as_deref().unwrap_or(&[]),
+        ),
+        None => (&[][..], &[][..]),
+    };
+    let hooks_path = format!("{MACHINE_TEMPLATE_PATH}.spec.lifecycleHooks");
+    check_hooks(&format!("{hooks_path}.preDrain"), pre_drain, &mut errors);
+    check_hooks(
+        &format!("{hooks_path}.preTerminate"),
+        pre_terminate,
+        &mut errors,
+    );
+    if let Some(value) = mt
+        .spec
+        .provider_spec
+        .as_ref()
+        .and_then(|p| p.value.as_ref())
+    {
+        let usage = if with_domains {
+            ProviderSpecUse::CpmsTemplateWithFailureDomains
+        } else {
+            ProviderSpecUse::CpmsTemplate
+        };
+        errors.extend(
+            check_provider_spec(
+                value,
+                &format!("{MACHINE_TEMPLATE_PATH}.spec.providerSpec.value"),
+                usage,
+                ctx,
+            )
+            .errors,
+        );
+    }
     errors
 }
 

@@ -6,8 +6,9 @@
 //! Added here: `maxUnhealthy` as an integer must not be negative (the pattern only applies to
 //! strings); `nodeStartupTimeout` and each condition `timeout` must parse as Go durations
 //! (`"0"` disables the startup check); condition status True, False or Unknown; a remediation
-//! template needs apiVersion, kind and name. An MHC without `unhealthyConditions` is valid
-//! upstream (`spec: {}` is a tested minimal object) and only warns here.
+//! template needs apiVersion, kind and name; at least one unhealthy condition (the CRD accepts a
+//! missing list — `spec: {}` is upstream's tested minimal object — so the CRD layer still does,
+//! and this webhook rejects it: such a check only remediates machines that never get a node).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -41,6 +42,12 @@ pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
             "spec.nodeStartupTimeout",
             t,
             format!("must be a duration such as 10m or 1h30m, or \"0\" to disable the startup check: {reason}"),
+        ));
+    }
+    if spec.unhealthy_conditions.is_none() {
+        errors.push(FieldError::required(
+            "spec.unhealthyConditions",
+            "at least one unhealthy condition is required",
         ));
     }
     if let Some(conds) = &spec.unhealthy_conditions {
@@ -103,14 +110,9 @@ pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
     errors
 }
 
-/// Warnings: no unhealthy conditions, or an empty selector (every machine in the namespace).
+/// Warnings: an empty selector (every machine in the namespace).
 pub fn warnings(mhc: &MachineHealthCheck) -> Vec<String> {
     let mut out = Vec::new();
-    if mhc.spec.unhealthy_conditions.is_none() {
-        out.push(
-            "spec.unhealthyConditions is not set: only machines that fail or never get a node are remediated".into(),
-        );
-    }
     let empty_selector = mhc.spec.selector.as_ref().is_none_or(|s| {
         s.match_labels.as_ref().is_none_or(|m| m.is_empty())
             && s.match_expressions.as_ref().is_none_or(|m| m.is_empty())
@@ -187,14 +189,22 @@ mod tests {
     fn max_unhealthy_pattern() {
         for bad in ["101%", "1.5", "abc", "-1", "%"] {
             let e = validate(
-                &mhc(Some(IntOrString::String(bad.into())), None, None),
+                &mhc(
+                    Some(IntOrString::String(bad.into())),
+                    None,
+                    Some(vec![cond("False", "300s")]),
+                ),
                 &Ctx::default(),
             );
             assert_eq!(e.len(), 1, "{bad}");
             assert_eq!(e[0].path, "spec.maxUnhealthy");
         }
         let e = validate(
-            &mhc(Some(IntOrString::Int(-1)), None, None),
+            &mhc(
+                Some(IntOrString::Int(-1)),
+                None,
+                Some(vec![cond("False", "300s")]),
+            ),
             &Ctx::default(),
         );
         assert_eq!(
@@ -208,11 +218,20 @@ mod tests {
     #[test]
     fn node_startup_timeout_is_a_duration() {
         for bad in ["10", "0abc", "abc10m", "-5m", "ten minutes"] {
-            let e = validate(&mhc(None, Some(bad), None), &Ctx::default());
+            let e = validate(
+                &mhc(None, Some(bad), Some(vec![cond("False", "300s")])),
+                &Ctx::default(),
+            );
             assert_eq!(e.len(), 1, "{bad}");
             assert_eq!(e[0].path, "spec.nodeStartupTimeout");
         }
-        assert!(validate(&mhc(None, Some("0"), None), &Ctx::default()).is_empty());
+        assert!(
+            validate(
+                &mhc(None, Some("0"), Some(vec![cond("False", "300s")])),
+                &Ctx::default()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -231,10 +250,15 @@ mod tests {
             )
             .is_empty()
         );
-        // Absent: valid upstream (`spec: {}`), warned about here.
+        // Absent: accepted by the CRD (`spec: {}`), rejected by this webhook.
         let m = mhc(None, None, None);
-        assert!(validate(&m, &Ctx::default()).is_empty());
-        assert_eq!(warnings(&m).len(), 1);
+        assert_eq!(
+            shown(&validate(&m, &Ctx::default())),
+            [
+                "spec.unhealthyConditions: Required value: at least one unhealthy condition is required"
+            ]
+        );
+        assert!(warnings(&m).is_empty());
     }
 
     #[test]
