@@ -42,7 +42,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // One process-wide rustls provider (ring): reqwest and kube both need one.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    cli::logging::init(&cli.log);
+    let default_level = match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
+    cli::logging::init(&cli.log, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

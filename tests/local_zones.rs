@@ -576,7 +576,7 @@ async fn precreate_host_groups(c: &Client, enabled: bool, with_vm_group: bool) -
 
 fn host_group_manifests(dir: &tempfile::TempDir) {
     write(
-        &dir,
+        dir,
         "hg.yaml",
         &format!(
             "{}---\n{}",
