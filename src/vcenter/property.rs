@@ -8,7 +8,6 @@ use super::moref::MoRef;
 use super::soap::{Fault, Node, Xml};
 use super::stats::CallKind;
 
-
 /// One object's properties as returned by the collector.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObjectContent {
