@@ -77,6 +77,16 @@ impl Verdict {
     fn label(&self) -> String {
         let kind = match self.outcome.object_type {
             ObjectType::Unknown => format!("{}/{}", self.object.api_version(), self.object.kind()),
+            // Name the version when it is not the storage version (v1beta2 zones).
+            ObjectType::Served(k) if self.object.api_version() != k.api_version() => {
+                let version = self
+                    .object
+                    .api_version()
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default();
+                format!("{} ({version})", self.object.kind())
+            }
             _ => self.object.kind().to_string(),
         };
         let name = self.object.name();
