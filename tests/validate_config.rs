@@ -152,7 +152,7 @@ fn rbac_grants_every_served_resource_and_status() {
             );
         }
     }
-    // Least privilege: no wildcards, secrets read-only.
+    // Least privilege: no wildcards; secrets only fetched by name (identityRef), never listed.
     assert!(!text.contains('*'));
     for rule in role["rules"].as_array().unwrap() {
         if rule["resources"]
@@ -161,7 +161,7 @@ fn rbac_grants_every_served_resource_and_status() {
             .iter()
             .any(|r| r == "secrets")
         {
-            assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]));
+            assert_eq!(rule["verbs"], serde_json::json!(["get"]));
         }
     }
 }
