@@ -84,6 +84,7 @@ async fn reconcile_with(
             password: SecretString::from(password.to_string()),
             tls: TlsPolicy::System,
         }),
+        tls: TlsPolicy::System,
         dry_run,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
     };
@@ -879,6 +880,7 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
             password: SecretString::from("secret"),
             tls: TlsPolicy::System,
         }),
+        tls: TlsPolicy::System,
         dry_run: false,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
     };

@@ -568,13 +568,18 @@ async fn vm_clone_power_and_destroy() {
             &source,
             &CloneSpec {
                 name: "machine-0".into(),
-                folder: Some(folder),
+                folder,
                 pool: Some(pool.clone()),
                 instance_uuid: Some(uuid.into()),
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
                 // vcsim ignores powerOn (the clone stays off); real vCenter honours it.
                 power_on: false,
-                ..CloneSpec::default()
+                datastore: None,
+                host: None,
+                annotation: None,
+                num_cpus: None,
+                num_cores_per_socket: None,
+                memory_mb: None,
             },
         )
         .await

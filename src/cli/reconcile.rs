@@ -79,6 +79,7 @@ pub async fn run(args: Args) -> ExitCode {
     let opts = driver::Options {
         server,
         manager,
+        tls: tls.clone(),
         dry_run: args.dry_run,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
     };

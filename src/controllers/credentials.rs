@@ -33,7 +33,18 @@ impl Context {
             .map(|c| (**c).clone())
             .collect();
         let secrets = self.identity_secrets(&clusters).await;
-        let id = identity_for(server, &clusters, &secrets, self.manager.as_ref())?;
+        let default_tls = self
+            .manager
+            .as_ref()
+            .map(|m| m.tls.clone())
+            .unwrap_or_default();
+        let id = identity_for(
+            server,
+            &clusters,
+            &secrets,
+            self.manager.as_ref(),
+            &default_tls,
+        )?;
         tracing::debug!(%server, source = %id.source, "vCenter credentials chosen");
         let credentials = Credentials::new(id.username, id.password);
         self.sessions

@@ -13,15 +13,17 @@ use crate::reconcile::zones::reconcile_server;
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::stats::Snapshot;
 use crate::vcenter::tags::TagCatalog;
-use crate::vcenter::{Credentials, Endpoint};
+use crate::vcenter::{Credentials, Endpoint, TlsPolicy};
 
 /// How to run.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// `--server`: where to connect for zones on that host (its scheme and port win).
     pub server: Option<Endpoint>,
-    /// `--username`/`--password` and TLS flags.
+    /// `--username`/`--password` (with the TLS flags), if given.
     pub manager: Option<ManagerIdentity>,
+    /// The TLS flags: trust for any server whose VSphereCluster has no thumbprint.
+    pub tls: TlsPolicy,
     pub dry_run: bool,
     pub now: Time,
 }
@@ -100,6 +102,7 @@ pub async fn run(
             &clusters,
             &store.secrets,
             opts.manager.as_ref(),
+            &opts.tls,
         );
         let client = identity.and_then(|id| {
             let creds = Credentials::new(id.username, id.password);

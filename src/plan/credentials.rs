@@ -3,7 +3,9 @@
 //!
 //! Unlike CAPV, "the first matching cluster" is deterministic (clusters are tried in
 //! namespace/name order), servers match by host, and a cluster's thumbprint pins TLS for the
-//! credentials it supplies (CAPV's fallback ran without verification).
+//! credentials that cluster supplies, and only for those: a VSphereCluster in any namespace must
+//! not be able to change how the manager's own credentials trust vCenter (CAPV's fallback ran
+//! without verification at all).
 use secrecy::SecretString;
 
 use crate::api::vsphere_cluster::{VSphereCluster, VSphereIdentityKind};
@@ -42,11 +44,14 @@ fn secret_value(secret: &Secret, key: &str) -> Option<String> {
 
 /// Choose the identity for `server`. Errors name the cluster and Secret and what is wrong,
 /// never a value.
+/// `default_tls` is the trust for a cluster's Secret when the cluster has no thumbprint (the
+/// `--ca-file`/`--thumbprint`/`--insecure` flags, else the system roots).
 pub fn identity_for(
     server: &str,
     clusters: &[VSphereCluster],
     secrets: &[Secret],
     manager: Option<&ManagerIdentity>,
+    default_tls: &TlsPolicy,
 ) -> Result<Identity, String> {
     let mut candidates: Vec<&VSphereCluster> = clusters
         .iter()
@@ -59,7 +64,6 @@ pub fn identity_for(
         .collect();
     candidates.sort_by_key(|c| (c.metadata.namespace.clone(), c.metadata.name.clone()));
     let mut problems = Vec::new();
-    let mut pinned: Option<TlsPolicy> = None;
     for c in &candidates {
         let ns = c.metadata.namespace.clone().unwrap_or_default();
         let cname = format!("{ns}/{}", c.metadata.name.clone().unwrap_or_default());
@@ -71,11 +75,8 @@ pub fn identity_for(
                     continue;
                 }
             },
-            None => manager.map(|m| m.tls.clone()).unwrap_or_default(),
+            None => default_tls.clone(),
         };
-        if pinned.is_none() && c.spec.thumbprint.is_some() {
-            pinned = Some(tls.clone());
-        }
         let Some(r) = &c.spec.identity_ref else {
             continue;
         };
@@ -115,7 +116,7 @@ pub fn identity_for(
         Some(m) => Ok(Identity {
             username: m.username.clone(),
             password: m.password.clone(),
-            tls: pinned.unwrap_or_else(|| m.tls.clone()),
+            tls: m.tls.clone(),
             source: "the manager's credentials".into(),
         }),
         None if problems.is_empty() => Err(format!(
@@ -203,7 +204,14 @@ mod tests {
             secret("a", "creds", "alice", "pw-a"),
             secret("b", "creds", "bob", "pw-b"),
         ];
-        let id = identity_for("vc.example.com", &clusters, &secrets, Some(&manager())).unwrap();
+        let id = identity_for(
+            "vc.example.com",
+            &clusters,
+            &secrets,
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap();
         assert_eq!(id.username, "alice", "namespace/name order: a/c1 first");
         assert_eq!(id.password.expose_secret(), "pw-a");
         assert!(matches!(id.tls, TlsPolicy::Thumbprint(_)));
@@ -216,14 +224,50 @@ mod tests {
             cluster("a", "c1", "vc", Some("missing"), None),
             cluster("b", "c2", "vc", Some("creds"), None),
         ];
-        let id = identity_for("vc", &clusters, &[secret("b", "creds", "bob", "x")], None).unwrap();
+        let id = identity_for(
+            "vc",
+            &clusters,
+            &[secret("b", "creds", "bob", "x")],
+            None,
+            &TlsPolicy::System,
+        )
+        .unwrap();
         assert_eq!(id.username, "bob");
-        let id = identity_for("vc", &clusters[..1], &[], Some(&manager())).unwrap();
+        let id = identity_for(
+            "vc",
+            &clusters[..1],
+            &[],
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap();
         assert_eq!(id.username, "mgr");
-        let err = identity_for("vc", &clusters[..1], &[], None).unwrap_err();
+        let err = identity_for("vc", &clusters[..1], &[], None, &TlsPolicy::System).unwrap_err();
         assert!(err.contains("identity Secret a/missing not found"), "{err}");
-        let err = identity_for("vc", &[], &[], None).unwrap_err();
+        let err = identity_for("vc", &[], &[], None, &TlsPolicy::System).unwrap_err();
         assert!(err.contains("no credentials"), "{err}");
+    }
+
+    #[test]
+    fn a_clusters_thumbprint_never_applies_to_the_managers_credentials() {
+        // A cluster in some namespace with a thumbprint but no identityRef: the manager's
+        // credentials keep the manager's trust.
+        let thumb = "BB:".repeat(31) + "BB";
+        let clusters = [cluster("tenant", "aaa", "vc", None, Some(&thumb))];
+        let id = identity_for("vc", &clusters, &[], Some(&manager()), &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "mgr");
+        assert_eq!(id.tls, TlsPolicy::System);
+        // Without a thumbprint, a cluster's Secret uses the default trust (the CLI flags).
+        let clusters = [cluster("a", "c1", "vc", Some("creds"), None)];
+        let id = identity_for(
+            "vc",
+            &clusters,
+            &[secret("a", "creds", "u", "p")],
+            None,
+            &TlsPolicy::Insecure,
+        )
+        .unwrap();
+        assert_eq!(id.tls, TlsPolicy::Insecure);
     }
 
     #[test]
@@ -234,6 +278,7 @@ mod tests {
             &clusters,
             &[secret("a", "creds", "", "topsecret")],
             None,
+            &TlsPolicy::System,
         )
         .unwrap_err();
         assert!(!err.contains("topsecret"));

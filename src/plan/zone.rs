@@ -485,8 +485,13 @@ pub fn plan_zone(
     } else if let Some(c) = cluster {
         pool = inv.root_pool_of(&c.moref);
     }
+    // VMs live under the datacenter's vm folder: look there, so `capi` cannot match a host or
+    // network folder of the same name.
+    let vm_folder = inv.at_path(&format!("{}/vm", dc.path));
+    let folder_scope = vm_folder.map(|f| &f.moref).unwrap_or(&dc.moref);
     let folder = match pc.folder.as_deref().filter(|s| !s.is_empty()) {
-        Some(f) => match inv.find(Wanted::Folder, f, Some(&dc.moref)) {
+        // `vm`, `capi`, `vm/capi` and `/DC0/vm/capi` all resolve within the vm folder.
+        Some(f) => match inv.find(Wanted::Folder, f, Some(folder_scope)) {
             Ok(folder) => Some(folder),
             Err(e) => {
                 placement_failures.push((
@@ -497,7 +502,7 @@ pub fn plan_zone(
                 None
             }
         },
-        None => inv.at_path(&format!("{}/vm", dc.path)),
+        None => vm_folder,
     };
     v.placement = match placement_failures.first() {
         // Without the cluster the pool cannot be placed in scope; the failure domain check
@@ -636,11 +641,15 @@ impl FdContext<'_> {
                 Some(c) => Ok(vec![c]),
                 None => Err("unable to find taggable object: no compute cluster".into()),
             },
-            FailureDomainType::HostGroup => {
-                // The hosts of the host group; a missing group is reported by check_hosts.
-                let hosts = self.host_group_members().unwrap_or_default();
-                Ok(hosts.into_iter().filter_map(|h| self.inv.get(&h)).collect())
-            }
+            FailureDomainType::HostGroup => match self.host_group_members() {
+                // A missing group is reported (or built) by check_hosts.
+                None => Ok(Vec::new()),
+                Some(hosts) if hosts.is_empty() => Err(format!(
+                    "unable to find taggable object: host group {} has no hosts",
+                    self.host_group.unwrap_or_default()
+                )),
+                Some(hosts) => Ok(hosts.into_iter().filter_map(|h| self.inv.get(&h)).collect()),
+            },
         }
     }
 
@@ -886,10 +895,13 @@ impl FdContext<'_> {
             )),
             (None, None) if auto => {
                 let name = rule_name(vg, hg);
-                if config.rule(&name).is_some_and(|r| !matches!(r, ClusterRule::VmHost(_))) {
+                if config.rule(&name).is_some() {
+                    // No rule binds the two groups, so a rule of this name binds something else.
                     problems.push((
                         FdProblem::AffinityRuleMissing,
-                        format!("cannot create VM-host rule {name} in {cpath}: a rule of that name of another kind exists"),
+                        format!(
+                            "cannot create VM-host rule {name} in {cpath}: a rule of that name exists but does not bind VM group {vg} to host group {hg}"
+                        ),
                     ));
                 } else {
                     steps.push(Step::CreateVmHostRule {

@@ -320,7 +320,14 @@ fn workspace_in_zone(m: &Machine, dz: &VSphereDeploymentZone, fd: &VSphereFailur
         fd.spec.topology.compute_cluster.as_deref(),
     ) {
         (Some(rp), _) => same_path(&pool, rp),
-        (None, Some(cc)) => trim_path(&pool).contains(&trim_path(cc)),
+        (None, Some(cc)) => {
+            // The pool is under the cluster: some run of its components is the cluster path.
+            let pool = trim_path(&pool);
+            let cc = trim_path(cc);
+            let parts: Vec<&str> = pool.split('/').collect();
+            let want: Vec<&str> = cc.split('/').collect();
+            !want.is_empty() && parts.windows(want.len()).any(|w| w == want.as_slice())
+        }
         (None, None) => true,
     };
     let group_ok = match &fd.spec.topology.hosts {
@@ -340,5 +347,55 @@ mod tests {
         assert!(same_path("DC0", "/DC0"));
         assert!(!same_path("/DC0/host/C0/Resources/RP10", "RP1"));
         assert!(!same_path("", "RP1"));
+    }
+
+    #[test]
+    fn machines_match_the_zone_cluster_by_path_components() {
+        use crate::api::deployment_zone::{PlacementConstraint, VSphereDeploymentZoneSpec};
+        use crate::api::failure_domain::{
+            FailureDomain, FailureDomainType, Topology, VSphereFailureDomainSpec,
+        };
+        let dz = VSphereDeploymentZone::new(
+            "z",
+            VSphereDeploymentZoneSpec {
+                server: Some("vc".into()),
+                failure_domain: Some("fd".into()),
+                control_plane: None,
+                placement_constraint: PlacementConstraint::default(),
+            },
+        );
+        let side = |t| FailureDomain {
+            name: "n".into(),
+            type_: t,
+            tag_category: "c".into(),
+            auto_configure: None,
+        };
+        let fd = VSphereFailureDomain::new(
+            "fd",
+            VSphereFailureDomainSpec {
+                region: side(FailureDomainType::Datacenter),
+                zone: side(FailureDomainType::ComputeCluster),
+                topology: Topology {
+                    datacenter: "DC0".into(),
+                    compute_cluster: Some("C0".into()),
+                    ..Topology::default()
+                },
+            },
+        );
+        let machine = |name: &str, pool: &str| {
+            serde_json::from_value::<Machine>(serde_json::json!({
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"providerSpec": {"value": {"workspace": {
+                    "server": "vc", "datacenter": "DC0", "resourcePool": pool}}}}
+            }))
+            .unwrap()
+        };
+        let ms = [
+            machine("in", "/DC0/host/C0/Resources"),
+            machine("other-cluster", "/DC0/host/C1/Resources"),
+        ];
+        // "DC0/host/C1" contains the substring "C0" of "DC0": components must match.
+        assert_eq!(machines_in_zone(&dz, Some(&fd), &ms), ["ns/in"]);
     }
 }

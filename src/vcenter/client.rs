@@ -77,7 +77,7 @@ impl Default for ClientOptions {
         Self {
             tls: TlsPolicy::System,
             connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
         }
     }
@@ -139,6 +139,8 @@ impl ServiceContent {
 #[derive(Default)]
 struct SoapSession {
     cookie: Option<String>,
+    /// `UserSession.key` from the Login answer (what SessionIsActive wants; not the cookie).
+    key: Option<String>,
     generation: u64,
 }
 
@@ -195,10 +197,16 @@ impl Client {
         if options.tls == TlsPolicy::Insecure && endpoint.is_https() {
             warn!(server = %endpoint, "TLS certificate verification is disabled (--insecure)");
         }
+        if !endpoint.is_https() && !endpoint.is_loopback() {
+            warn!(server = %endpoint, "plain http:// to a remote vCenter: credentials travel unencrypted");
+        }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .timeout(options.request_timeout)
             .retry(reqwest::retry::never())
+            // A redirect would re-send the Login body or the REST session header elsewhere,
+            // and turn http:// into unverified https: follow none.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("vsphere-provider/", env!("CARGO_PKG_VERSION")));
         // reqwest needs a TLS configuration even for http:// (it has no default provider).
         let tls_policy = if endpoint.is_https() {
@@ -332,8 +340,8 @@ impl Client {
             Ok(raw) => raw,
             Err(e) => return Err(e),
         };
-        match self.interpret_soap("Login", raw.status, &raw.body) {
-            Ok(_) => {}
+        let key = match self.interpret_soap("Login", raw.status, &raw.body) {
+            Ok(node) => node.text_at("returnval/key").map(str::to_string),
             Err(Error::InvalidLogin { .. }) => {
                 *failed = Some((Instant::now(), self.username().to_string()));
                 return Err(Error::InvalidLogin {
@@ -342,7 +350,7 @@ impl Client {
                 });
             }
             Err(e) => return Err(e),
-        }
+        };
         let cookie = raw
             .set_cookie
             .iter()
@@ -355,6 +363,7 @@ impl Client {
         *failed = None;
         let mut s = self.inner.session.write().await;
         s.cookie = Some(cookie.clone());
+        s.key = key;
         s.generation += 1;
         debug!(server = %self.inner.endpoint, user = %self.username(), "logged in to vCenter");
         Ok((s.generation, cookie))
@@ -394,12 +403,17 @@ impl Client {
     /// real vCenter; prefer [`Client::current_time`]).
     pub async fn session_is_active(&self) -> Result<bool> {
         let content = self.service_content().await?.clone();
-        let key = {
-            let s = self.inner.session.read().await;
-            s.cookie.clone().unwrap_or_default()
-        };
+        self.login().await?;
+        let key = self
+            .inner
+            .session
+            .read()
+            .await
+            .key
+            .clone()
+            .unwrap_or_default();
         let mut x = Xml::request("SessionIsActive", &content.session_manager);
-        x.text("sessionID", key.trim_matches('"'));
+        x.text("sessionID", &key);
         x.text("userName", self.username());
         let node = self
             .call(
@@ -476,7 +490,7 @@ impl Client {
                 .header("SOAPAction", soap_action.clone())
                 .body(payload.clone());
             if let Some(c) = cookie {
-                req = req.header(COOKIE, format!("vmware_soap_session={c}"));
+                req = req.header(COOKIE, sensitive(format!("vmware_soap_session={c}")));
             }
             req
         })
@@ -526,6 +540,8 @@ impl Client {
                         SendFailure::Connect(_) => true,
                         SendFailure::Tls(_) => false,
                         SendFailure::AfterSend(_) => kind != CallKind::Write,
+                        // A vCenter that did not answer in time will not answer a retry sooner.
+                        SendFailure::TimedOut(_) => false,
                     };
                     (Err(self.failure_error(method, failure)), retry)
                 }
@@ -547,7 +563,7 @@ impl Client {
         match failure {
             SendFailure::Connect(reason) => Error::Unreachable { server, reason },
             SendFailure::Tls(reason) => Error::TlsHandshake { server, reason },
-            SendFailure::AfterSend(reason) => Error::Transport {
+            SendFailure::AfterSend(reason) | SendFailure::TimedOut(reason) => Error::Transport {
                 server,
                 method: method.to_string(),
                 reason,
@@ -616,6 +632,21 @@ impl Client {
         Ok(response)
     }
 
+    /// Whether vCenter rejected these credentials within [`INVALID_LOGIN_MEMORY`]; shared by the
+    /// SOAP and REST logins so neither keeps trying a wrong password.
+    pub(crate) async fn login_rejected_recently(&self) -> bool {
+        self.inner
+            .login_lock
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < INVALID_LOGIN_MEMORY)
+    }
+
+    pub(crate) async fn remember_rejected_login(&self) {
+        *self.inner.login_lock.lock().await = Some((Instant::now(), self.username().to_string()));
+    }
+
     /// Requests sent on this client (all attempts), for tests that check retry bounds.
     pub fn requests_sent(&self) -> u64 {
         self.inner.requests.load(Ordering::Relaxed)
@@ -628,6 +659,8 @@ pub(crate) enum SendFailure {
     Tls(String),
     /// The request may have reached the server.
     AfterSend(String),
+    /// No answer within the request timeout.
+    TimedOut(String),
 }
 
 async fn send_once(req: reqwest::RequestBuilder) -> std::result::Result<RawResponse, SendFailure> {
@@ -660,6 +693,9 @@ fn classify_send_error(e: reqwest::Error) -> SendFailure {
         let inner = chain.rsplit(": ").next().unwrap_or(&chain).to_string();
         return SendFailure::Connect(inner);
     }
+    if e.is_timeout() {
+        return SendFailure::TimedOut(chain);
+    }
     SendFailure::AfterSend(chain)
 }
 
@@ -678,9 +714,18 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
         }
         source = err.source();
     }
-    let text = error_chain(e).to_ascii_lowercase();
-    text.contains("certificate") || text.contains("handshake") || text.contains("tls")
+    // Only rustls' own phrases, never a substring of the URL (`vc-tls01.corp`).
+    let text = error_chain(e);
+    TLS_MARKERS.iter().any(|m| text.contains(m))
 }
+
+/// Messages rustls gives TLS failures, most specific first.
+const TLS_MARKERS: [&str; 4] = [
+    "certificate thumbprint mismatch",
+    "invalid peer certificate",
+    "peer is incompatible",
+    "received fatal alert",
+];
 
 fn tls_reason(chain: &str) -> String {
     // rustls' own message is the useful one ("invalid peer certificate: UnknownIssuer",
@@ -696,6 +741,14 @@ fn tls_reason(chain: &str) -> String {
         }
     }
     chain.rsplit(": ").next().unwrap_or(chain).to_string()
+}
+
+/// A header value hyper and h2 never log or index (session cookies and tokens).
+pub(crate) fn sensitive(value: String) -> reqwest::header::HeaderValue {
+    let mut v = reqwest::header::HeaderValue::from_str(&value)
+        .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
+    v.set_sensitive(true);
+    v
 }
 
 /// `a: b: c` from an error and its sources, without repeats.

@@ -89,6 +89,16 @@ impl Endpoint {
         self.base.port_or_known_default().unwrap_or(443)
     }
 
+    /// 127.0.0.0/8, ::1 or `localhost`: plain http there does not leave the machine.
+    pub fn is_loopback(&self) -> bool {
+        match self.base.host() {
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            None => false,
+        }
+    }
+
     pub fn is_https(&self) -> bool {
         self.base.scheme() == "https"
     }

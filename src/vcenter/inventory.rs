@@ -135,7 +135,8 @@ impl Wanted {
             Wanted::Host => kind == "HostSystem",
             Wanted::ResourcePool => matches!(kind, "ResourcePool" | "VirtualApp"),
             Wanted::Folder => kind == "Folder",
-            Wanted::Datastore => matches!(kind, "Datastore" | "StoragePod"),
+            // A datastore cluster (StoragePod) is not a valid clone location.
+            Wanted::Datastore => kind == "Datastore",
             Wanted::Network => matches!(
                 kind,
                 "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork"
@@ -149,7 +150,9 @@ impl Wanted {
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     entities: HashMap<MoRef, Entity>,
-    by_path: BTreeMap<String, MoRef>,
+    /// Several objects can share a path (same-named port groups of two switches, NSX segments):
+    /// all are kept, and a lookup that hits more than one is ambiguous.
+    by_path: BTreeMap<String, Vec<MoRef>>,
     children: HashMap<MoRef, Vec<MoRef>>,
 }
 
@@ -186,7 +189,7 @@ impl Inventory {
                 inv.children.entry(p.clone()).or_default().push(m.clone());
             }
             if !path.is_empty() {
-                inv.by_path.insert(path.clone(), m.clone());
+                inv.by_path.entry(path.clone()).or_default().push(m.clone());
             }
             inv.entities.insert(
                 m.clone(),
@@ -200,6 +203,9 @@ impl Inventory {
             );
         }
         for v in inv.children.values_mut() {
+            v.sort();
+        }
+        for v in inv.by_path.values_mut() {
             v.sort();
         }
         inv
@@ -219,17 +225,32 @@ impl Inventory {
 
     /// Entities with a path, sorted by path.
     pub fn iter(&self) -> impl Iterator<Item = &Entity> {
-        self.by_path.values().filter_map(|m| self.entities.get(m))
+        self.by_path
+            .values()
+            .flatten()
+            .filter_map(|m| self.entities.get(m))
     }
 
     pub fn path(&self, m: &MoRef) -> Option<&str> {
         self.entities.get(m).map(|e| e.path.as_str())
     }
 
-    /// Exact absolute path lookup.
+    /// Exact absolute path lookup; None when nothing or more than one object has this path.
     pub fn at_path(&self, path: &str) -> Option<&Entity> {
-        let normal = normalize(path);
-        self.by_path.get(&normal).and_then(|m| self.entities.get(m))
+        match self.all_at_path(path).as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Every object with this absolute path.
+    pub fn all_at_path(&self, path: &str) -> Vec<&Entity> {
+        self.by_path
+            .get(&normalize(path))
+            .into_iter()
+            .flatten()
+            .filter_map(|m| self.entities.get(m))
+            .collect()
     }
 
     pub fn children(&self, m: &MoRef) -> impl Iterator<Item = &Entity> {
@@ -318,9 +339,33 @@ impl Inventory {
                 })
             }
         };
+        let ambiguous = |many: Vec<&Entity>| LookupError::Ambiguous {
+            what: wanted.label().to_string(),
+            query: query.to_string(),
+            scope: scope_path.clone(),
+            candidates: many
+                .iter()
+                .map(|e| format!("{} ({})", e.path, e.moref))
+                .collect(),
+        };
         if q.starts_with('/') {
-            let e = self.at_path(q).ok_or_else(not_found)?;
-            check(e)?;
+            let all = self.all_at_path(q);
+            let Some(first) = all.first() else {
+                return Err(not_found());
+            };
+            let matching: Vec<&Entity> = all
+                .iter()
+                .copied()
+                .filter(|e| wanted.accepts(e.kind()))
+                .collect();
+            let e = match matching.as_slice() {
+                [] => {
+                    check(first)?;
+                    return Err(not_found());
+                }
+                [one] => *one,
+                _ => return Err(ambiguous(matching)),
+            };
             if let Some(s) = scope
                 && !self.is_within(&e.moref, s)
             {
@@ -329,11 +374,17 @@ impl Inventory {
             return Ok(e);
         }
         let rel = q.trim_end_matches('/');
-        if let Some(sp) = &scope_path
-            && let Some(e) = self.at_path(&format!("{sp}/{rel}"))
-            && wanted.accepts(e.kind())
-        {
-            return Ok(e);
+        if let Some(sp) = &scope_path {
+            let here: Vec<&Entity> = self
+                .all_at_path(&format!("{sp}/{rel}"))
+                .into_iter()
+                .filter(|e| wanted.accepts(e.kind()))
+                .collect();
+            match here.as_slice() {
+                [] => {}
+                [one] => return Ok(one),
+                _ => return Err(ambiguous(here)),
+            }
         }
         let suffix = format!("/{rel}");
         let matches: Vec<&Entity> = self
@@ -344,12 +395,7 @@ impl Inventory {
         match matches.as_slice() {
             [] => Err(not_found()),
             [one] => Ok(one),
-            many => Err(LookupError::Ambiguous {
-                what: wanted.label().to_string(),
-                query: query.to_string(),
-                scope: scope_path.clone(),
-                candidates: many.iter().map(|e| e.path.clone()).collect(),
-            }),
+            many => Err(ambiguous(many.to_vec())),
         }
     }
 
@@ -605,6 +651,43 @@ pub(crate) mod tests {
             matches!(err, LookupError::NotFound { .. }),
             "outside the scope: {err}"
         );
+    }
+
+    #[test]
+    fn objects_sharing_a_path_are_ambiguous_not_shadowed() {
+        // Two port groups named pg-a (one per distributed switch) both live in /DC0/network.
+        let inv = Inventory::from_contents(vec![
+            content("Folder", "group-d1", "Datacenters", None),
+            content("Datacenter", "dc-1", "DC0", Some(("Folder", "group-d1"))),
+            content("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
+            content(
+                "DistributedVirtualPortgroup",
+                "dvpg-1",
+                "pg-a",
+                Some(("Folder", "f-net")),
+            ),
+            content(
+                "DistributedVirtualPortgroup",
+                "dvpg-2",
+                "pg-a",
+                Some(("Folder", "f-net")),
+            ),
+        ]);
+        assert_eq!(
+            inv.iter().filter(|e| e.name == "pg-a").count(),
+            2,
+            "both are listed"
+        );
+        for q in ["pg-a", "/DC0/network/pg-a", "network/pg-a"] {
+            let dc = MoRef::new("Datacenter", "dc-1");
+            let err = inv.find(Wanted::Network, q, Some(&dc)).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                msg.contains("dvpg-1") && msg.contains("dvpg-2"),
+                "{q}: {msg}"
+            );
+        }
+        assert!(inv.at_path("/DC0/network/pg-a").is_none());
     }
 
     #[test]

@@ -49,7 +49,11 @@ impl Thumbprint {
             .collect();
         let bytes = hex::decode(&hex_digits).map_err(|_| TlsError::BadThumbprint(s.to_string()))?;
         match bytes.len() {
-            20 | 32 => Ok(Self(bytes)),
+            20 => {
+                tracing::warn!("SHA-1 certificate thumbprint given; prefer the SHA-256 one");
+                Ok(Self(bytes))
+            }
+            32 => Ok(Self(bytes)),
             _ => Err(TlsError::BadThumbprint(s.to_string())),
         }
     }

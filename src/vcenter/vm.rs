@@ -6,10 +6,11 @@ use super::soap::Xml;
 use super::task::TaskRef;
 
 /// Where and how to clone.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloneSpec {
     pub name: String,
-    pub folder: Option<MoRef>,
+    /// Required by `CloneVM_Task` (vcsim panics without it).
+    pub folder: MoRef,
     pub datastore: Option<MoRef>,
     /// Required when the source is a template.
     pub pool: Option<MoRef>,
@@ -29,9 +30,7 @@ pub struct CloneSpec {
 /// annotation, numCPUs, numCoresPerSocket, memoryMB, extraConfig).
 pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
     let mut x = Xml::request("CloneVM_Task", source);
-    if let Some(f) = &spec.folder {
-        x.moref("folder", f);
-    }
+    x.moref("folder", &spec.folder);
     x.text("name", &spec.name);
     x.open("spec");
     x.open("location");
@@ -115,14 +114,17 @@ mod tests {
             &MoRef::new("VirtualMachine", "vm-1"),
             &CloneSpec {
                 name: "m-0".into(),
-                folder: Some(MoRef::new("Folder", "f-1")),
+                folder: MoRef::new("Folder", "f-1"),
                 datastore: Some(MoRef::new("Datastore", "ds-1")),
                 pool: Some(MoRef::new("ResourcePool", "rp-1")),
                 host: None,
                 instance_uuid: Some("uuid-1".into()),
                 extra_config: vec![("guestinfo.x".into(), "a<b".into())],
                 power_on: true,
-                ..CloneSpec::default()
+                annotation: None,
+                num_cpus: None,
+                num_cores_per_socket: None,
+                memory_mb: None,
             },
         );
         let pos = |s: &str| {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::debug;
 
-use super::client::{Client, snippet};
+use super::client::{Client, sensitive, snippet};
 use super::error::{Error, RestErrorKind, Result};
 use super::stats::CallKind;
 
@@ -78,6 +78,12 @@ impl Client {
     }
 
     async fn rest_login(&self, known: Option<Dialect>) -> Result<(Dialect, SecretString)> {
+        if self.login_rejected_recently().await {
+            return Err(Error::InvalidLogin {
+                server: self.server(),
+                username: self.inner.credentials.username.clone(),
+            });
+        }
         if known.is_none() {
             // The API version tells which dialect to try first (cached; usually already read).
             let _ = self.service_content().await;
@@ -134,6 +140,7 @@ impl Client {
                     return Ok((d, SecretString::from(token.to_string())));
                 }
                 StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    self.remember_rejected_login().await;
                     return Err(Error::InvalidLogin {
                         server: self.server(),
                         username: creds.username.clone(),
@@ -208,7 +215,10 @@ impl Client {
                     .inner
                     .http
                     .request(req.method.clone(), url.clone())
-                    .header("vmware-api-session-id", token.expose_secret())
+                    .header(
+                        "vmware-api-session-id",
+                        sensitive(token.expose_secret().to_string()),
+                    )
                     .header("Accept", "application/json");
                 if let Some(b) = &body {
                     r = r.json(b);
@@ -251,10 +261,10 @@ impl Client {
         };
         let raw = self
             .with_retries("rest:session.delete", CallKind::Session, || {
-                self.inner
-                    .http
-                    .delete(url.clone())
-                    .header("vmware-api-session-id", token.expose_secret())
+                self.inner.http.delete(url.clone()).header(
+                    "vmware-api-session-id",
+                    sensitive(token.expose_secret().to_string()),
+                )
             })
             .await?;
         if raw.status.is_success() || raw.status == StatusCode::UNAUTHORIZED {
