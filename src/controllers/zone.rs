@@ -258,8 +258,9 @@ async fn publish_events(
         )
         .await;
     }
-    for (step, error) in &run.failed {
-        let note = format!("{step}: {error}");
+    for (_, error) in &run.failed {
+        // The executor's error already names the step.
+        let note = error.clone();
         publish(
             ctx,
             zone,

@@ -134,8 +134,9 @@ pub fn changes(report: &Report, dry_run: bool) -> String {
             let _ = writeln!(out, "done: {s}");
         }
     }
-    for (s, e) in &report.failed {
-        let _ = writeln!(out, "refused: {s}: {e}");
+    for (_, e) in &report.failed {
+        // The executor's error already names the step.
+        let _ = writeln!(out, "refused: {e}");
     }
     out
 }

@@ -17,6 +17,8 @@ pub struct VcenterView {
     pub tags: TagCatalog,
     /// Tag ids attached to each taggable object the failure domains name.
     pub attachments: BTreeMap<MoRef, BTreeSet<String>>,
+    /// Said in the zone's VCenterAvailable condition (e.g. verification disabled).
+    pub tls_note: Option<String>,
 }
 
 /// What to read for a set of failure domains, once the inventory is known.

@@ -18,7 +18,7 @@ use std::fmt;
 use crate::api::conditions::{zone, zone_ours, zone_v1beta1};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{FailureDomain, FailureDomainType, VSphereFailureDomain};
-use crate::vcenter::cluster::{ClusterConfig, ClusterGroup, ClusterRule, VmHostRule};
+use crate::vcenter::cluster::{ClusterConfig, ClusterGroup, VmHostRule};
 use crate::vcenter::inventory::{Entity, Inventory, LookupError, Wanted};
 use crate::vcenter::moref::MoRef;
 use crate::vcenter::tags::TagCatalog;
@@ -393,7 +393,7 @@ pub fn plan_zone(
         }
     };
     v.vcenter = Check::Ok {
-        message: String::new(),
+        message: view.tls_note.clone().unwrap_or_default(),
     };
     let inv = &view.inventory;
     let topo = &fd.spec.topology;
@@ -928,6 +928,7 @@ mod tests {
     use super::*;
     use crate::api::deployment_zone::{PlacementConstraint, VSphereDeploymentZoneSpec};
     use crate::api::failure_domain::{FailureDomainHosts, Topology, VSphereFailureDomainSpec};
+    use crate::vcenter::cluster::ClusterRule;
     use crate::vcenter::inventory::tests::content;
     use crate::vcenter::rest::{Category, Tag};
 

@@ -33,16 +33,6 @@ fn already_exists(e: &Error) -> bool {
     )
 }
 
-fn rest_not_found(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Rest {
-            kind: RestErrorKind::NotFound,
-            ..
-        }
-    )
-}
-
 /// Execute steps in phase order, updating `view` as it goes.
 pub async fn execute(client: &Client, view: &mut VcenterView, steps: &[Step]) -> Outcome {
     let mut out = Outcome::default();
@@ -54,7 +44,12 @@ pub async fn execute(client: &Client, view: &mut VcenterView, steps: &[Step]) ->
         match step.phase() {
             0..=2 => match tag_step(client, view, &step).await {
                 Ok(()) => out.done.push(step),
-                Err(e) => out.failed.push((step, e)),
+                Err(e) => {
+                    // What we cached about it may be stale (deleted or changed outside us):
+                    // the next gather reads it again.
+                    forget_step_objects(view, &step);
+                    out.failed.push((step, e));
+                }
             },
             phase => {
                 let cluster = match &step {
@@ -68,16 +63,51 @@ pub async fn execute(client: &Client, view: &mut VcenterView, steps: &[Step]) ->
             }
         }
     }
-    for ((_, cluster), steps) in batches {
+    let mut broken_clusters = std::collections::BTreeSet::new();
+    for ((phase, cluster), steps) in batches {
+        if broken_clusters.contains(&cluster) {
+            // Rules need the groups: not attempted when the group change failed.
+            let e = format!(
+                "not attempted: the group changes of {} failed",
+                path_of(view, &cluster)
+            );
+            out.failed.extend(steps.into_iter().map(|s| (s, e.clone())));
+            continue;
+        }
         match cluster_batch(client, view, &cluster, &steps).await {
             Ok(()) => out.done.extend(steps),
-            Err(e) => out.failed.extend(steps.into_iter().map(|s| (s, e.clone()))),
+            Err(e) => {
+                if phase == 3 {
+                    broken_clusters.insert(cluster.clone());
+                }
+                out.failed.extend(steps.into_iter().map(|s| (s, e.clone())));
+            }
         }
     }
     for s in &out.done {
         info!(server = %client.server(), "{s}");
     }
     out
+}
+
+fn forget_step_objects(view: &mut VcenterView, step: &Step) {
+    let (category, tag) = match step {
+        Step::CreateCategory { name, .. } | Step::WidenCategory { name, .. } => (name, None),
+        Step::CreateTag { category, name } => (category, Some(name)),
+        Step::AttachTag { category, tag, .. } => (category, Some(tag)),
+        _ => return,
+    };
+    if let Some(t) = tag
+        .and_then(|t| view.tags.tag(category, t))
+        .map(|t| t.id.clone())
+    {
+        view.tags.forget(&t);
+    }
+    if tag.is_none()
+        && let Some(c) = view.tags.category(category).map(|c| c.id.clone())
+    {
+        view.tags.forget(&c);
+    }
 }
 
 async fn refresh_categories(client: &Client, view: &mut VcenterView) -> Result<(), Error> {
@@ -201,12 +231,7 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
                         .insert(t.id);
                     Ok(())
                 }
-                Err(e) => {
-                    if rest_not_found(&e) {
-                        view.tags.forget(&t.id);
-                    }
-                    Err(describe(e))
-                }
+                Err(e) => Err(describe(e)),
             }
         }
         _ => Err(format!("{step}: not a tag step")),
@@ -269,6 +294,14 @@ async fn cluster_batch(
         }
     }
     if !groups.is_empty() || !rules.is_empty() {
+        // A reconfiguration still queued or running (ours, after a timeout or a crash, or
+        // anyone's) may be adding the same group or rule: wait for it rather than add twice.
+        if let Some(busy) = running_task(client, cluster).await.map_err(fail)? {
+            return Err(format!(
+                "{} is busy with task {busy}; the change is retried on the next reconcile",
+                path_of(view, cluster)
+            ));
+        }
         let task = client
             .reconfigure_cluster(cluster, &rules, &groups)
             .await
@@ -279,6 +312,31 @@ async fn cluster_batch(
             .map_err(fail)?;
     }
     Ok(())
+}
+
+/// A queued or running task on the cluster, if any (two reads: `recentTask`, then their states).
+async fn running_task(client: &Client, cluster: &MoRef) -> Result<Option<String>, Error> {
+    let recent = client.retrieve_one(cluster, &["recentTask"]).await?;
+    let tasks: Vec<MoRef> = recent
+        .props
+        .get("recentTask")
+        .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
+        .unwrap_or_default();
+    if tasks.is_empty() {
+        return Ok(None);
+    }
+    let states = client
+        .retrieve_objects(&tasks, "Task", &["info.state", "info.descriptionId"])
+        .await?;
+    Ok(states.iter().find_map(|t| {
+        matches!(t.text("info.state"), Some("queued" | "running")).then(|| {
+            format!(
+                "{} ({})",
+                t.moref().value,
+                t.text("info.descriptionId").unwrap_or("task")
+            )
+        })
+    }))
 }
 
 fn path_of(view: &VcenterView, m: &MoRef) -> String {

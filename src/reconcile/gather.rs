@@ -34,10 +34,14 @@ pub async fn gather<'a>(
     client
         .fill_tag_catalog(tags, &needs.tags, &attached_ids)
         .await?;
+    let tls_note = (client.endpoint().is_https()
+        && *client.tls_policy() == crate::vcenter::TlsPolicy::Insecure)
+        .then(|| "TLS certificate verification is disabled (--insecure)".to_string());
     Ok(VcenterView {
         inventory,
         cluster_configs,
         tags: tags.clone(),
         attachments,
+        tls_note,
     })
 }

@@ -27,6 +27,7 @@ struct Entry {
 pub struct ServerViews {
     ttl: Duration,
     servers: std::sync::Mutex<HashMap<String, Arc<Mutex<Entry>>>>,
+    writers: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 impl ServerViews {
@@ -34,7 +35,20 @@ impl ServerViews {
         Self {
             ttl,
             servers: std::sync::Mutex::default(),
+            writers: std::sync::Mutex::default(),
         }
+    }
+
+    /// Held while deciding and making changes on a server.
+    pub async fn write_lock(&self, client: &Client) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self
+            .writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(client.server())
+            .or_default()
+            .clone();
+        lock.lock_owned().await
     }
 
     fn entry(&self, server: &str) -> Arc<Mutex<Entry>> {
@@ -53,7 +67,17 @@ impl ServerViews {
         client: &Client,
         fds: &[&VSphereFailureDomain],
     ) -> Result<Arc<VcenterView>> {
-        let names: BTreeSet<String> = fds.iter().filter_map(|f| f.metadata.name.clone()).collect();
+        // Name and resourceVersion: a failure domain re-created with another spec needs a new read.
+        let names: BTreeSet<String> = fds
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}@{}",
+                    f.metadata.name.clone().unwrap_or_default(),
+                    f.metadata.resource_version.clone().unwrap_or_default()
+                )
+            })
+            .collect();
         let entry = self.entry(&client.server());
         let mut e = entry.lock().await;
         if let Some((at, covered, view)) = &e.gathered
@@ -125,6 +149,21 @@ pub async fn reconcile_zone(
         };
         run.verdict = plan_zone(zone, fd, Ok(&view));
         if run.verdict.steps.is_empty() || round == 1 || !run.failed.is_empty() {
+            break;
+        }
+        // Changes are serialised per server and decided on a fresh read taken under the lock,
+        // so two zones sharing a cluster or a tag cannot both create it.
+        let _writing = views.write_lock(client).await;
+        views.invalidate(client).await;
+        let view = match views.view(client, &fds).await {
+            Ok(v) => v,
+            Err(e) => {
+                run.verdict = plan_zone(zone, fd, Err(&e.to_string()));
+                return run;
+            }
+        };
+        run.verdict = plan_zone(zone, fd, Ok(&view));
+        if run.verdict.steps.is_empty() {
             break;
         }
         let mut working = (*view).clone();

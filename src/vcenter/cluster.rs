@@ -269,17 +269,25 @@ impl Client {
         let contents = self
             .retrieve_objects(clusters, "ClusterComputeResource", &["configurationEx"])
             .await?;
-        Ok(contents
-            .into_iter()
-            .map(|c| {
-                let cfg = c
-                    .props
-                    .get("configurationEx")
-                    .map(ClusterConfig::from_node)
-                    .unwrap_or_default();
-                (c.moref().clone(), cfg)
-            })
-            .collect())
+        let mut out = BTreeMap::new();
+        for c in contents {
+            // Unreadable (NoPermission, …) is not "no groups": deciding on it would re-create
+            // what exists.
+            if let Some((_, fault)) = c.missing.iter().find(|(p, _)| p == "configurationEx") {
+                return Err(crate::vcenter::Error::Fault {
+                    server: self.server(),
+                    method: format!("RetrievePropertiesEx({}.configurationEx)", c.moref()),
+                    fault: Box::new(fault.clone()),
+                });
+            }
+            let cfg = c
+                .props
+                .get("configurationEx")
+                .map(ClusterConfig::from_node)
+                .unwrap_or_default();
+            out.insert(c.moref().clone(), cfg);
+        }
+        Ok(out)
     }
 
     pub async fn cluster_config(&self, cluster: &MoRef) -> Result<ClusterConfig> {

@@ -58,7 +58,12 @@ impl TagCatalog {
         self.insert_category(c);
     }
 
+    /// Add a tag; an older entry with the same name in the same category (deleted and
+    /// re-created outside us, so a new id) is dropped.
     pub fn insert_tag(&mut self, t: Tag) {
+        self.tags.retain(|id, old| {
+            *id == t.id || old.category_id != t.category_id || old.name != t.name
+        });
         self.tags.insert(t.id.clone(), t);
     }
 
