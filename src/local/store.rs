@@ -18,7 +18,7 @@ pub struct Store {
     pub clusters: BTreeMap<String, VSphereCluster>,
     pub secrets: Vec<Secret>,
     pub machines: Vec<Machine>,
-    /// Admitted objects local mode does not reconcile (printed back unchanged).
+    /// Admitted objects local mode does not reconcile (validated, not printed).
     pub others: Vec<serde_json::Value>,
 }
 

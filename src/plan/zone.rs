@@ -343,18 +343,6 @@ pub fn rule_name(hosts_vm_group: &str, host_group: &str) -> String {
     format!("{hosts_vm_group}-{host_group}-affinity")
 }
 
-/// Everything a failure domain names, for the gather step: which tag categories and tags to
-/// load, which clusters' groups and rules, which objects' attached tags.
-pub fn wanted_tags(fd: &VSphereFailureDomain) -> [(String, String); 2] {
-    [
-        (
-            fd.spec.region.tag_category.clone(),
-            fd.spec.region.name.clone(),
-        ),
-        (fd.spec.zone.tag_category.clone(), fd.spec.zone.name.clone()),
-    ]
-}
-
 /// Decide one zone. `vcenter` is the gathered view of the zone's server, or why it could not be
 /// gathered (unreachable, TLS, credentials) — a message without secrets.
 pub fn plan_zone(

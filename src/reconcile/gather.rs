@@ -15,7 +15,7 @@ pub async fn gather<'a>(
     fds: impl IntoIterator<Item = &'a VSphereFailureDomain> + Clone,
     tags: &mut TagCatalog,
 ) -> Result<VcenterView> {
-    let inventory = client.inventory().await?;
+    let inventory = client.inventory_entities().await?;
     let needs = needs(&inventory, fds);
     let clusters: Vec<_> = needs.clusters.iter().cloned().collect();
     let cluster_configs = if clusters.is_empty() {

@@ -292,7 +292,7 @@ impl Client {
             .unwrap_or(BOOTSTRAP_API_VERSION)
     }
 
-    /// Log in if there is no session yet. Returns the session generation in use.
+    /// Log in if there is no session yet (no round trip otherwise).
     pub async fn login(&self) -> Result<()> {
         self.session_cookie().await.map(|_| ())
     }
@@ -598,9 +598,14 @@ impl Client {
                 }
             }
         })?;
-        let body_node = root
-            .child("Body")
+        let mut root = root;
+        let body_index = root
+            .children
+            .iter()
+            .position(|c| c.name == "Body")
             .ok_or_else(|| decode("no SOAP Body".into()))?;
+        // Move the body out of the tree: responses can be large (the whole inventory).
+        let body_node = root.children.swap_remove(body_index);
         if let Some(fault) = body_node.child("Fault") {
             let fault = Fault::from_soap_fault(fault);
             if fault.kind == FaultKind::InvalidLogin {
@@ -617,8 +622,8 @@ impl Client {
         }
         let response = body_node
             .children
-            .first()
-            .cloned()
+            .into_iter()
+            .next()
             .ok_or_else(|| decode("empty SOAP Body".into()))?;
         // vcsim reports an unauthenticated property read as NotAuthenticated in every
         // missingSet instead of a fault; treat it exactly like the fault so we log in again.

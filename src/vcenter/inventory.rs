@@ -434,13 +434,25 @@ fn path_of(m: &MoRef, raw: &Raw, memo: &mut HashMap<MoRef, String>, depth: usize
 }
 
 impl Client {
-    /// The whole inventory in one read (plus continuation pages on real vCenter).
+    /// The whole inventory in one read (plus continuation pages on real vCenter), with the VM
+    /// properties machine reconciles need.
     pub async fn inventory(&self) -> Result<Inventory> {
+        self.read_inventory(true).await
+    }
+
+    /// Names, types and parents only: what zone verification needs (a smaller answer on an
+    /// estate with thousands of VMs).
+    pub async fn inventory_entities(&self) -> Result<Inventory> {
+        self.read_inventory(false).await
+    }
+
+    async fn read_inventory(&self, with_vms: bool) -> Result<Inventory> {
         let root = self.service_content().await?.root_folder.clone();
-        let filter = PropertyFilter::new()
-            .props("ManagedEntity", &["name", "parent"])
-            .props("VirtualMachine", VM_PATHS)
-            .traverse(&root, false, TRAVERSAL);
+        let mut filter = PropertyFilter::new().props("ManagedEntity", &["name", "parent"]);
+        if with_vms {
+            filter = filter.props("VirtualMachine", VM_PATHS);
+        }
+        let filter = filter.traverse(&root, false, TRAVERSAL);
         let contents = self.retrieve(&filter).await?;
         Ok(Inventory::from_contents(contents))
     }

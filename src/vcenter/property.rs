@@ -129,8 +129,29 @@ impl PropertyFilter {
 impl Client {
     /// Read properties, following continuation tokens until the result is complete.
     /// An empty result is an empty list (real vCenter omits `returnval`; vcsim sends an empty one).
+    /// A failure on a continuation page (the token dies with a re-established session) restarts
+    /// the read once from the beginning.
     pub async fn retrieve(&self, filter: &PropertyFilter) -> Result<Vec<ObjectContent>> {
-        let pc = self.service_content().await?.property_collector.clone();
+        match self.retrieve_pages(filter).await {
+            Err((e, true)) => {
+                tracing::debug!(server = %self.server(), error = %e, "paged read failed midway; reading again");
+                self.retrieve_pages(filter).await.map_err(|(e, _)| e)
+            }
+            other => other.map_err(|(e, _)| e),
+        }
+    }
+
+    /// The pages of one read; on error, whether it happened after the first page.
+    async fn retrieve_pages(
+        &self,
+        filter: &PropertyFilter,
+    ) -> Result<Vec<ObjectContent>, (Error, bool)> {
+        let pc = self
+            .service_content()
+            .await
+            .map_err(|e| (e, false))?
+            .property_collector
+            .clone();
         let mut x = Xml::request("RetrievePropertiesEx", &pc);
         let mut body = x.as_str().to_string();
         body.push_str(&filter.spec_set());
@@ -145,29 +166,35 @@ impl Client {
         let mut out = Vec::new();
         let mut response = self
             .call("RetrievePropertiesEx", CallKind::Read, &body)
-            .await?;
-        // Guard against a server that keeps returning the same token.
-        let mut pages = 0u32;
+            .await
+            .map_err(|e| (e, false))?;
+        let mut last_token: Option<String> = None;
         loop {
-            let token = self.collect_page(&response, &mut out)?;
+            let token = self
+                .collect_page(&response, &mut out)
+                .map_err(|e| (e, true))?;
             let Some(token) = token else { break };
-            pages += 1;
-            if pages > 100_000 {
-                return Err(Error::Decode {
-                    server: self.server(),
-                    method: "ContinueRetrievePropertiesEx".into(),
-                    reason: "the result never ends (continuation token loop)".into(),
-                });
+            if last_token.as_deref() == Some(token.as_str()) {
+                return Err((
+                    Error::Decode {
+                        server: self.server(),
+                        method: "ContinueRetrievePropertiesEx".into(),
+                        reason: "the server returned the same continuation token twice".into(),
+                    },
+                    true,
+                ));
             }
             let mut x = Xml::request("ContinueRetrievePropertiesEx", &pc);
             x.text("token", &token);
+            last_token = Some(token);
             response = self
                 .call(
                     "ContinueRetrievePropertiesEx",
                     CallKind::Read,
                     &x.finish("ContinueRetrievePropertiesEx"),
                 )
-                .await?;
+                .await
+                .map_err(|e| (e, true))?;
         }
         Ok(out)
     }

@@ -1,10 +1,10 @@
 //! A snapshot of the tag categories and tags a reconcile cares about, with name lookups.
 //!
 //! vAPI has no "find tag by name": names cost one `get` per category and per tag. The catalog
-//! loads only the categories named by the objects being reconciled (plus those of tags found
-//! attached to their inventory objects, so a tag in the wrong category can be named), and the
-//! client keeps it between reconciles: tag and category ids never change, so a cached id is
-//! only dropped when vCenter says it is gone.
+//! first reads the tags found attached to the objects being reconciled (and their categories);
+//! only names still unknown after that cost a category list and a tag list of the categories
+//! concerned. It is kept between reconciles: an id is dropped when a change involving it fails,
+//! and a tag re-created under the same name replaces the old entry.
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::Client;
