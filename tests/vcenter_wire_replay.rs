@@ -98,7 +98,12 @@ async fn replay(script: Vec<(&'static str, &'static str)>) -> (String, Script) {
                                 body.contains(&format!("<{op} xmlns=\"urn:vim25\">")),
                                 "expected {op}, got {body}"
                             );
-                            let _ = sock.write_all(&reframe(&fixture(file))).await;
+                            let raw = if file.starts_with("HTTP/") {
+                                file.to_string()
+                            } else {
+                                fixture(file)
+                            };
+                            let _ = sock.write_all(&reframe(&raw)).await;
                             let _ = sock.shutdown().await;
                             return;
                         }
@@ -316,6 +321,70 @@ async fn not_authenticated_in_a_fault_or_a_missing_set_logs_in_again() {
         q.lock().unwrap().is_empty(),
         "each NotAuthenticated led to exactly one login"
     );
+}
+
+/// A page of a RetrievePropertiesEx answer with one Datacenter, optionally with a token.
+fn page(method: &str, dc: &str, token: Option<&str>) -> &'static str {
+    let token = token
+        .map(|t| format!("<token>{t}</token>"))
+        .unwrap_or_default();
+    let body = format!(
+        r#"HTTP/1.1 200 OK
+Content-Type: text/xml
+
+<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><{method}Response xmlns="urn:vim25"><returnval>{token}<objects><obj type="Datacenter">{dc}</obj><propSet><name>name</name><val xsi:type="xsd:string">{dc}</val></propSet></objects></returnval></{method}Response></soapenv:Body></soapenv:Envelope>"#
+    );
+    Box::leak(body.into_boxed_str())
+}
+
+#[tokio::test]
+async fn paged_answers_are_followed_to_the_end() {
+    // Real vCenter pages large results (vcsim never does): the token loop must collect them all.
+    let (c, q) = logged_in(vec![
+        (
+            "RetrievePropertiesEx",
+            page("RetrievePropertiesEx", "dc-a", Some("t1")),
+        ),
+        (
+            "ContinueRetrievePropertiesEx",
+            page("ContinueRetrievePropertiesEx", "dc-b", Some("t2")),
+        ),
+        (
+            "ContinueRetrievePropertiesEx",
+            page("ContinueRetrievePropertiesEx", "dc-c", None),
+        ),
+    ])
+    .await;
+    let objects = c.retrieve(&PropertyFilter::new()).await.unwrap();
+    let names: Vec<&str> = objects.iter().map(|o| o.text("name").unwrap()).collect();
+    assert_eq!(names, ["dc-a", "dc-b", "dc-c"]);
+    assert!(q.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_token_repeated_forever_is_an_error_not_a_hang() {
+    let (c, _q) = logged_in(vec![
+        (
+            "RetrievePropertiesEx",
+            page("RetrievePropertiesEx", "dc-a", Some("t1")),
+        ),
+        (
+            "ContinueRetrievePropertiesEx",
+            page("ContinueRetrievePropertiesEx", "dc-b", Some("t1")),
+        ),
+        // The read restarts once from the beginning, then gives up.
+        (
+            "RetrievePropertiesEx",
+            page("RetrievePropertiesEx", "dc-a", Some("t1")),
+        ),
+        (
+            "ContinueRetrievePropertiesEx",
+            page("ContinueRetrievePropertiesEx", "dc-b", Some("t1")),
+        ),
+    ])
+    .await;
+    let err = c.retrieve(&PropertyFilter::new()).await.unwrap_err();
+    assert!(err.to_string().contains("same continuation token"), "{err}");
 }
 
 #[test]
