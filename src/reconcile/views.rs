@@ -67,14 +67,16 @@ impl ServerViews {
         client: &Client,
         fds: &[&VSphereFailureDomain],
     ) -> Result<Arc<VcenterView>> {
-        // Name and resourceVersion: a failure domain re-created with another spec needs a new read.
+        // Name, uid and generation (bumped by spec changes only, not by the owner references
+        // zones add): a failure domain changed or re-created needs a new read.
         let names: BTreeSet<String> = fds
             .iter()
             .map(|f| {
                 format!(
-                    "{}@{}",
+                    "{}@{}/{}",
                     f.metadata.name.clone().unwrap_or_default(),
-                    f.metadata.resource_version.clone().unwrap_or_default()
+                    f.metadata.uid.clone().unwrap_or_default(),
+                    f.metadata.generation.unwrap_or_default()
                 )
             })
             .collect();

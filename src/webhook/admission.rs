@@ -154,6 +154,15 @@ fn validate_layers(
     let mut errors = Vec::new();
     let mut warnings =
         schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
+    // Ratcheting: an update that leaves the spec alone (finalizers, owner references, labels,
+    // status) is not judged again by rules the object may predate — otherwise an object admitted
+    // before a rule existed could never lose its finalizer or be deleted.
+    if let Some(old) = old
+        && old.get("spec") == new.get("spec")
+    {
+        dedup(&mut errors);
+        return (errors, warnings);
+    }
     let api_version = new
         .get("apiVersion")
         .and_then(Value::as_str)

@@ -150,13 +150,32 @@ pub fn review_response(
     {
         return response;
     }
-    let Some(object) = req
+    let Some(mut object) = req
         .object
         .as_ref()
         .and_then(|o| serde_json::to_value(o).ok())
     else {
         return response.deny("the request has no object");
     };
+    // With matchPolicy Equivalent and no conversion webhook, a v1beta2 object reaches the
+    // v1beta1 endpoint relabelled as v1beta1 but with v1beta2 fields: judge it as what the user
+    // sent (`requestKind`), so both served versions get their own schema.
+    let mut old_value = req
+        .old_object
+        .as_ref()
+        .and_then(|o| serde_json::to_value(o).ok());
+    if let Some(rk) = &req.request_kind {
+        let original = if rk.group.is_empty() {
+            rk.version.clone()
+        } else {
+            format!("{}/{}", rk.group, rk.version)
+        };
+        if Kind::from_type(&original, &rk.kind) == Some(kind) {
+            for v in std::iter::once(&mut object).chain(old_value.as_mut()) {
+                v["apiVersion"] = Value::String(original.clone());
+            }
+        }
+    }
     let got = (
         object.get("apiVersion").and_then(Value::as_str),
         object.get("kind").and_then(Value::as_str),
@@ -170,10 +189,7 @@ pub fn review_response(
             got.1.unwrap_or_default()
         ));
     }
-    let old = req
-        .old_object
-        .as_ref()
-        .and_then(|o| serde_json::to_value(o).ok());
+    let old = old_value;
     let ctx = Ctx::default();
     match endpoint {
         Endpoint::Mutate => {
