@@ -329,3 +329,12 @@ fn v1beta2_manifests_use_the_v1beta2_schema_and_our_rules() {
     assert!(out.allowed(), "{:?}", texts(&out));
     assert_eq!(out.defaulted, ["spec.controlPlane"]);
 }
+
+#[test]
+fn cpms_must_be_named_cluster() {
+    // Upstream's CPMS webhook: one machine set per cluster, named `cluster`.
+    let mut c = cpms();
+    c["metadata"]["name"] = serde_json::json!("my-cpms");
+    assert_rejected_at(&run(&c, None), "metadata.name", "must be cluster");
+    assert!(run(&cpms(), None).errors.is_empty());
+}

@@ -154,6 +154,17 @@ pub fn cel_update(
 /// The webhook rules (CPMS operator's and ours), on create and update alike.
 pub fn validate_webhook(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    // CPMS operator webhook: one control plane machine set per cluster, named `cluster`.
+    if let Some(name) = cpms.metadata.name.as_deref()
+        && name != "cluster"
+        && !ctx.exempt(name)
+    {
+        errors.push(FieldError::invalid_str(
+            "metadata.name",
+            name,
+            "control plane machine set name must be cluster",
+        ));
+    }
     let spec = &cpms.spec;
     check_label_selector("spec.selector", &spec.selector, &mut errors);
     let Some(mt) = &spec.template.machines_v1beta1_machine_openshift_io else {

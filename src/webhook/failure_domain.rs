@@ -13,9 +13,13 @@
 //! * region and zone sharing one tag category (the vSphere cloud provider reads region and zone
 //!   from two categories);
 //! * the VM group and host group sharing one name (they share one namespace in a cluster);
-//! * the 2020 proposal's autoConfigure constraints: the datacenter must be set, and a HostGroup
-//!   zone with autoConfigure needs both group names (the host group is created from the hosts
-//!   carrying the zone tag, or the hosts of an existing group are tagged — one of the two).
+//! * the 2020 proposal's autoConfigure constraints as far as the v1beta1 API can express them:
+//!   the datacenter must be set, and both group names must be set (a HostGroup zone with
+//!   autoConfigure creates them). The proposal's "not autoConfigure on both the host group and
+//!   the failure domain" has no field to check in v1beta1 (`hosts` has no autoConfigure); the
+//!   exclusivity it wanted — build the group from tagged hosts, *or* tag the hosts of an existing
+//!   group, never both — is enforced by the zone planner, which picks one by whether the group
+//!   exists (`plan::zone`).
 
 use serde_json::Value;
 

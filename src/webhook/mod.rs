@@ -245,8 +245,10 @@ static QUALIFIED_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("regex"));
 static LABEL_VALUE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("regex"));
+/// A host-name label as found in the wild: letters, digits, `-` and `_` (Windows/AD-style names
+/// vCenter hosts sometimes carry), not starting or ending with `-`.
 static HOST_LABEL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$").expect("regex"));
+    LazyLock::new(|| Regex::new(r"^[A-Za-z0-9_]([-A-Za-z0-9_]*[A-Za-z0-9_])?$").expect("regex"));
 
 /// The message Kubernetes gives for an invalid DNS-1123 subdomain.
 pub const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
@@ -347,6 +349,8 @@ pub fn check_server(s: &str) -> Result<(), String> {
 }
 
 fn check_host_name(h: &str) -> Result<(), String> {
+    // A fully qualified name may end with the root dot (`vc.example.com.`); accept it.
+    let h = h.strip_suffix('.').unwrap_or(h);
     if h.is_empty() || h.len() > 253 {
         return Err("host name must be 1 to 253 characters".into());
     }
@@ -356,7 +360,7 @@ fn check_host_name(h: &str) -> Result<(), String> {
     for label in h.split('.') {
         if label.len() > 63 || !HOST_LABEL.is_match(label) {
             return Err(format!(
-                "{h:?} is not a valid host name: labels are 1 to 63 letters, digits or '-', not starting or ending with '-'"
+                "{h:?} is not a valid host name: labels are 1 to 63 letters, digits, '-' or '_', not starting or ending with '-'"
             ));
         }
     }
@@ -466,6 +470,9 @@ mod tests {
             "[::1]:443",
             "::1",
             "localhost",
+            // Seen in real estates; MAO and CAPV accept them.
+            "vc.example.com.",
+            "vc_01.corp",
         ] {
             assert!(check_server(ok).is_ok(), "{ok}: {:?}", check_server(ok));
         }
@@ -478,7 +485,7 @@ mod tests {
             "vc:0",
             "vc:99999",
             "1.2.3.999",
-            "vc_01",
+            "vc..example.com",
             "https://",
         ] {
             assert!(check_server(bad).is_err(), "{bad}");
