@@ -381,28 +381,7 @@ pub fn check_label_selector(path: &str, sel: &LabelSelector, errors: &mut Vec<Fi
     }
 }
 
-/// True if `labels` satisfy the selector (an empty selector matches everything).
-pub fn selector_matches(
-    sel: &LabelSelector,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    let labels_ok = sel
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let exprs_ok = sel.match_expressions.iter().flatten().all(|req| {
-        let values = req.values.as_deref().unwrap_or(&[]);
-        match req.operator.as_str() {
-            "In" => labels.get(&req.key).is_some_and(|v| values.contains(v)),
-            "NotIn" => labels.get(&req.key).is_none_or(|v| !values.contains(v)),
-            "Exists" => labels.contains_key(&req.key),
-            "DoesNotExist" => !labels.contains_key(&req.key),
-            _ => false,
-        }
-    });
-    labels_ok && exprs_ok
-}
+pub use crate::plan::selector::matches as selector_matches;
 
 #[cfg(test)]
 mod tests {
