@@ -71,9 +71,6 @@ pub struct VSphereDeploymentZoneSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<bool>,
     /// PlacementConstraint encapsulates the placement constraints used within this deployment zone.
-    /// (Optional in v1beta2, which is served without conversion: a zone stored without it must
-    /// still decode.)
-    #[serde(default)]
     pub placement_constraint: PlacementConstraint,
 }
 
