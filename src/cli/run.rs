@@ -30,8 +30,12 @@ use crate::webhook::server::{self as webhook_server, TlsFiles};
 
 /// The name events are reported under.
 const REPORTER: &str = "vsphere-provider";
-/// How long the servers get to finish after the controllers stopped.
-const SERVER_GRACE: Duration = Duration::from_secs(5);
+/// How long the servers get to finish after the controllers stopped (they were told to stop
+/// on the signal, so they have had the whole drain already).
+const SERVER_GRACE: Duration = Duration::from_secs(2);
+/// How long logging out of vCenter may take on shutdown. With the controllers' 20 s drain
+/// and the lease release (3 s at most) this stays within the pod's 30 s grace period.
+const LOGOUT_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -336,9 +340,15 @@ async fn start(
         tracing::info!(%namespace, %identity, "leader election on");
         LeaseSettings::new(namespace.clone(), identity.clone())
     });
+    // Returns after the drain (at most `controllers::DRAIN_TIMEOUT`) and the lease release.
     controllers::controllers_under_lease(shared.clone(), lease, signal).await;
 
-    shared.sessions.logout_all().await;
+    if tokio::time::timeout(LOGOUT_TIMEOUT, shared.sessions.logout_all())
+        .await
+        .is_err()
+    {
+        tracing::warn!("vCenter logout did not finish in time; the sessions expire by themselves");
+    }
     for server in servers {
         if tokio::time::timeout(SERVER_GRACE, server).await.is_err() {
             tracing::warn!("a server did not stop in time");

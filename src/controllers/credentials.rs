@@ -22,15 +22,14 @@ impl Context {
         let clusters: Vec<VSphereCluster> = self
             .stores
             .clusters
-            .state()
-            .iter()
+            .valid()
+            .into_iter()
             .filter(|c| {
                 c.spec
                     .server
                     .as_deref()
                     .is_some_and(|s| same_server(s, server))
             })
-            .map(|c| (**c).clone())
             .collect();
         let secrets = self.identity_secrets(&clusters).await;
         let default_tls = self

@@ -20,6 +20,15 @@ pub enum Error {
     #[error("{}", Deletion::blocked_message(.0))]
     DeletionBlocked(Vec<String>),
 
+    /// The object being reconciled cannot be decoded: nothing to do until it is edited.
+    #[error("cannot decode the object: {0}")]
+    InvalidObject(String),
+
+    /// An object the reconcile reads (a zone's failure domain, a zone published in a cluster)
+    /// cannot be decoded: retried with backoff, nothing is written meanwhile.
+    #[error("{0}")]
+    Unreadable(String),
+
     /// Adding or removing the finalizer failed, or apply/cleanup failed (boxed: it wraps us).
     #[error(transparent)]
     Finalizer(Box<finalizer::Error<Error>>),
@@ -32,6 +41,8 @@ impl Error {
             Error::Kube(_) => "kubernetes",
             Error::Vcenter(_) => "vcenter",
             Error::DeletionBlocked(_) => "deletion_blocked",
+            Error::InvalidObject(_) => "invalid",
+            Error::Unreadable(_) => "unreadable",
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
                     e.category()

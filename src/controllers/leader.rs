@@ -3,14 +3,24 @@
 //! for a whole lease duration on its own clock (so clock skew between nodes does not matter);
 //! every write is a compare-and-swap on the resourceVersion, so two candidates cannot both win.
 //! kube-runtime 5 ships no leader election, hence this small one.
+//!
+//! Safety rests on timing: a leader stops acting within `renew_deadline` of its last successful
+//! renewal, which is shorter than the `lease_duration` a standby waits. So every Lease call is
+//! bounded by that deadline (the client has no read timeout of its own: a hung call must not
+//! keep a stale leader acting), and losing the lease aborts the term's work at once instead of
+//! letting it drain (another replica may already lead). Only a process shutdown drains, and it
+//! keeps renewing meanwhile so no standby takes over mid-drain; then it releases the lease.
+//!
+//! Clocks are `tokio::time` ones, so tests can run on paused time.
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+use tokio::time::Instant;
 
 use super::Health;
 use super::shutdown::{self, Shutdown};
@@ -60,12 +70,27 @@ pub enum Attempt {
     Standby { holder: String },
 }
 
-/// What we last saw in the Lease, and when we first saw it (our clock).
+/// A Lease call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// No answer before the deadline (the renew deadline while leading).
+    #[error("the Lease call got no answer in time ({0:?})")]
+    Timeout(Duration),
+}
+
+/// How long releasing the lease on shutdown may take (it expires by itself anyway).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What we last saw in the Lease, and when we first saw it (our clock). The resourceVersion
+/// is part of it: any write is a sign of life, even two renewals within one microsecond.
 #[derive(Clone, Debug, PartialEq)]
 struct Record {
     holder: Option<String>,
     renew_time: Option<MicroTime>,
     duration: Option<i32>,
+    resource_version: Option<String>,
 }
 
 /// One candidate.
@@ -73,13 +98,17 @@ pub struct LeaderElector {
     api: Api<Lease>,
     settings: LeaseSettings,
     observed: Option<(Record, Instant)>,
+    /// While leading: when the last successful acquisition or renewal started.
+    renewed_at: Option<Instant>,
 }
 
-fn record(spec: &LeaseSpec) -> Record {
+fn record(lease: &Lease) -> Record {
+    let spec = lease.spec.clone().unwrap_or_default();
     Record {
-        holder: spec.holder_identity.clone().filter(|h| !h.is_empty()),
-        renew_time: spec.renew_time.clone(),
+        holder: spec.holder_identity.filter(|h| !h.is_empty()),
+        renew_time: spec.renew_time,
         duration: spec.lease_duration_seconds,
+        resource_version: lease.metadata.resource_version.clone(),
     }
 }
 
@@ -93,6 +122,7 @@ impl LeaderElector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
             observed: None,
+            renewed_at: None,
         }
     }
 
@@ -124,11 +154,63 @@ impl LeaderElector {
         at.elapsed() >= duration
     }
 
-    /// Acquire the lease if free or expired, renew it if ours.
-    pub async fn try_acquire_or_renew(&mut self) -> kube::Result<Attempt> {
+    /// While leading: the instant by which this replica must have stopped acting unless it
+    /// renews (its last renewal plus the renew deadline).
+    pub fn renew_deadline(&self) -> Option<Instant> {
+        self.renewed_at.map(|at| at + self.settings.renew_deadline)
+    }
+
+    /// Whether a leader is past its renew deadline.
+    fn renew_deadline_passed(&self) -> bool {
+        self.renew_deadline()
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// Forget the leadership (lost or given up): the next attempt is an acquisition.
+    fn step_down(&mut self) {
+        self.renewed_at = None;
+    }
+
+    /// Run one Lease call, giving up at `deadline`.
+    async fn call<T>(
+        &self,
+        deadline: Instant,
+        call: impl Future<Output = kube::Result<T>>,
+    ) -> Result<T, LeaseError> {
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(LeaseError::Timeout(self.settings.renew_deadline)),
+        }
+    }
+
+    /// Acquire the lease if free or expired, renew it if ours. Every call is bounded: by the
+    /// renew deadline while leading (a leader must stop by then whatever the API server does),
+    /// else by one renew deadline from now. A leader past its renew deadline has stopped
+    /// leading (see [`lead`]): for it this is a new acquisition.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, LeaseError> {
+        let started = Instant::now();
+        if self.renew_deadline_passed() {
+            self.step_down();
+        }
+        let deadline = self
+            .renew_deadline()
+            .unwrap_or(started + self.settings.renew_deadline);
+        let result = self.attempt(deadline).await;
+        match &result {
+            Ok(Attempt::Leading) => self.renewed_at = Some(started),
+            Ok(Attempt::Standby { .. }) => self.step_down(),
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn attempt(&mut self, deadline: Instant) -> Result<Attempt, LeaseError> {
         let me = self.settings.identity.clone();
         let now = MicroTime(jiff::Timestamp::now());
-        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+        let current = self
+            .call(deadline, self.api.get_opt(&self.settings.name))
+            .await?;
+        let Some(mut lease) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.settings.name.clone()),
@@ -144,19 +226,21 @@ impl LeaderElector {
                     ..LeaseSpec::default()
                 }),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            let created = self
+                .call(deadline, self.api.create(&PostParams::default(), &lease))
+                .await;
+            return match created {
                 Ok(created) => {
-                    self.observe(record(&created.spec.unwrap_or_default()));
+                    self.observe(record(&created));
                     Ok(Attempt::Leading)
                 }
-                Err(e) if is_conflict(&e) => Ok(Attempt::Standby {
+                Err(LeaseError::Kube(e)) if is_conflict(&e) => Ok(Attempt::Standby {
                     holder: "another replica (created concurrently)".into(),
                 }),
                 Err(e) => Err(e),
             };
         };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let seen = record(&spec);
+        let seen = record(&lease);
         let holder = seen.holder.clone();
         self.observe(seen);
         if let Some(h) = holder.as_ref().filter(|h| **h != me)
@@ -164,7 +248,7 @@ impl LeaderElector {
         {
             return Ok(Attempt::Standby { holder: h.clone() });
         }
-        let mut next = spec;
+        let mut next = lease.spec.clone().unwrap_or_default();
         if holder.as_deref() != Some(me.as_str()) {
             next.acquire_time = Some(now.clone());
             next.lease_transitions = Some(next.lease_transitions.unwrap_or(0) + 1);
@@ -173,17 +257,20 @@ impl LeaderElector {
         next.renew_time = Some(now);
         next.lease_duration_seconds = Some(self.duration_secs());
         lease.spec = Some(next);
-        match self
-            .api
-            .replace(&self.settings.name, &PostParams::default(), &lease)
-            .await
-        {
+        let written = self
+            .call(
+                deadline,
+                self.api
+                    .replace(&self.settings.name, &PostParams::default(), &lease),
+            )
+            .await;
+        match written {
             Ok(written) => {
-                self.observe(record(&written.spec.unwrap_or_default()));
+                self.observe(record(&written));
                 Ok(Attempt::Leading)
             }
             // Someone wrote first (a renewal, or another candidate taking over).
-            Err(e) if is_conflict(&e) => Ok(Attempt::Standby {
+            Err(LeaseError::Kube(e)) if is_conflict(&e) => Ok(Attempt::Standby {
                 holder: holder.unwrap_or_else(|| "another replica".into()),
             }),
             Err(e) => Err(e),
@@ -191,9 +278,14 @@ impl LeaderElector {
     }
 
     /// Give the lease up (on shutdown) so a standby replica takes over at once instead of
-    /// waiting for it to expire.
-    pub async fn release(&mut self) -> kube::Result<()> {
-        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+    /// waiting for it to expire. Bounded: it expires by itself anyway.
+    pub async fn release(&mut self) -> Result<(), LeaseError> {
+        self.step_down();
+        let deadline = Instant::now() + RELEASE_TIMEOUT.min(self.settings.renew_deadline);
+        let current = self
+            .call(deadline, self.api.get_opt(&self.settings.name))
+            .await?;
+        let Some(mut lease) = current else {
             return Ok(());
         };
         let mut spec = lease.spec.clone().unwrap_or_default();
@@ -204,17 +296,35 @@ impl LeaderElector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
         lease.spec = Some(spec);
-        self.api
-            .replace(&self.settings.name, &PostParams::default(), &lease)
-            .await?;
+        self.call(
+            deadline,
+            self.api
+                .replace(&self.settings.name, &PostParams::default(), &lease),
+        )
+        .await?;
         Ok(())
     }
 }
 
+/// How a leadership term ended.
+enum TermEnd {
+    /// Taken over, or not renewed within the renew deadline.
+    Lost,
+    /// The process is stopping.
+    Stopping,
+    /// The work returned by itself.
+    WorkEnded,
+}
+
 /// Run `work` only while holding the lease, until `shutdown`. Each leadership term gets its
-/// own shutdown signal, fired when the lease is lost (another holder, or no renewal within the
-/// deadline) or the process stops; a lost term goes back to standby. On process shutdown the
-/// work finishes first, then the lease is released.
+/// own shutdown signal, which fires only when the process stops:
+///
+/// * lease lost (another holder, or no renewal within the renew deadline): the term's work is
+///   dropped at once — aborted, not drained, since another replica may already lead — and the
+///   replica goes back to standby;
+/// * process shutdown: the term's signal fires and the work drains while the lease is still
+///   renewed (a standby must not take over mid-drain); then the lease is released. A lease
+///   lost during the drain aborts the rest of it.
 pub async fn lead<F, Fut>(
     mut elector: LeaderElector,
     health: Arc<Health>,
@@ -232,26 +342,61 @@ pub async fn lead<F, Fut>(
         tracing::info!(identity = %settings.identity, lease = %format!("{}/{}", settings.namespace, settings.name), "became leader");
         health.set_leading(true);
         let (end_term, term) = shutdown::channel();
-        let term_work = work(term);
-        tokio::pin!(term_work);
-        let process_stopping = tokio::select! {
-            stopping = keep_renewing(&mut elector, &shutdown) => {
-                end_term.trigger();
-                term_work.await;
-                stopping
-            }
-            () = &mut term_work => shutdown.is_triggered(),
+        let mut term_work = Box::pin(work(term));
+        let end = tokio::select! {
+            () = renew_until_lost(&mut elector) => TermEnd::Lost,
+            () = shutdown.clone().wait() => TermEnd::Stopping,
+            () = &mut term_work => TermEnd::WorkEnded,
         };
-        health.set_leading(false);
-        if process_stopping || shutdown.is_triggered() {
-            if let Err(e) = elector.release().await {
-                tracing::warn!(error = %e, "cannot release the leader lease; it expires by itself");
-            } else {
-                tracing::info!("leader lease released");
+        match end {
+            TermEnd::Lost => {
+                drop(term_work);
+                drop(end_term);
+                health.set_leading(false);
+                tracing::warn!("leadership lost: controllers aborted, standing by");
             }
-            return;
+            TermEnd::Stopping => {
+                tracing::info!("shutdown: draining the controllers, still renewing the lease");
+                end_term.trigger();
+                let lost = tokio::select! {
+                    () = &mut term_work => false,
+                    () = renew_until_lost(&mut elector) => true,
+                };
+                drop(term_work);
+                health.set_leading(false);
+                if lost {
+                    tracing::warn!("leadership lost while draining: the rest of the drain aborted");
+                }
+                release(&mut elector).await;
+                return;
+            }
+            TermEnd::WorkEnded => {
+                health.set_leading(false);
+                if shutdown.is_triggered() {
+                    release(&mut elector).await;
+                    return;
+                }
+                // Not expected (the controllers run until told to stop): start a new term
+                // after a pause rather than spinning.
+                tracing::warn!("controllers stopped by themselves; restarting them");
+                tokio::select! {
+                    () = tokio::time::sleep(settings.retry_every) => {}
+                    () = shutdown.clone().wait() => {
+                        release(&mut elector).await;
+                        return;
+                    }
+                }
+            }
         }
-        tracing::warn!("leadership lost; controllers stopped, standing by");
+    }
+}
+
+async fn release(elector: &mut LeaderElector) {
+    match elector.release().await {
+        Ok(()) => tracing::info!("leader lease released"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot release the leader lease; it expires by itself");
+        }
     }
 }
 
@@ -279,26 +424,28 @@ async fn acquire(elector: &mut LeaderElector, shutdown: &Shutdown) -> bool {
     }
 }
 
-/// Renew until the lease is lost (false) or the process stops (true).
-async fn keep_renewing(elector: &mut LeaderElector, shutdown: &Shutdown) -> bool {
-    let mut last_renewal = Instant::now();
+/// Renew every `renew_every` until the lease is lost: taken over, or not renewed by the renew
+/// deadline (each call is bounded by it, and the wait between calls never overshoots it).
+async fn renew_until_lost(elector: &mut LeaderElector) {
     loop {
-        tokio::select! {
-            () = tokio::time::sleep(elector.settings().renew_every) => {}
-            () = shutdown.clone().wait() => return true,
+        let mut wake = Instant::now() + elector.settings().renew_every;
+        if let Some(deadline) = elector.renew_deadline() {
+            wake = wake.min(deadline);
+        }
+        tokio::time::sleep_until(wake).await;
+        if elector.renew_deadline_passed() || elector.renew_deadline().is_none() {
+            tracing::warn!("the leader lease was not renewed within the renew deadline");
+            elector.step_down();
+            return;
         }
         match elector.try_acquire_or_renew().await {
-            Ok(Attempt::Leading) => last_renewal = Instant::now(),
+            Ok(Attempt::Leading) => {}
             Ok(Attempt::Standby { holder }) => {
                 tracing::warn!(%holder, "the leader lease was taken over");
-                return false;
+                elector.step_down();
+                return;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot renew the leader lease");
-                if last_renewal.elapsed() >= elector.settings().renew_deadline {
-                    return false;
-                }
-            }
+            Err(e) => tracing::warn!(error = %e, "cannot renew the leader lease"),
         }
     }
 }

@@ -8,10 +8,15 @@
 //! * [`leader`] — leader election on a `coordination.k8s.io/v1` Lease.
 //! * [`admin`] — `/metrics`, `/healthz`, `/readyz`.
 //!
-//! One watch per kind: each kind is reflected once into a shared store, and the controllers are
-//! triggered from that store's subscription. A trigger therefore never runs ahead of the stores
-//! the reconcilers read (a zone woken by its failure domain sees that failure domain).
+//! One watch per kind: each kind is reflected once into a shared [`Cache`], and the controllers
+//! are triggered from that cache's subscription. A trigger therefore never runs ahead of the
+//! caches the reconcilers read (a zone woken by its failure domain sees that failure domain).
+//! The controllers start only once every cache has its initial list: kube-runtime's
+//! Controller waits for its own store only, and a reconcile reading a cache that has not loaded
+//! would take "not listed yet" for "none" (no Machines, so delete the zone; no zones, so
+//! unpublish every failure domain).
 pub mod admin;
+pub mod cache;
 pub mod cluster;
 pub mod credentials;
 pub mod error;
@@ -22,14 +27,16 @@ pub mod shutdown;
 pub mod zone;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -40,6 +47,7 @@ use crate::reconcile::views::ServerViews;
 use crate::vcenter::session::SessionCache;
 
 pub use admin::Health;
+pub use cache::Cache;
 pub use error::Error;
 pub use metrics::Metrics;
 pub use shutdown::{Shutdown, ShutdownTrigger};
@@ -52,6 +60,14 @@ const SUBSCRIBER_BUFFER: usize = 256;
 
 /// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
 const CONCURRENCY: u16 = 4;
+
+/// After shutdown, how long in-flight reconciles get to finish before they are aborted: within
+/// the pod's 30 s grace period, leaving time to release the lease and log out of vCenter.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A reconcile that finds a cache it reads not loaded yet comes back this soon (and changes
+/// nothing meanwhile).
+pub const NOT_SYNCED_REQUEUE: Duration = Duration::from_secs(2);
 
 /// What outlives a leadership term: clients, caches, metrics, health.
 #[derive(Clone)]
@@ -69,37 +85,40 @@ pub struct Shared {
     pub health: Arc<Health>,
 }
 
-/// The reflector stores the reconcilers read.
+/// The caches the reconcilers read.
 #[derive(Clone)]
 pub struct Stores {
-    pub zones: Store<VSphereDeploymentZone>,
-    pub failure_domains: Store<VSphereFailureDomain>,
-    pub clusters: Store<VSphereCluster>,
-    pub machines: Store<Machine>,
+    pub zones: Cache<VSphereDeploymentZone>,
+    pub failure_domains: Cache<VSphereFailureDomain>,
+    pub clusters: Cache<VSphereCluster>,
+    pub machines: Cache<Machine>,
 }
 
 impl Stores {
-    /// Resolves when every store has its initial list.
-    pub async fn wait_until_ready(&self) -> bool {
-        ready(&self.zones).await
-            && ready(&self.failure_domains).await
-            && ready(&self.clusters).await
-            && ready(&self.machines).await
+    /// Whether every cache has its initial list.
+    pub fn all_synced(&self) -> bool {
+        self.not_synced().is_empty()
     }
-}
 
-/// Wait for a store's initial list. The store's readiness signal keeps only the waker of its
-/// latest waiter (the controller waits on the same stores), so poll with a timeout instead of
-/// waiting once; after the first success it answers at once.
-async fn ready<K>(store: &Store<K>) -> bool
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    loop {
-        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
-            Ok(result) => return result.is_ok(),
-            Err(_) => continue,
-        }
+    /// The kinds whose caches have not loaded yet.
+    pub fn not_synced(&self) -> Vec<&'static str> {
+        [
+            ("VSphereDeploymentZone", self.zones.is_synced()),
+            ("VSphereFailureDomain", self.failure_domains.is_synced()),
+            ("VSphereCluster", self.clusters.is_synced()),
+            ("Machine", self.machines.is_synced()),
+        ]
+        .into_iter()
+        .filter_map(|(kind, synced)| (!synced).then_some(kind))
+        .collect()
+    }
+
+    /// Resolves when every cache has its initial list (false if a watch is gone for good).
+    pub async fn wait_synced(&self) -> bool {
+        self.zones.wait_synced().await
+            && self.failure_domains.wait_synced().await
+            && self.clusters.wait_synced().await
+            && self.machines.wait_synced().await
     }
 }
 
@@ -157,12 +176,19 @@ pub(crate) fn now() -> Time {
 
 /// Per-object exponential backoff for failed reconciles: an unreachable vCenter is retried
 /// at 5 s, 10 s, 20 s … up to 5 min for each zone, never in a hot loop, and a success starts
-/// over.
+/// over. Objects that stopped failing without a success (deleted ones) are forgotten once they
+/// have not failed for twice the cap.
 #[derive(Debug)]
 pub struct Backoff {
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<String, Failures>>,
     base: Duration,
     cap: Duration,
+}
+
+#[derive(Debug)]
+struct Failures {
+    count: u32,
+    last: tokio::time::Instant,
 }
 
 impl Default for Backoff {
@@ -182,13 +208,20 @@ impl Backoff {
 
     /// Record one more failure of `key` and say how long to wait.
     pub fn next(&self, key: &str) -> Duration {
+        let now = tokio::time::Instant::now();
+        let stale = self.cap.saturating_mul(2);
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(key.to_string()).or_insert(0);
+        map.retain(|k, f| k == key || now.duration_since(f.last) < stale);
+        let f = map.entry(key.to_string()).or_insert(Failures {
+            count: 0,
+            last: now,
+        });
         let delay = self
             .base
-            .saturating_mul(2u32.saturating_pow((*n).min(16)))
+            .saturating_mul(2u32.saturating_pow(f.count.min(16)))
             .min(self.cap);
-        *n = n.saturating_add(1);
+        f.count = f.count.saturating_add(1);
+        f.last = now;
         delay
     }
 
@@ -198,13 +231,26 @@ impl Backoff {
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
     }
+
+    /// How many objects have a failure on record.
+    pub fn tracked(&self) -> usize {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
 }
 
+type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<DeserializeGuard<K>>>;
+
 /// Drive the watch of `api` into `writer` until the task is aborted. Watch errors (API server
-/// restarts, a CRD removed) are logged and retried with the watcher's backoff.
+/// restarts, a CRD removed) are logged and retried with the watcher's backoff; an object that
+/// does not decode is cached as such and logged, never failing the list. Deleted objects go to
+/// `deleted` (shared stores tell their subscribers about changes, not deletions).
 fn spawn_reflector<K>(
-    api: Api<K>,
-    writer: reflector::store::Writer<K>,
+    api: Api<DeserializeGuard<K>>,
+    writer: reflector::store::Writer<DeserializeGuard<K>>,
+    deleted: Option<Deleted<K>>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) where
     K: Resource<DynamicType = ()>
@@ -223,8 +269,24 @@ fn spawn_reflector<K>(
         );
         stream
             .for_each(|event| {
-                if let Err(e) = event {
-                    tracing::warn!(%kind, error = %e, "watch failed; retrying");
+                match event {
+                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                        if let Err(e) = &obj.0 {
+                            tracing::warn!(
+                                %kind,
+                                object = %cache::display_name(&e.metadata),
+                                error = %e.error,
+                                "cannot decode the object; it is skipped until fixed"
+                            );
+                        }
+                    }
+                    Ok(watcher::Event::Delete(obj)) => {
+                        if let Some(tx) = &deleted {
+                            let _ = tx.unbounded_send(Arc::new(obj));
+                        }
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
                 }
                 futures::future::ready(())
             })
@@ -232,17 +294,63 @@ fn spawn_reflector<K>(
     });
 }
 
-/// Run the zone and cluster controllers until `shutdown`, then let in-flight reconciles finish.
-/// Marks `shared.health` synced once every store has its initial list.
+/// Wait for every cache's initial list, saying now and then which are still loading; false
+/// when a watch is gone for good.
+async fn wait_for_caches(stores: &Stores) -> bool {
+    let wait = stores.wait_synced();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            synced = &mut wait => return synced,
+            () = tokio::time::sleep(Duration::from_secs(10)) => {
+                tracing::info!(loading = ?stores.not_synced(), "waiting for the caches before starting the controllers");
+            }
+        }
+    }
+}
+
+/// Run `work` to its end, but give it at most `limit` once `shutdown` fires: a reconcile stuck
+/// on an unresponsive vCenter must not outlive the pod's grace period. Dropping `work` aborts
+/// what is still running. Returns whether it finished in time.
+pub async fn drain_within(
+    work: impl Future<Output = ()>,
+    shutdown: Shutdown,
+    limit: Duration,
+) -> bool {
+    tokio::select! {
+        () = work => true,
+        () = async {
+            shutdown.wait().await;
+            tokio::time::sleep(limit).await;
+        } => false,
+    }
+}
+
+/// Marks the caches unsynced when a term's controllers end, however they end (also when the
+/// term is aborted because the lease was lost).
+struct Unsynced(Arc<Health>);
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        self.0.set_synced(false);
+    }
+}
+
+/// Run the zone and cluster controllers until `shutdown`, then let in-flight reconciles finish
+/// (at most [`DRAIN_TIMEOUT`]). The controllers start once every cache has its initial list;
+/// `shared.health` is marked synced then. Dropping the future aborts everything at once.
 pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let client = shared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
+    let _unsynced = Unsynced(shared.health.clone());
 
-    let (zones, zone_writer) = reflector::store_shared::<VSphereDeploymentZone>(SUBSCRIBER_BUFFER);
-    let (failure_domains, fd_writer) =
-        reflector::store_shared::<VSphereFailureDomain>(SUBSCRIBER_BUFFER);
-    let (clusters, cluster_writer) = reflector::store_shared::<VSphereCluster>(SUBSCRIBER_BUFFER);
-    let (machines, machine_writer) = reflector::store::<Machine>();
+    let (zone_store, zone_writer) =
+        reflector::store_shared::<DeserializeGuard<VSphereDeploymentZone>>(SUBSCRIBER_BUFFER);
+    let (fd_store, fd_writer) =
+        reflector::store_shared::<DeserializeGuard<VSphereFailureDomain>>(SUBSCRIBER_BUFFER);
+    let (cluster_store, cluster_writer) =
+        reflector::store_shared::<DeserializeGuard<VSphereCluster>>(SUBSCRIBER_BUFFER);
+    let (machine_store, machine_writer) = reflector::store::<DeserializeGuard<Machine>>();
 
     // Subscribe before the watches start so no object is missed.
     let (Some(zone_trigger), Some(zone_to_clusters), Some(fd_trigger), Some(cluster_trigger)) = (
@@ -253,77 +361,100 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     ) else {
         unreachable!("shared stores can be subscribed to");
     };
+    let (zone_deleted, deleted_zones) = futures::channel::mpsc::unbounded();
     spawn_reflector(
-        Api::<VSphereDeploymentZone>::all(client.clone()),
+        Api::all(client.clone()),
         zone_writer,
+        Some(zone_deleted),
         &mut tasks,
     );
-    spawn_reflector(
-        Api::<VSphereFailureDomain>::all(client.clone()),
-        fd_writer,
-        &mut tasks,
-    );
-    spawn_reflector(
-        Api::<VSphereCluster>::all(client.clone()),
-        cluster_writer,
-        &mut tasks,
-    );
-    spawn_reflector(
-        Api::<Machine>::all(client.clone()),
-        machine_writer,
-        &mut tasks,
-    );
+    spawn_reflector(Api::all(client.clone()), fd_writer, None, &mut tasks);
+    spawn_reflector(Api::all(client.clone()), cluster_writer, None, &mut tasks);
+    spawn_reflector(Api::all(client.clone()), machine_writer, None, &mut tasks);
 
     let stores = Stores {
-        zones: zones.clone(),
-        failure_domains,
-        clusters: clusters.clone(),
-        machines,
+        zones: Cache::over(zone_store.clone()),
+        failure_domains: Cache::over(fd_store),
+        clusters: Cache::over(cluster_store.clone()),
+        machines: Cache::over(machine_store),
     };
-    {
-        let stores = stores.clone();
-        let health = shared.health.clone();
-        tasks.spawn(async move {
-            if stores.wait_until_ready().await {
-                tracing::info!("caches synced");
-                health.set_synced(true);
-            }
-        });
+    // Nothing is reconciled before every cache has loaded. (Until the controllers start,
+    // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
+    // readiness, which is set before the initial list is passed on.)
+    let synced = tokio::select! {
+        synced = wait_for_caches(&stores) => synced,
+        () = shutdown.clone().wait() => false,
+    };
+    if !synced {
+        tasks.shutdown().await;
+        return;
     }
-    let ctx = Arc::new(Context::new(shared, stores));
+    tracing::info!("caches synced");
+    shared.health.set_synced(true);
+    let ctx = Arc::new(Context::new(shared, stores.clone()));
 
-    let zones_for_fd = zones.clone();
-    let zone_controller =
-        Controller::for_shared_stream(skip_status_only_changes(zone_trigger), zones.clone())
-            .watches_shared_stream(fd_trigger, move |fd: Arc<VSphereFailureDomain>| {
-                zone::zones_using(&zones_for_fd.state(), &fd)
-            })
-            .with_config(Config::default().concurrency(CONCURRENCY))
-            .graceful_shutdown_on(shutdown.clone().wait())
-            .run(zone::reconcile, zone::error_policy, ctx.clone())
-            .for_each(|result| {
-                log_controller_result(zone::CONTROLLER, result);
-                futures::future::ready(())
-            });
+    let zones_for_fd = stores.zones.store();
+    let zone_controller = Controller::for_shared_stream(
+        skip_status_only_changes(zone_trigger, zone_store.clone()),
+        zone_store,
+    )
+    .watches_shared_stream(
+        fd_trigger,
+        move |fd: Arc<DeserializeGuard<VSphereFailureDomain>>| {
+            zone::zones_using(
+                &zones_for_fd.state(),
+                &fd.meta().name.clone().unwrap_or_default(),
+            )
+        },
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        zone::reconcile_guarded,
+        zone::error_policy_guarded,
+        ctx.clone(),
+    )
+    .for_each(|result| {
+        log_controller_result(zone::CONTROLLER, result);
+        futures::future::ready(())
+    });
 
-    let clusters_for_zone = clusters.clone();
-    let cluster_controller =
-        Controller::for_shared_stream(skip_status_only_changes(cluster_trigger), clusters)
-            .watches_shared_stream(zone_to_clusters, move |z: Arc<VSphereDeploymentZone>| {
-                cluster::clusters_selecting(&clusters_for_zone.state(), &z)
-            })
-            .with_config(Config::default().concurrency(CONCURRENCY))
-            .graceful_shutdown_on(shutdown.clone().wait())
-            .run(cluster::reconcile, cluster::error_policy, ctx)
-            .for_each(|result| {
-                log_controller_result(cluster::CONTROLLER, result);
-                futures::future::ready(())
-            });
+    // Zone changes and deletions both wake the clusters concerned.
+    let zone_events = futures::stream::select(zone_to_clusters, deleted_zones);
+    let clusters_for_zone = stores.clusters.store();
+    let cluster_controller = Controller::for_shared_stream(
+        skip_status_only_changes(cluster_trigger, cluster_store.clone()),
+        cluster_store,
+    )
+    .watches_shared_stream(
+        zone_events,
+        move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
+            cluster::clusters_concerned(&clusters_for_zone.state(), &z)
+        },
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        cluster::reconcile_guarded,
+        cluster::error_policy_guarded,
+        ctx,
+    )
+    .for_each(|result| {
+        log_controller_result(cluster::CONTROLLER, result);
+        futures::future::ready(())
+    });
 
     tracing::info!("controllers started");
-    futures::join!(zone_controller, cluster_controller);
+    let controllers = async {
+        futures::join!(zone_controller, cluster_controller);
+    };
+    if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {
+        tracing::warn!(
+            limit = ?DRAIN_TIMEOUT,
+            "reconciles still running after shutdown; aborted"
+        );
+    }
     tasks.shutdown().await;
-    shared.health.set_synced(false);
     tracing::info!("controllers stopped");
 }
 
@@ -348,19 +479,33 @@ pub async fn controllers_under_lease(
     }
 }
 
-/// Drop updates that changed nothing but the status (or other server-managed fields): our own
-/// status writes would otherwise wake the reconciler once more each time, doubling vCenter
-/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers and
-/// deletion still wake it; periodic requeues catch everything else.
-fn skip_status_only_changes<K>(
-    trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
-) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+/// How many remembered fingerprints of objects no longer cached are tolerated before the
+/// status-only filter forgets them.
+const FORGET_SLACK: usize = 64;
+
+/// Remembers what last woke each object, to tell status-only updates apart.
+struct StatusOnlyFilter<K>
 where
-    K: Resource + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    use std::hash::{Hash, Hasher};
-    let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
-    trigger.filter(move |obj| {
+    seen: HashMap<(Option<String>, String), u64>,
+    cache: Store<K>,
+}
+
+impl<K> StatusOnlyFilter<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn new(cache: Store<K>) -> Self {
+        StatusOnlyFilter {
+            seen: HashMap::new(),
+            cache,
+        }
+    }
+
+    /// Whether `obj` changed more than its status since it last came by.
+    fn admit(&mut self, obj: &K) -> bool {
+        use std::hash::{Hash, Hasher};
         let m = obj.meta();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         m.uid.hash(&mut h);
@@ -374,8 +519,40 @@ where
             .hash(&mut h);
         let fingerprint = h.finish();
         let key = (m.namespace.clone(), m.name.clone().unwrap_or_default());
-        futures::future::ready(seen.insert(key, fingerprint) != Some(fingerprint))
-    })
+        let fresh = self.seen.insert(key, fingerprint) != Some(fingerprint);
+        // Deleted objects are not announced: forget those no longer cached once they pile up.
+        if self.seen.len() > self.cache.len() + FORGET_SLACK {
+            let cache = &self.cache;
+            self.seen.retain(|(ns, name), _| {
+                let mut r = ObjectRef::<K>::new(name);
+                if let Some(ns) = ns {
+                    r = r.within(ns);
+                }
+                cache.get(&r).is_some()
+            });
+        }
+        fresh
+    }
+
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// Drop updates that changed nothing but the status (or other server-managed fields): our own
+/// status writes would otherwise wake the reconciler once more each time, doubling vCenter
+/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers and
+/// deletion still wake it; periodic requeues catch everything else.
+fn skip_status_only_changes<K>(
+    trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    cache: Store<K>,
+) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let mut filter = StatusOnlyFilter::new(cache);
+    trigger.filter(move |obj| futures::future::ready(filter.admit(obj)))
 }
 
 /// Reconcile failures are logged by the error policies; this logs the rest (queue trouble).
@@ -402,6 +579,7 @@ fn log_controller_result<K: Resource, E: std::error::Error>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::VSphereDeploymentZoneSpec;
 
     #[test]
     fn backoff_doubles_per_object_up_to_the_cap_and_resets() {
@@ -411,5 +589,86 @@ mod tests {
         assert_eq!(b.next("zone/b").as_secs(), 5, "per object");
         b.reset("zone/a");
         assert_eq!(b.next("zone/a").as_secs(), 5);
+    }
+
+    #[tokio::test]
+    async fn backoff_forgets_objects_that_stopped_failing() {
+        // Stale after twice the cap (200 ms) without a failure.
+        let b = Backoff::new(Duration::from_millis(10), Duration::from_millis(100));
+        for i in 0..100 {
+            b.next(&format!("zone/deleted-{i}"));
+        }
+        b.next("zone/still-failing");
+        assert_eq!(b.tracked(), 101);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            b.next("zone/still-failing").as_millis(),
+            20,
+            "kept its count"
+        );
+        assert_eq!(b.tracked(), 1, "the deleted objects are forgotten");
+    }
+
+    fn zone(name: &str, uid: &str) -> VSphereDeploymentZone {
+        let mut z = VSphereDeploymentZone::new(name, VSphereDeploymentZoneSpec::default());
+        z.metadata.uid = Some(uid.into());
+        z
+    }
+
+    #[test]
+    fn the_status_only_filter_forgets_deleted_objects() {
+        let (store, mut writer) = reflector::store::<VSphereDeploymentZone>();
+        let mut filter = StatusOnlyFilter::new(store);
+        for i in 0..500 {
+            let z = zone(&format!("z{i}"), &format!("uid-{i}"));
+            writer.apply_watcher_event(&watcher::Event::Apply(z.clone()));
+            assert!(filter.admit(&z));
+            assert!(!filter.admit(&z), "a repeat without changes is dropped");
+            writer.apply_watcher_event(&watcher::Event::Delete(z));
+        }
+        assert!(
+            filter.remembered() <= FORGET_SLACK + 1,
+            "{} fingerprints remembered for deleted objects",
+            filter.remembered()
+        );
+        // A live object is still remembered.
+        let live = zone("live", "uid-live");
+        writer.apply_watcher_event(&watcher::Event::Apply(live.clone()));
+        assert!(filter.admit(&live));
+        for i in 0..200 {
+            filter.admit(&zone(&format!("gone{i}"), "x"));
+        }
+        assert!(!filter.admit(&live), "live objects are not forgotten");
+    }
+
+    #[tokio::test]
+    async fn the_drain_is_bounded_after_shutdown_only() {
+        let (trigger, signal) = shutdown::channel();
+        // Without shutdown, work runs to its end, however long past the limit.
+        let finished = drain_within(
+            tokio::time::sleep(Duration::from_millis(300)),
+            signal.clone(),
+            Duration::from_millis(50),
+        )
+        .await;
+        assert!(finished);
+        // After shutdown, it gets the limit and is dropped.
+        let started = tokio::time::Instant::now();
+        let stop = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            trigger.trigger();
+        };
+        let (finished, ()) = tokio::join!(
+            drain_within(
+                tokio::time::sleep(Duration::from_secs(3600)),
+                signal,
+                Duration::from_millis(200)
+            ),
+            stop
+        );
+        assert!(!finished);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(60), "{took:?}");
     }
 }

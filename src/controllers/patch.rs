@@ -1,6 +1,7 @@
 //! The writes the controllers make, each in one place: status by server-side apply with one
-//! field manager, owner references by a merge patch guarded by the resourceVersion (two zones
-//! adding themselves to one failure domain at once must not overwrite each other).
+//! field manager (sending only the fields we own), owner references by a merge patch guarded by
+//! the resourceVersion (two zones adding themselves to one failure domain at once must not
+//! overwrite each other).
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Resource};
@@ -9,10 +10,13 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::FIELD_MANAGER;
-use crate::api::VSphereFailureDomain;
+use crate::api::conditions::cluster::FAILURE_DOMAINS_READY;
+use crate::api::vsphere_cluster::VSphereClusterStatus;
+use crate::api::{VSphereCluster, VSphereFailureDomain};
 
-/// Replace the status we own with `status` (server-side apply, forced: this provider is the
-/// only writer of these statuses). Fields we stop sending are removed.
+/// Apply `status` as the whole status this provider owns (server-side apply with our field
+/// manager, forced). For kinds whose status is entirely ours (VSphereDeploymentZone); fields we
+/// stop sending are removed.
 pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> kube::Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
@@ -22,6 +26,54 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The part of a VSphereCluster status this provider owns: `failureDomains`, the v1beta1
+/// `conditions` (an atomic list, so sent whole: applying it takes the list over) and our own
+/// entries of `v1beta2.conditions` (a list keyed by type: other entries stay their writers').
+/// `ready`, `vCenterVersion` and the rest belong to whoever runs the VSphereCluster itself.
+pub fn cluster_publication_body(status: &VSphereClusterStatus) -> serde_json::Value {
+    let mut owned = serde_json::Map::new();
+    if let Some(fds) = &status.failure_domains {
+        owned.insert("failureDomains".into(), json!(fds));
+    }
+    if let Some(conditions) = &status.conditions {
+        owned.insert("conditions".into(), json!(conditions));
+    }
+    let ours: Vec<_> = status
+        .v1beta2
+        .as_ref()
+        .and_then(|v| v.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == FAILURE_DOMAINS_READY)
+        .collect();
+    if !ours.is_empty() {
+        owned.insert("v1beta2".into(), json!({ "conditions": ours }));
+    }
+    json!({
+        "apiVersion": VSphereCluster::api_version(&()),
+        "kind": VSphereCluster::kind(&()),
+        "status": owned,
+    })
+}
+
+/// Apply the failure-domain publication of a VSphereCluster (server-side apply with our field
+/// manager, forced, sending only [`cluster_publication_body`]): what we stop sending (all
+/// failure domains, our condition) is removed, what others wrote stays.
+pub async fn apply_cluster_publication(
+    api: &Api<VSphereCluster>,
+    name: &str,
+    status: &VSphereClusterStatus,
+) -> kube::Result<()> {
+    let body = cluster_publication_body(status);
     api.patch_status(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),

@@ -10,20 +10,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
+use super::cache::display_name;
 use super::patch::{apply_status, delete_failure_domain, set_owner_references};
-use super::{Context, Error, now};
+use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
 use crate::api::conditions::zone_v1beta1;
 use crate::api::deployment_zone::ZONE_FINALIZER;
 use crate::api::{VSphereDeploymentZone, VSphereFailureDomain};
 use crate::plan::zone::Check;
 use crate::plan::zone_status::{
-    Deletion, apply_deleting, apply_zone_status, plan_zone_deletion, with_owner,
+    Deletion, ZONE_LABEL, apply_deleting, apply_zone_status, plan_zone_deletion, with_owner,
 };
 use crate::reconcile::views::{ZoneRun, reconcile_zone};
 use crate::vcenter::endpoint::same_server;
@@ -37,15 +39,18 @@ pub const NOT_READY_REQUEUE: Duration = Duration::from_secs(60);
 /// A deletion blocked by Machines is re-checked this often.
 pub const BLOCKED_REQUEUE: Duration = Duration::from_secs(30);
 
-/// The zones a failure domain change concerns: those naming it in `spec.failureDomain`.
+/// The zones a failure domain change concerns: those naming it (`fd_name`) in
+/// `spec.failureDomain`.
 pub fn zones_using(
-    zones: &[Arc<VSphereDeploymentZone>],
-    fd: &VSphereFailureDomain,
-) -> Vec<ObjectRef<VSphereDeploymentZone>> {
-    let name = fd.name_any();
+    zones: &[Arc<DeserializeGuard<VSphereDeploymentZone>>],
+    fd_name: &str,
+) -> Vec<ObjectRef<DeserializeGuard<VSphereDeploymentZone>>> {
     zones
         .iter()
-        .filter(|z| z.spec.failure_domain.as_deref() == Some(name.as_str()))
+        .filter(|z| {
+            z.0.as_ref()
+                .is_ok_and(|z| z.spec.failure_domain.as_deref() == Some(fd_name))
+        })
         .map(|z| ObjectRef::from_obj(z.as_ref()))
         .collect()
 }
@@ -54,11 +59,52 @@ fn key(zone: &VSphereDeploymentZone) -> String {
     format!("{CONTROLLER}/{}", zone.name_any())
 }
 
-/// The reconciler: add the finalizer, then Apply or Cleanup.
+/// The controller's entry point: a zone that does not decode is logged and left alone until
+/// it is edited; the others are reconciled.
+pub async fn reconcile_guarded(
+    zone: Arc<DeserializeGuard<VSphereDeploymentZone>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    match &zone.0 {
+        Ok(z) => reconcile(Arc::new(z.clone()), ctx).await,
+        Err(e) => {
+            let result = Err(Error::InvalidObject(e.error.clone()));
+            ctx.record(
+                CONTROLLER,
+                &format!("{CONTROLLER}/{}", display_name(&e.metadata)),
+                Instant::now(),
+                &result,
+            );
+            result
+        }
+    }
+}
+
+/// [`error_policy`] for [`reconcile_guarded`].
+pub fn error_policy_guarded(
+    zone: Arc<DeserializeGuard<VSphereDeploymentZone>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    match &zone.0 {
+        Ok(z) => error_policy(Arc::new(z.clone()), error, ctx),
+        Err(e) => {
+            tracing::warn!(zone = %display_name(&e.metadata), "{error}; waiting for it to be fixed");
+            Action::await_change()
+        }
+    }
+}
+
+/// The reconciler: add the finalizer, then Apply or Cleanup. Nothing happens before every
+/// cache it reads has loaded (an unloaded Machine cache would let a zone in use be deleted).
 pub async fn reconcile(
     zone: Arc<VSphereDeploymentZone>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    if !ctx.stores.all_synced() {
+        tracing::debug!(zone = %zone.name_any(), loading = ?ctx.stores.not_synced(), "caches not loaded; retrying soon");
+        return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
+    }
     let started = Instant::now();
     let key = key(&zone);
     let api: Api<VSphereDeploymentZone> = Api::all(ctx.client.clone());
@@ -89,6 +135,23 @@ pub fn error_policy(zone: Arc<VSphereDeploymentZone>, error: &Error, ctx: Arc<Co
     }
 }
 
+/// The zone's failure domain from the cache: absent is `None`, undecodable is an error.
+fn failure_domain_of(
+    zone: &VSphereDeploymentZone,
+    ctx: &Context,
+) -> Result<Option<VSphereFailureDomain>, Error> {
+    let Some(name) = zone.spec.failure_domain.as_deref() else {
+        return Ok(None);
+    };
+    match ctx.stores.failure_domains.get(None, name) {
+        None => Ok(None),
+        Some(Ok(fd)) => Ok(Some(fd)),
+        Some(Err(e)) => Err(Error::Unreadable(format!(
+            "VSphereFailureDomain {name} cannot be decoded: {e}"
+        ))),
+    }
+}
+
 /// The failure domains of every zone on `server` (plus the zone's own), so the shared view of
 /// that server is gathered once for all of them.
 fn failure_domains_on_server(
@@ -97,7 +160,7 @@ fn failure_domains_on_server(
     own: Option<&VSphereFailureDomain>,
 ) -> BTreeMap<String, VSphereFailureDomain> {
     let mut out = BTreeMap::new();
-    for z in ctx.stores.zones.state() {
+    for z in ctx.stores.zones.valid() {
         let on_server = z
             .spec
             .server
@@ -106,8 +169,8 @@ fn failure_domains_on_server(
         let Some(name) = z.spec.failure_domain.as_deref().filter(|_| on_server) else {
             continue;
         };
-        if let Some(fd) = ctx.stores.failure_domains.get(&ObjectRef::new(name)) {
-            out.insert(name.to_string(), (*fd).clone());
+        if let Some(Ok(fd)) = ctx.stores.failure_domains.get(None, name) {
+            out.insert(name.to_string(), fd);
         }
     }
     if let Some(fd) = own {
@@ -118,23 +181,19 @@ fn failure_domains_on_server(
 
 async fn apply(zone: &VSphereDeploymentZone, ctx: &Context) -> Result<Action, Error> {
     let name = zone.name_any();
-    let fd = zone
-        .spec
-        .failure_domain
-        .as_deref()
-        .and_then(|n| ctx.stores.failure_domains.get(&ObjectRef::new(n)));
+    let fd = failure_domain_of(zone, ctx)?;
     let server = zone.spec.server.clone().unwrap_or_default();
     // Without a failure domain there is nothing to verify: no credentials, no vCenter call.
     let client = match &fd {
         Some(_) => ctx.vcenter_client(&server).await,
         None => Err(String::new()),
     };
-    let server_fds = failure_domains_on_server(ctx, &server, fd.as_deref());
+    let server_fds = failure_domains_on_server(ctx, &server, fd.as_ref());
     let run = reconcile_zone(
         client.as_ref().map_err(String::as_str),
         &ctx.views,
         zone,
-        fd.as_deref(),
+        fd.as_ref(),
         &server_fds,
     )
     .await;
@@ -172,21 +231,48 @@ async fn apply(zone: &VSphereDeploymentZone, ctx: &Context) -> Result<Action, Er
     }))
 }
 
-async fn cleanup(zone: &VSphereDeploymentZone, ctx: &Context) -> Result<Action, Error> {
+/// Machines that cannot be decoded and may be in this zone: their placement cannot be read,
+/// so unless their zone label names another zone they count as using it (deleting a zone in use
+/// cannot be undone; waiting for a Machine to be fixed can).
+fn unreadable_machines(zone: &VSphereDeploymentZone, ctx: &Context) -> Vec<String> {
     let name = zone.name_any();
-    let fd = zone
-        .spec
-        .failure_domain
-        .as_deref()
-        .and_then(|n| ctx.stores.failure_domains.get(&ObjectRef::new(n)));
-    let machines: Vec<_> = ctx
+    let mut out: Vec<String> = ctx
         .stores
         .machines
-        .state()
-        .iter()
-        .map(|m| (**m).clone())
+        .invalid()
+        .into_iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| {
+            m.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ZONE_LABEL))
+                .is_none_or(|z| *z == name)
+        })
+        .map(|m| format!("{} (cannot be decoded)", display_name(&m.metadata)))
         .collect();
-    match plan_zone_deletion(zone, fd.as_deref(), &machines) {
+    out.sort();
+    out
+}
+
+async fn cleanup(zone: &VSphereDeploymentZone, ctx: &Context) -> Result<Action, Error> {
+    let name = zone.name_any();
+    let fd = failure_domain_of(zone, ctx)?;
+    let machines = ctx.stores.machines.valid();
+    let mut deletion = plan_zone_deletion(zone, fd.as_ref(), &machines);
+    let unreadable = unreadable_machines(zone, ctx);
+    if !unreadable.is_empty() {
+        deletion = match deletion {
+            Deletion::Blocked { mut machines } => {
+                machines.extend(unreadable);
+                Deletion::Blocked { machines }
+            }
+            Deletion::Proceed { .. } => Deletion::Blocked {
+                machines: unreadable,
+            },
+        };
+    }
+    match deletion {
         Deletion::Blocked { machines } => {
             let message = Deletion::blocked_message(&machines);
             let mut status = zone.status.clone().unwrap_or_default();
@@ -352,7 +438,11 @@ mod tests {
             }
         }))
         .unwrap();
-        let names: Vec<String> = zones_using(&zones, &fd)
+        let guarded: Vec<_> = zones
+            .iter()
+            .map(|z| Arc::new(DeserializeGuard(Ok((**z).clone()))))
+            .collect();
+        let names: Vec<String> = zones_using(&guarded, &fd.name_any())
             .into_iter()
             .map(|r| r.name)
             .collect();

@@ -1,9 +1,12 @@
 //! A small in-memory Kubernetes API server for the controller tests (no kube-apiserver binary
 //! can be installed here). It speaks enough of the REST API for kube-rs: list and watch (with
 //! resourceVersion replay), get, create, replace (resourceVersion compare-and-swap), patch
-//! (merge, JSON patch, server-side apply approximated as "the status we send is the status"),
-//! delete with finalizers and preconditions, and the status subresource. Every request is
-//! recorded so tests can assert what the controllers wrote, and what they did not.
+//! (merge, JSON patch, and server-side apply of the status subresource approximated per field
+//! manager: what a manager sends is merged in, `v1beta2.conditions` by `type`, other lists
+//! whole, and what it sent last time but not this time is removed), delete with finalizers and
+//! preconditions, and the status subresource. Every request is recorded so tests can assert
+//! what the controllers wrote, and what they did not. Requests can be failed (`inject`) or held
+//! unanswered until released (`hold`).
 //!
 //! It is an axum `Router` handed to `kube::Client::new`, so no socket is involved.
 //!
@@ -76,6 +79,10 @@ struct Inner {
     changes: Vec<Change>,
     requests: Vec<Recorded>,
     injected: Vec<Injected>,
+    /// (method, path substring) of requests held unanswered.
+    holds: Vec<(String, String)>,
+    /// The status each field manager last applied, per object.
+    applied: BTreeMap<(Key, String), Value>,
 }
 
 /// The fake API server; clone freely (shared state).
@@ -83,6 +90,8 @@ struct Inner {
 pub struct FakeApiServer {
     inner: Arc<Mutex<Inner>>,
     tx: broadcast::Sender<Change>,
+    /// Bumped whenever holds are released.
+    released: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// What the path names.
@@ -248,6 +257,82 @@ fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the list at `path` (inside a status) is keyed by `type`, as `v1beta2.conditions` is;
+/// other lists are atomic.
+fn is_list_map(path: &[String]) -> bool {
+    path.len() >= 2 && path[path.len() - 2] == "v1beta2" && path[path.len() - 1] == "conditions"
+}
+
+fn by_type<'a>(list: &'a [Value], t: &Value) -> Option<&'a Value> {
+    list.iter().find(|e| e["type"] == *t)
+}
+
+/// Server-side apply, part one: remove from `target` what the manager applied last time
+/// (`previous`) but not this time (`sent`).
+fn drop_unsent(target: &mut Value, previous: &Value, sent: &Value, path: &mut Vec<String>) {
+    match (previous, sent) {
+        (Value::Object(prev), _) => {
+            for (k, pv) in prev {
+                let sv = sent.get(k);
+                let Some(t) = target.as_object_mut() else {
+                    return;
+                };
+                match sv {
+                    None => {
+                        t.remove(k);
+                    }
+                    Some(sv) => {
+                        if let Some(tv) = t.get_mut(k) {
+                            path.push(k.clone());
+                            drop_unsent(tv, pv, sv, path);
+                            path.pop();
+                        }
+                    }
+                }
+            }
+        }
+        (Value::Array(prev), Value::Array(now)) if is_list_map(path) => {
+            if let Value::Array(t) = target {
+                t.retain(|e| {
+                    by_type(prev, &e["type"]).is_none() || by_type(now, &e["type"]).is_some()
+                });
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Server-side apply, part two: merge `sent` into `target` (objects by key, `v1beta2.conditions`
+/// by type, other lists and scalars replaced).
+fn apply_sent(target: &mut Value, sent: &Value, path: &mut Vec<String>) {
+    match sent {
+        Value::Object(s) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().expect("object");
+            for (k, v) in s {
+                path.push(k.clone());
+                apply_sent(t.entry(k.clone()).or_insert(Value::Null), v, path);
+                path.pop();
+            }
+        }
+        Value::Array(s) if is_list_map(path) => {
+            if !target.is_array() {
+                *target = json!([]);
+            }
+            let t = target.as_array_mut().expect("array");
+            for e in s {
+                match t.iter_mut().find(|x| x["type"] == e["type"]) {
+                    Some(x) => *x = e.clone(),
+                    None => t.push(e.clone()),
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
 fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
 }
@@ -264,6 +349,7 @@ impl FakeApiServer {
         FakeApiServer {
             inner: Arc::default(),
             tx,
+            released: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 
@@ -317,6 +403,68 @@ impl FakeApiServer {
                 self.commit(&mut inner, "ADDED", key, value, None);
             }
         }
+    }
+
+    /// Create or overwrite an object of kind `K` from raw JSON (which need not decode as `K`:
+    /// for malformed objects), keeping the server-managed metadata of an existing one.
+    pub fn put_json<K: Resource<DynamicType = ()>>(&self, mut value: Value) {
+        let key = Self::key_of::<K>(
+            value["metadata"]["namespace"].as_str(),
+            value["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        value["apiVersion"] = json!(K::api_version(&()));
+        value["kind"] = json!(K::kind(&()));
+        let mut inner = self.inner.lock().unwrap();
+        let existing = inner.objects.get(&key).cloned();
+        match existing {
+            Some(old) => {
+                for f in ["uid", "creationTimestamp", "generation"] {
+                    if let Some(v) = old["metadata"].get(f) {
+                        value["metadata"][f] = v.clone();
+                    }
+                }
+                self.commit(&mut inner, "MODIFIED", key, value, Some(&old));
+            }
+            None => {
+                self.stamp_new(&mut inner, &mut value);
+                self.commit(&mut inner, "ADDED", key, value, None);
+            }
+        }
+    }
+
+    /// The stored object as raw JSON, if any.
+    pub fn get_json<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let key = Self::key_of::<K>(namespace, name);
+        self.inner.lock().unwrap().objects.get(&key).cloned()
+    }
+
+    /// Hold requests with this method whose path contains `path` unanswered until
+    /// [`FakeApiServer::release_holds`] (an API server that stopped answering).
+    pub fn hold(&self, method: &str, path: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .holds
+            .push((method.into(), path.into()));
+    }
+
+    /// Answer every held request, and hold no more.
+    pub fn release_holds(&self) {
+        self.inner.lock().unwrap().holds.clear();
+        self.released.send_modify(|n| *n += 1);
+    }
+
+    fn is_held(&self, method: &str, path: &str) -> bool {
+        self.inner
+            .lock()
+            .unwrap()
+            .holds
+            .iter()
+            .any(|(m, p)| m == method && path.contains(p.as_str()))
     }
 
     /// The stored object, if any.
@@ -553,7 +701,14 @@ impl FakeApiServer {
         )
     }
 
-    fn write(&self, method: &Method, t: &Target, content_type: &str, body: &Value) -> Response {
+    fn write(
+        &self,
+        method: &Method,
+        t: &Target,
+        query: &str,
+        content_type: &str,
+        body: &Value,
+    ) -> Response {
         let mut inner = self.inner.lock().unwrap();
         let name = t
             .name
@@ -626,8 +781,21 @@ impl FakeApiServer {
                         );
                     }
                     if content_type.starts_with("application/apply-patch") && status_sub {
-                        // Server-side apply by the only status owner: the status sent is the status.
-                        value["status"] = body["status"].clone();
+                        let manager = query_param(query, "fieldManager").unwrap_or_default();
+                        let slot = (key.clone(), manager);
+                        let previous = inner.applied.get(&slot).cloned().unwrap_or(json!({}));
+                        let sent = match &body["status"] {
+                            Value::Object(_) => body["status"].clone(),
+                            _ => json!({}),
+                        };
+                        let mut st = match value.get("status") {
+                            Some(v @ Value::Object(_)) => v.clone(),
+                            _ => json!({}),
+                        };
+                        drop_unsent(&mut st, &previous, &sent, &mut Vec::new());
+                        apply_sent(&mut st, &sent, &mut Vec::new());
+                        value["status"] = st;
+                        inner.applied.insert(slot, sent);
                     } else {
                         merge(&mut value, body);
                     }
@@ -685,6 +853,13 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
         .await
         .unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    loop {
+        let mut released = api.released.subscribe();
+        if !api.is_held(method.as_str(), &path) {
+            break;
+        }
+        let _ = released.changed().await;
+    }
     let injected = {
         let mut inner = api.inner.lock().unwrap();
         api.take_injected(&mut inner, method.as_str(), &path)
@@ -708,7 +883,7 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
                     None => status(404, "NotFound", &format!("{} {name} not found", t.resource)),
                 }
             }
-            _ => api.write(&method, &t, &content_type, &body),
+            _ => api.write(&method, &t, &query, &content_type, &body),
         },
     };
     api.inner.lock().unwrap().requests.push(Recorded {

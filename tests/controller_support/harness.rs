@@ -19,7 +19,9 @@ use kube::api::ObjectMeta;
 use secrecy::SecretString;
 use serde_json::json;
 use vsphere_provider::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
-use vsphere_provider::controllers::{self, Health, Metrics, Shared, ShutdownTrigger, shutdown};
+use vsphere_provider::controllers::{
+    self, Cache, Health, Metrics, Shared, ShutdownTrigger, shutdown,
+};
 use vsphere_provider::plan::credentials::ManagerIdentity;
 use vsphere_provider::reconcile::views::ServerViews;
 use vsphere_provider::vcenter::session::SessionCache;
@@ -213,21 +215,7 @@ pub fn has_finalizer(z: &VSphereDeploymentZone) -> bool {
     })
 }
 
-/// A reflector store holding exactly `objects` (for calling a reconciler directly).
-pub fn store_of<K>(objects: Vec<K>) -> kube::runtime::reflector::Store<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    let (store, mut writer) = kube::runtime::reflector::store::<K>();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
-    for o in objects {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(o));
-    }
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
-    store
-}
-
-/// A reconcile context over `api` whose stores hold these objects.
+/// A reconcile context over `api` whose caches hold these objects.
 pub fn context_with(
     api: &FakeApiServer,
     zones: Vec<VSphereDeploymentZone>,
@@ -235,12 +223,19 @@ pub fn context_with(
     clusters: Vec<VSphereCluster>,
     machines: Vec<Machine>,
 ) -> Arc<controllers::Context> {
-    let stores = controllers::Stores {
-        zones: store_of(zones),
-        failure_domains: store_of(failure_domains),
-        clusters: store_of(clusters),
-        machines: store_of(machines),
-    };
+    context_over(
+        api,
+        controllers::Stores {
+            zones: Cache::from_objects(zones),
+            failure_domains: Cache::from_objects(failure_domains),
+            clusters: Cache::from_objects(clusters),
+            machines: Cache::from_objects(machines),
+        },
+    )
+}
+
+/// A reconcile context over `api` reading `stores`.
+pub fn context_over(api: &FakeApiServer, stores: controllers::Stores) -> Arc<controllers::Context> {
     Arc::new(controllers::Context::new(&shared(api, None), stores))
 }
 
