@@ -16,9 +16,9 @@ use harness::*;
 use kube::runtime::controller::Action;
 use serde_json::json;
 use vcsim::Vcsim;
-use vsphere_provider::api::VSphereCluster;
 use vsphere_provider::api::conditions::find_capi;
-use vsphere_provider::controllers::cluster;
+use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone};
+use vsphere_provider::controllers::{Cache, NOT_SYNCED_REQUEUE, Stores, cluster};
 
 const CLUSTER_STATUS: &str = "/namespaces/ns/vsphereclusters/c1/status";
 
@@ -150,5 +150,252 @@ async fn zone_changes_reach_the_clusters_selecting_them() {
         ["a"],
         "the not-ready zone is skipped"
     );
+    running.stop().await;
+}
+
+/// A cluster selecting `fd=yes` zones on vc.example.com that already publishes `published`
+/// (written before by us), with fields other controllers own: `ready`, `vCenterVersion` and a
+/// v1beta2 `Ready` condition.
+fn published_cluster(published: &[&str]) -> VSphereCluster {
+    let mut c = vsphere_cluster(
+        "ns",
+        "c1",
+        "vc.example.com",
+        Some(json!({"matchLabels": {"fd": "yes"}})),
+    );
+    c.status = Some(
+        serde_json::from_value(json!({
+            "ready": true,
+            "vCenterVersion": "8.0.3",
+            "failureDomains": published
+                .iter()
+                .map(|z| (z.to_string(), json!({"controlPlane": true})))
+                .collect::<serde_json::Map<_, _>>(),
+            "v1beta2": {"conditions": [{
+                "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                "lastTransitionTime": "2025-01-01T00:00:00Z"
+            }]}
+        }))
+        .unwrap(),
+    );
+    c
+}
+
+fn published(api: &FakeApiServer) -> Vec<String> {
+    api.get::<VSphereCluster>(Some("ns"), "c1")
+        .and_then(|c| c.status)
+        .and_then(|s| s.failure_domains)
+        .map(|f| f.into_keys().collect())
+        .unwrap_or_default()
+}
+
+/// A zone reported ready whose status the zone controller cannot change (its writes fail),
+/// so the cluster controller is the only one acting on it.
+fn frozen_ready_zone(api: &FakeApiServer, name: &str, labels: &[(&str, &str)]) {
+    api.put(&zone_with_ready(name, "vc.example.com", labels, Some(true)));
+    api.inject(
+        "PATCH",
+        &format!("/vspheredeploymentzones/{name}"),
+        500,
+        100_000,
+    );
+}
+
+#[tokio::test]
+async fn only_the_owned_status_fields_are_applied() {
+    let api = FakeApiServer::new();
+    api.put(&published_cluster(&[]));
+    // Our earlier publication of zone "old", applied with our field manager.
+    let clusters: kube::Api<VSphereCluster> = kube::Api::namespaced(api.client(), "ns");
+    clusters
+        .patch_status(
+            "c1",
+            &kube::api::PatchParams::apply(vsphere_provider::controllers::FIELD_MANAGER).force(),
+            &kube::api::Patch::Apply(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereCluster",
+                "status": {"failureDomains": {"old": {"controlPlane": true}}}
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(published(&api), ["old"]);
+    let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
+    let zones = vec![zone_with_ready(
+        "a",
+        "vc.example.com",
+        &[("fd", "yes")],
+        Some(true),
+    )];
+    let ctx = context_with(&api, zones, vec![], vec![], vec![]);
+    cluster::reconcile(Arc::new(c1), ctx).await.unwrap();
+
+    let patch = api
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "PATCH" && r.path.ends_with(CLUSTER_STATUS))
+        .expect("a status apply");
+    assert!(patch.content_type.starts_with("application/apply-patch"));
+    assert!(patch.query.contains("fieldManager=vsphere-provider"));
+    let mut sent: Vec<&str> = patch.body["status"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    sent.sort();
+    assert_eq!(sent, ["conditions", "failureDomains", "v1beta2"]);
+    let v1beta2: Vec<&str> = patch.body["status"]["v1beta2"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        v1beta2,
+        ["FailureDomainsReady"],
+        "only our own v1beta2 condition"
+    );
+
+    // What others wrote is still there.
+    let status = api
+        .get::<VSphereCluster>(Some("ns"), "c1")
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.ready, Some(true));
+    assert_eq!(status.vcenter_version.as_deref(), Some("8.0.3"));
+    let types: Vec<String> = status
+        .v1beta2
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert!(types.contains(&"Ready".to_string()), "{types:?}");
+    assert!(
+        types.contains(&"FailureDomainsReady".to_string()),
+        "{types:?}"
+    );
+    // What we stopped sending is gone.
+    assert_eq!(
+        status
+            .failure_domains
+            .unwrap()
+            .into_keys()
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
+}
+
+#[tokio::test]
+async fn a_publication_on_an_unloaded_zone_cache_changes_nothing() {
+    let api = FakeApiServer::new();
+    api.put(&published_cluster(&["a"]));
+    let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
+    let stores = Stores {
+        zones: Cache::unsynced(),
+        failure_domains: Cache::from_objects([]),
+        clusters: Cache::from_objects([c1.clone()]),
+        machines: Cache::from_objects([]),
+    };
+    let action = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(NOT_SYNCED_REQUEUE));
+    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 0);
+}
+
+#[tokio::test]
+async fn an_undecodable_published_zone_is_not_unpublished() {
+    let api = FakeApiServer::new();
+    api.put(&published_cluster(&["a"]));
+    let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
+    let bad: kube::core::DeserializeGuard<VSphereDeploymentZone> = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "a"},
+        "spec": {"server": 1, "placementConstraint": {}}
+    }))
+    .unwrap();
+    let stores = Stores {
+        zones: Cache::from_entries([bad]),
+        failure_domains: Cache::from_objects([]),
+        clusters: Cache::from_objects([c1.clone()]),
+        machines: Cache::from_objects([]),
+    };
+    let err = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be decoded: a"), "{err}");
+    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 0);
+}
+
+#[tokio::test]
+async fn no_cluster_is_published_before_the_zones_are_listed() {
+    let api = FakeApiServer::new();
+    api.put(&published_cluster(&["a"]));
+    frozen_ready_zone(&api, "a", &[("fd", "yes")]);
+    // The zone list does not answer yet.
+    api.hold("GET", "/vspheredeploymentzones");
+    let running = Running::start(shared(&api, None));
+    api.wait_for("the clusters to be listed", CONVERGE, |api| {
+        (api.count("GET", "/vsphereclusters") >= 1).then_some(())
+    })
+    .await;
+    // With an empty zone cache the cluster would publish "no zones" at once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 0);
+    assert_eq!(published(&api), ["a"]);
+
+    api.release_holds();
+    api.wait_for("the cluster to be reconciled", CONVERGE, |_| {
+        (running.metric(
+            r#"vsphere_provider_reconciles_total{controller="vspherecluster",result="ok"}"#,
+        ) >= 1.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(published(&api), ["a"], "never unpublished");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_zone_that_stops_matching_or_vanishes_is_unpublished_at_once() {
+    let api = FakeApiServer::new();
+    api.put(&vsphere_cluster(
+        "ns",
+        "c1",
+        "vc.example.com",
+        Some(json!({"matchLabels": {"fd": "yes"}})),
+    ));
+    frozen_ready_zone(&api, "a", &[("fd", "yes")]);
+    frozen_ready_zone(&api, "b", &[("fd", "yes")]);
+    let running = Running::start(shared(&api, None));
+    api.wait_for("a and b published", CONVERGE, |api| {
+        (published(api) == ["a", "b"]).then_some(())
+    })
+    .await;
+
+    // Zone a is relabelled: no cluster selects it any more, but c1 still publishes it.
+    // (Settled clusters are otherwise only re-published every 5 minutes.)
+    let mut a = api.get::<VSphereDeploymentZone>(None, "a").unwrap();
+    a.metadata.labels = Some([("fd".to_string(), "no".to_string())].into());
+    api.put(&a);
+    api.wait_for("a unpublished", CONVERGE, |api| {
+        (published(api) == ["b"]).then_some(())
+    })
+    .await;
+
+    // Zone b is deleted without our finalizer (it never got one): one DELETED event.
+    assert!(!has_finalizer(
+        &api.get::<VSphereDeploymentZone>(None, "b").unwrap()
+    ));
+    api.delete::<VSphereDeploymentZone>(None, "b");
+    api.wait_for("b unpublished", CONVERGE, |api| {
+        published(api).is_empty().then_some(())
+    })
+    .await;
     running.stop().await;
 }
