@@ -364,3 +364,25 @@ async fn with_a_certificate_the_webhooks_are_served_and_without_election_it_runs
     let (code, log) = manager.terminate().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+#[test]
+fn the_pod_grace_period_covers_the_drain_release_and_logout() {
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/manager/manager.yaml"),
+    )
+    .unwrap();
+    let grace: u64 = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds:"))
+        .expect("terminationGracePeriodSeconds is set")
+        .trim()
+        .parse()
+        .unwrap();
+    // The drain, then releasing the lease (3 s at most) and logging out of vCenter (3 s at
+    // most), with a little room for the servers and the exit.
+    let needed = vsphere_provider::controllers::DRAIN_TIMEOUT.as_secs() + 3 + 3 + 2;
+    assert!(
+        grace >= needed,
+        "terminationGracePeriodSeconds {grace} < {needed}"
+    );
+}
