@@ -110,7 +110,11 @@ fn suite(file: &str) -> Vec<Case> {
 /// The test harness gives objects a name (and the suite's namespace-less objects a namespace).
 fn named(mut v: Value) -> Value {
     // The CPMS webhook only admits the name `cluster` (one per cluster, as upstream).
-    let name = if v["kind"] == "ControlPlaneMachineSet" { "cluster" } else { "test" };
+    let name = if v["kind"] == "ControlPlaneMachineSet" {
+        "cluster"
+    } else {
+        "test"
+    };
     v.as_object_mut()
         .unwrap()
         .entry("metadata")
