@@ -459,7 +459,7 @@ pub fn plan_zone(
                             c.path
                         )
                     }
-                    _ => format!("resource pool {rp} is misconfigured: {e}"),
+                    _ => format!("resource pool {rp} is misconfigured: {}", detail(&e)),
                 };
                 if !cluster_missing {
                     placement_failures.push((
@@ -485,7 +485,7 @@ pub fn plan_zone(
                 placement_failures.push((
                     zone_v1beta1::FOLDER_NOT_FOUND,
                     zone::FOLDER_NOT_FOUND,
-                    format!("folder {f} is misconfigured: {e}"),
+                    format!("folder {f} is misconfigured: {}", detail(&e)),
                 ));
                 None
             }
@@ -533,7 +533,7 @@ pub fn plan_zone(
             Ok(d) => datastore = Some(d.moref.clone()),
             Err(e) => problems.push((
                 FdProblem::DatastoreNotFound,
-                format!("datastore {ds} is misconfigured: {e}"),
+                format!("datastore {ds} is misconfigured: {}", detail(&e)),
             )),
         }
     }
@@ -543,7 +543,7 @@ pub fn plan_zone(
             Ok(net) => networks.push(net.moref.clone()),
             Err(e) => problems.push((
                 FdProblem::NetworkNotFound,
-                format!("network {n} is not found: {e}"),
+                format!("network {n} is misconfigured: {}", detail(&e)),
             )),
         }
     }
@@ -593,9 +593,24 @@ pub fn plan_zone(
     v
 }
 
+/// The part of a lookup error not already said by the message it goes into
+/// ("not found in /DC0/host/C0", "ambiguous: it matches …").
+fn detail(e: &LookupError) -> String {
+    match e {
+        LookupError::NotFound { scope, .. } => match scope {
+            Some(s) => format!("not found in {s}"),
+            None => "not found".into(),
+        },
+        LookupError::Ambiguous { candidates, .. } => {
+            format!("ambiguous: it matches {}", candidates.join(", "))
+        }
+        LookupError::WrongType { .. } => e.to_string(),
+    }
+}
+
 fn lookup_message(what: &str, name: &str, e: &LookupError) -> String {
     match e {
-        LookupError::NotFound { .. } => format!("{what} {name} not found: {e}"),
+        LookupError::NotFound { .. } => format!("{what} {name} {}", detail(e)),
         _ => e.to_string(),
     }
 }
