@@ -373,6 +373,34 @@ async fn tls_is_verified_by_default_and_trust_can_be_pinned() {
 }
 
 #[tokio::test]
+async fn stock_vcsim_legacy_certificates_work_with_insecure_and_explain_pinning() {
+    // Stock govmomi 0.24.2 vcsim serves an RSA-1024 certificate; ring cannot verify signatures
+    // made with it. --insecure (no verification) must still connect; pinning must say why not.
+    let sim = Vcsim::builder()
+        .tls(true)
+        .tls_legacy_cert(true)
+        .start()
+        .await;
+    let with = |tls: TlsPolicy| {
+        Client::new(
+            sim.url(),
+            creds("admin", "secret"),
+            ClientOptions {
+                tls,
+                retry: RetryPolicy::none(),
+                ..ClientOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    with(TlsPolicy::Insecure).inventory().await.unwrap();
+    let pin = Thumbprint::parse(&sim.thumbprint_sha256().unwrap()).unwrap();
+    let err = with(TlsPolicy::Thumbprint(pin)).login().await.unwrap_err();
+    assert!(matches!(err, Error::TlsHandshake { .. }), "{err}");
+    assert!(err.to_string().contains("too weak"), "{err}");
+}
+
+#[tokio::test]
 async fn search_index_lookups_and_faults() {
     let sim = Vcsim::builder().clusters(1).hosts(1).start().await;
     let c = client(&sim);

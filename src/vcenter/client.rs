@@ -725,8 +725,9 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
 }
 
 /// Messages rustls gives TLS failures, most specific first.
-const TLS_MARKERS: [&str; 4] = [
+const TLS_MARKERS: [&str; 5] = [
     "certificate thumbprint mismatch",
+    "the server did not prove it holds the key",
     "invalid peer certificate",
     "peer is incompatible",
     "received fatal alert",
