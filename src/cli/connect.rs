@@ -10,7 +10,8 @@ use crate::vcenter::{
 
 #[derive(clap::Args, Clone)]
 pub struct ConnectArgs {
-    /// vCenter server: a host name, host:port, or URL with or without /sdk (http:// allowed).
+    /// vCenter server: a host name, host:port, or URL with or without /sdk (http:// allowed;
+    /// a govc-style https://user:password@host/sdk supplies the credentials too).
     #[arg(long, env = "VSPHERE_SERVER")]
     pub server: Option<String>,
     /// vCenter user name.
@@ -43,12 +44,60 @@ impl fmt::Debug for ConnectArgs {
     }
 }
 
+/// `%XX` escapes of a URL's user info (a literal `+` stays a `+`).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// A usage error: missing or malformed flags. Exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
 impl ConnectArgs {
+    /// Accept govc-style `https://user:password@host/sdk` (GOVC_URL) on the command line: the
+    /// credentials are taken out of the address (and used unless --username/--password are
+    /// given); the address itself never carries them further. Manifests still may not.
+    pub fn normalized(mut self) -> Self {
+        let Some(raw) = self.server.clone() else {
+            return self;
+        };
+        let Ok(mut url) = url::Url::parse(raw.trim()) else {
+            return self;
+        };
+        if url.username().is_empty() && url.password().is_none() {
+            return self;
+        }
+        let decode = |s: &str| percent_decode(s);
+        let user = decode(url.username());
+        let pass = url.password().map(decode);
+        if self.username.as_deref().is_none_or(str::is_empty) && !user.is_empty() {
+            self.username = Some(user);
+        }
+        if self.password.as_deref().is_none_or(str::is_empty) {
+            self.password = pass;
+        }
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        self.server = Some(url.to_string());
+        self
+    }
+
     pub fn server(&self) -> Result<Endpoint, UsageError> {
         let s = self
             .server
@@ -105,5 +154,41 @@ impl ConnectArgs {
         };
         Client::with_stats(endpoint, self.credentials()?, options, stats)
             .map_err(|e| UsageError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(server: &str, user: Option<&str>) -> ConnectArgs {
+        ConnectArgs {
+            server: Some(server.into()),
+            username: user.map(str::to_string),
+            password: None,
+            ca_file: None,
+            thumbprint: None,
+            insecure: false,
+        }
+    }
+
+    #[test]
+    fn govc_urls_give_their_credentials_and_lose_them() {
+        let a = args("https://user:p%40ss+1@127.0.0.1:8989/sdk", None).normalized();
+        assert_eq!(a.username.as_deref(), Some("user"));
+        assert_eq!(a.password.as_deref(), Some("p@ss+1"));
+        assert_eq!(a.server.as_deref(), Some("https://127.0.0.1:8989/sdk"));
+        assert!(!format!("{a:?}").contains("p@ss"));
+        assert_eq!(
+            percent_decode("a%2Fb%zz%4"),
+            "a/b%zz%4",
+            "bad escapes stay as they are"
+        );
+        // Explicit flags win.
+        let a = args("https://user:pw@vc/sdk", Some("admin")).normalized();
+        assert_eq!(a.username.as_deref(), Some("admin"));
+        // Plain addresses are untouched.
+        let a = args("vc.example.com", None).normalized();
+        assert_eq!(a.server.as_deref(), Some("vc.example.com"));
     }
 }

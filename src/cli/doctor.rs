@@ -24,7 +24,8 @@ fn fail(check: &str, detail: impl std::fmt::Display) {
     println!("FAIL  {check:<10} {detail}");
 }
 
-pub async fn run(args: Args) -> ExitCode {
+pub async fn run(mut args: Args) -> ExitCode {
+    args.connect = args.connect.normalized();
     let stats = Stats::default();
     let client = match args.connect.client(stats.clone()) {
         Ok(c) => c,

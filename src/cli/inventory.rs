@@ -25,7 +25,8 @@ pub enum Output {
     Json,
 }
 
-pub async fn run(args: Args) -> ExitCode {
+pub async fn run(mut args: Args) -> ExitCode {
+    args.connect = args.connect.normalized();
     let stats = Stats::default();
     let client = match args.connect.client(stats.clone()) {
         Ok(c) => c,

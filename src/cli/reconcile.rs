@@ -43,7 +43,8 @@ pub enum Output {
     Json,
 }
 
-pub async fn run(args: Args) -> ExitCode {
+pub async fn run(mut args: Args) -> ExitCode {
+    args.connect = args.connect.normalized();
     let mut store = match Store::load(&args.files) {
         Ok(s) => s,
         Err(e) => {

@@ -101,6 +101,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// The manager's credentials from the flags: both user and password, or neither.
 fn manager_identity(connect: &ConnectArgs) -> Result<Option<ManagerIdentity>, String> {
+    let connect = &connect.clone().normalized();
     let tls = connect.tls_policy().map_err(|e| e.to_string())?;
     let user = connect.username.as_deref().filter(|s| !s.is_empty());
     let password = connect.password.as_deref().filter(|s| !s.is_empty());
