@@ -387,6 +387,61 @@ async fn a_token_repeated_forever_is_an_error_not_a_hang() {
     assert!(err.to_string().contains("same continuation token"), "{err}");
 }
 
+/// A RetrievePropertiesEx answer with `objects` as given.
+fn objects_answer(objects: &str) -> &'static str {
+    let body = format!(
+        r#"HTTP/1.1 200 OK
+Content-Type: text/xml
+
+<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><RetrievePropertiesExResponse xmlns="urn:vim25"><returnval>{objects}</returnval></RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>"#
+    );
+    Box::leak(body.into_boxed_str())
+}
+
+#[tokio::test]
+async fn a_cluster_busy_with_a_task_is_not_reconfigured_again() {
+    // Real vCenter may still be running our earlier reconfiguration (a timeout, a crash): adding
+    // the group again would duplicate it. vcsim finishes tasks inside the call, so this replays
+    // a running task.
+    use vsphere_provider::plan::view::VcenterView;
+    use vsphere_provider::plan::zone::Step;
+    use vsphere_provider::reconcile::execute::execute;
+    let cluster = MoRef::new("ClusterComputeResource", "domain-c7");
+    let (c, q) = logged_in(vec![
+        (
+            "RetrievePropertiesEx",
+            objects_answer(
+                r#"<objects><obj type="ClusterComputeResource">domain-c7</obj><propSet><name>recentTask</name><val xsi:type="ArrayOfManagedObjectReference"><ManagedObjectReference type="Task">task-9</ManagedObjectReference></val></propSet></objects>"#,
+            ),
+        ),
+        (
+            "RetrievePropertiesEx",
+            objects_answer(
+                r#"<objects><obj type="Task">task-9</obj><propSet><name>info.state</name><val xsi:type="TaskInfoState">running</val></propSet><propSet><name>info.descriptionId</name><val xsi:type="xsd:string">ClusterComputeResource.reconfigureEx</val></propSet></objects>"#,
+            ),
+        ),
+    ])
+    .await;
+    let mut view = VcenterView::default();
+    let step = Step::CreateVmGroup {
+        cluster: cluster.clone(),
+        cluster_path: "/DC0/host/C0".into(),
+        name: "vms".into(),
+    };
+    let outcome = execute(&c, &mut view, std::slice::from_ref(&step)).await;
+    assert!(outcome.done.is_empty());
+    assert_eq!(outcome.failed.len(), 1);
+    assert!(
+        outcome.failed[0].1.contains("busy with task task-9"),
+        "{:?}",
+        outcome.failed
+    );
+    assert!(
+        q.lock().unwrap().is_empty(),
+        "no ReconfigureComputeResource_Task was sent"
+    );
+}
+
 #[test]
 fn rest_transcript_bodies_decode() {
     use vsphere_provider::vcenter::rest::{Category, Tag};
