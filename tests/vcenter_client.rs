@@ -142,6 +142,7 @@ async fn inventory_cli_prints_type_and_path_sorted() {
         "{text}"
     );
     assert!(lines.contains(&"Datacenter\t/DC0"));
+    assert_eq!(lines[0], "Folder\t/", "the root folder is listed first");
     let paths: Vec<&str> = lines
         .iter()
         .map(|l| l.split('\t').nth(1).unwrap())

@@ -47,18 +47,25 @@ pub async fn run(mut args: Args) -> ExitCode {
     if let Err(e) = logout {
         tracing::warn!(error = %e, "logout failed");
     }
+    // The root folder first, as `/`, then everything below it sorted by path.
+    let listed: Vec<(&crate::vcenter::inventory::Entity, &str)> = inventory
+        .root()
+        .map(|r| (r, "/"))
+        .into_iter()
+        .chain(inventory.iter().map(|e| (e, e.path.as_str())))
+        .collect();
     let mut out = std::io::stdout().lock();
     let written = match args.output {
-        Output::Text => inventory
+        Output::Text => listed
             .iter()
-            .try_for_each(|e| writeln!(out, "{}\t{}", e.kind(), e.path)),
+            .try_for_each(|(e, path)| writeln!(out, "{}\t{path}", e.kind())),
         Output::Json => {
-            let rows: Vec<serde_json::Value> = inventory
+            let rows: Vec<serde_json::Value> = listed
                 .iter()
-                .map(|e| {
+                .map(|(e, path)| {
                     serde_json::json!({
                         "type": e.kind(),
-                        "path": e.path,
+                        "path": path,
                         "name": e.name,
                         "moref": e.moref.value,
                     })
@@ -74,10 +81,6 @@ pub async fn run(mut args: Args) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let s = stats.snapshot();
-    eprintln!(
-        "{} objects, {} round trips",
-        inventory.iter().count(),
-        s.total()
-    );
+    eprintln!("{} objects, {} round trips", listed.len(), s.total());
     ExitCode::SUCCESS
 }

@@ -231,6 +231,13 @@ impl Inventory {
             .filter_map(|m| self.entities.get(m))
     }
 
+    /// The root folder (the one entity without a parent; its path is empty).
+    pub fn root(&self) -> Option<&Entity> {
+        self.entities
+            .values()
+            .find(|e| e.parent.is_none() && e.path.is_empty())
+    }
+
     pub fn path(&self, m: &MoRef) -> Option<&str> {
         self.entities.get(m).map(|e| e.path.as_str())
     }
