@@ -94,6 +94,11 @@ async fn reconcile_with(
     Run { store, report }
 }
 
+/// `NAME.yaml` with a failure domain and a deployment zone.
+fn write_zone(dir: &tempfile::TempDir, name: &str, fd: &str, dz: &str) -> PathBuf {
+    write(dir, &format!("{name}.yaml"), &format!("{fd}---\n{dz}"))
+}
+
 fn write(dir: &tempfile::TempDir, name: &str, yaml: &str) -> PathBuf {
     let p = dir.path().join(name);
     std::fs::write(&p, yaml).unwrap();
@@ -232,21 +237,18 @@ async fn datacenter_and_compute_cluster_zones_verify_without_changes() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     for (n, z, cl) in [("a", "zone-a", "DC0_C0"), ("b", "zone-b", "DC0_C1")] {
-        write(
+        write_zone(
             &dir,
-            &format!("{n}.yaml"),
-            &format!(
-                "{}---\n{}",
-                failure_domain(
-                    n,
-                    ("region-a", "Datacenter", "k8s-region", false),
-                    (z, "ComputeCluster", "k8s-zone", false),
-                    Some(cl),
-                    None,
-                    "    datastore: LocalDS_0\n    networks:\n    - VM Network\n"
-                ),
-                deployment_zone(n, n, Some(&format!("{cl}_RP1")), Some("vm"))
+            n,
+            &failure_domain(
+                n,
+                ("region-a", "Datacenter", "k8s-region", false),
+                (z, "ComputeCluster", "k8s-zone", false),
+                Some(cl),
+                None,
+                "    datastore: LocalDS_0\n    networks:\n    - VM Network\n",
             ),
+            &deployment_zone(n, n, Some(&format!("{cl}_RP1")), Some("vm")),
         );
     }
     let run = reconcile(&sim, &dir, false).await;
@@ -368,21 +370,18 @@ async fn auto_configure_creates_tags_and_a_second_run_writes_nothing() {
     let sim = Vcsim::builder().clusters(2).hosts(1).pools(1).start().await;
     let dir = tempfile::tempdir().unwrap();
     for (n, z, cl) in [("a", "zone-a", "DC0_C0"), ("b", "zone-b", "DC0_C1")] {
-        write(
+        write_zone(
             &dir,
-            &format!("{n}.yaml"),
-            &format!(
-                "{}---\n{}",
-                failure_domain(
-                    n,
-                    ("region-1", "Datacenter", "k8s-region", true),
-                    (z, "ComputeCluster", "k8s-zone", true),
-                    Some(cl),
-                    None,
-                    ""
-                ),
-                deployment_zone(n, n, Some(&format!("{cl}_RP1")), None)
+            n,
+            &failure_domain(
+                n,
+                ("region-1", "Datacenter", "k8s-region", true),
+                (z, "ComputeCluster", "k8s-zone", true),
+                Some(cl),
+                None,
+                "",
             ),
+            &deployment_zone(n, n, Some(&format!("{cl}_RP1")), None),
         );
     }
     // Dry run first: lists the changes, makes none.
@@ -472,21 +471,18 @@ async fn host_group_zone_with_auto_configure_builds_groups_and_rule_from_tagged_
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_zone(
         &dir,
-        "hg.yaml",
-        &format!(
-            "{}---\n{}",
-            failure_domain(
-                "rack-1",
-                ("DC0_C0", "ComputeCluster", "k8s-region", true),
-                ("rack-1", "HostGroup", "k8s-host-zone", true),
-                Some("DC0_C0"),
-                Some(("rack-1-vms", "rack-1-hosts")),
-                ""
-            ),
-            deployment_zone("rack-1", "rack-1", None, None)
+        "hg",
+        &failure_domain(
+            "rack-1",
+            ("DC0_C0", "ComputeCluster", "k8s-region", true),
+            ("rack-1", "HostGroup", "k8s-host-zone", true),
+            Some("DC0_C0"),
+            Some(("rack-1-vms", "rack-1-hosts")),
+            "",
         ),
+        &deployment_zone("rack-1", "rack-1", None, None),
     );
     let run = reconcile(&sim, &dir, false).await;
     assert_eq!(
@@ -576,21 +572,18 @@ async fn precreate_host_groups(c: &Client, enabled: bool, with_vm_group: bool) -
 }
 
 fn host_group_manifests(dir: &tempfile::TempDir) {
-    write(
+    write_zone(
         dir,
-        "hg.yaml",
-        &format!(
-            "{}---\n{}",
-            failure_domain(
-                "hg",
-                ("region-a", "Datacenter", "k8s-region", false),
-                ("zone-hg", "HostGroup", "k8s-zone", false),
-                Some("DC0_C0"),
-                Some(("vg-a", "hg-a")),
-                ""
-            ),
-            deployment_zone("hg", "hg", None, None)
+        "hg",
+        &failure_domain(
+            "hg",
+            ("region-a", "Datacenter", "k8s-region", false),
+            ("zone-hg", "HostGroup", "k8s-zone", false),
+            Some("DC0_C0"),
+            Some(("vg-a", "hg-a")),
+            "",
         ),
+        &deployment_zone("hg", "hg", None, None),
     );
 }
 
@@ -795,7 +788,7 @@ async fn every_misconfiguration_names_the_object_and_causes_no_hot_loop() {
         ),
     ];
     for (name, fd, dz, _, _, _) in &cases {
-        write(&dir, &format!("{name}.yaml"), &format!("{fd}---\n{dz}"));
+        write_zone(&dir, name, fd, dz);
     }
     let run = reconcile(&sim, &dir, false).await;
     for (name, _, _, t, reason, needle) in &cases {
@@ -835,21 +828,18 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
         .start()
         .await;
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_zone(
         &dir,
-        "a.yaml",
-        &format!(
-            "{}---\n{}",
-            failure_domain(
-                "a",
-                ("r", "Datacenter", "k8s-region", false),
-                ("z", "ComputeCluster", "k8s-zone", false),
-                Some("DC0_C0"),
-                None,
-                ""
-            ),
-            deployment_zone("a", "a", None, None)
+        "a",
+        &failure_domain(
+            "a",
+            ("r", "Datacenter", "k8s-region", false),
+            ("z", "ComputeCluster", "k8s-zone", false),
+            Some("DC0_C0"),
+            None,
+            "",
         ),
+        &deployment_zone("a", "a", None, None),
     );
     let run = reconcile_with(&sim, &dir, false, "wrong-pw-555").await;
     let (status, reason, message) = zone_condition(&run, "a", "VCenterAvailable");
@@ -906,38 +896,32 @@ async fn a_run_killed_midway_converges_on_rerun_without_duplicates() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     for (n, z, cl) in [("a", "zone-a", "DC0_C0"), ("b", "zone-b", "DC0_C1")] {
-        write(
+        write_zone(
             &dir,
-            &format!("{n}.yaml"),
-            &format!(
-                "{}---\n{}",
-                failure_domain(
-                    n,
-                    ("region-1", "Datacenter", "k8s-region", true),
-                    (z, "ComputeCluster", "k8s-zone", true),
-                    Some(cl),
-                    None,
-                    ""
-                ),
-                deployment_zone(n, n, None, None)
+            n,
+            &failure_domain(
+                n,
+                ("region-1", "Datacenter", "k8s-region", true),
+                (z, "ComputeCluster", "k8s-zone", true),
+                Some(cl),
+                None,
+                "",
             ),
+            &deployment_zone(n, n, None, None),
         );
     }
-    write(
+    write_zone(
         &dir,
-        "rack.yaml",
-        &format!(
-            "{}---\n{}",
-            failure_domain(
-                "rack",
-                ("DC0_C1", "ComputeCluster", "k8s-region", true),
-                ("rack-b", "HostGroup", "k8s-hosts", true),
-                Some("DC0_C1"),
-                Some(("rack-b-vms", "rack-b-hosts")),
-                ""
-            ),
-            deployment_zone("rack", "rack", None, None)
+        "rack",
+        &failure_domain(
+            "rack",
+            ("DC0_C1", "ComputeCluster", "k8s-region", true),
+            ("rack-b", "HostGroup", "k8s-hosts", true),
+            Some("DC0_C1"),
+            Some(("rack-b-vms", "rack-b-hosts")),
+            "",
         ),
+        &deployment_zone("rack", "rack", None, None),
     );
     // The connection drops at the second attach and at the group reconfiguration: a process
     // killed in the middle of autoConfigure leaves a partial state.
@@ -990,21 +974,18 @@ async fn a_run_killed_midway_converges_on_rerun_without_duplicates() {
 async fn reconcile_cli_prints_tables_and_exit_codes() {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_zone(
         &dir,
-        "a.yaml",
-        &format!(
-            "{}---\n{}",
-            failure_domain(
-                "a",
-                ("region-1", "Datacenter", "k8s-region", true),
-                ("zone-a", "ComputeCluster", "k8s-zone", true),
-                Some("DC0_C0"),
-                None,
-                ""
-            ),
-            deployment_zone("a", "a", Some("DC0_C0_RP1"), None)
+        "a",
+        &failure_domain(
+            "a",
+            ("region-1", "Datacenter", "k8s-region", true),
+            ("zone-a", "ComputeCluster", "k8s-zone", true),
+            Some("DC0_C0"),
+            None,
+            "",
         ),
+        &deployment_zone("a", "a", Some("DC0_C0_RP1"), None),
     );
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))

@@ -33,6 +33,11 @@ fn fast_retry() -> ClientOptions {
     }
 }
 
+/// The moref of the one object `query` names (the test fails if it does not resolve).
+fn moref_of(inv: &vsphere_provider::vcenter::Inventory, wanted: Wanted, query: &str) -> MoRef {
+    inv.find(wanted, query, None).unwrap().moref.clone()
+}
+
 fn client(sim: &Vcsim) -> Client {
     Client::new(sim.url(), creds("admin", "secret"), fast_retry()).unwrap()
 }
@@ -454,11 +459,7 @@ async fn cluster_groups_and_rules_add_edit_remove() {
     let sim = Vcsim::builder().clusters(1).hosts(2).start().await;
     let c = client(&sim);
     let inv = c.inventory().await.unwrap();
-    let cluster = inv
-        .find(Wanted::ComputeCluster, "DC0_C0", None)
-        .unwrap()
-        .moref
-        .clone();
+    let cluster = moref_of(&inv, Wanted::ComputeCluster, "DC0_C0");
     let hosts: Vec<MoRef> = inv
         .hosts_of(&cluster)
         .iter()
@@ -574,21 +575,9 @@ async fn vm_clone_power_and_destroy() {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let c = client(&sim);
     let inv = c.inventory().await.unwrap();
-    let source = inv
-        .find(Wanted::VirtualMachine, "DC0_C0_RP0_VM0", None)
-        .unwrap()
-        .moref
-        .clone();
-    let folder = inv
-        .find(Wanted::Folder, "/DC0/vm", None)
-        .unwrap()
-        .moref
-        .clone();
-    let pool = inv
-        .find(Wanted::ResourcePool, "DC0_C0_RP1", None)
-        .unwrap()
-        .moref
-        .clone();
+    let source = moref_of(&inv, Wanted::VirtualMachine, "DC0_C0_RP0_VM0");
+    let folder = moref_of(&inv, Wanted::Folder, "/DC0/vm");
+    let pool = moref_of(&inv, Wanted::ResourcePool, "DC0_C0_RP1");
     let uuid = "5029d0b0-1111-2222-3333-444455556666";
     let wait = Duration::from_secs(10);
 
@@ -654,21 +643,9 @@ async fn tagging_categories_tags_and_attachments() {
     let sim = Vcsim::builder().clusters(2).hosts(1).start().await;
     let c = client(&sim);
     let inv = c.inventory().await.unwrap();
-    let dc = inv
-        .find(Wanted::Datacenter, "DC0", None)
-        .unwrap()
-        .moref
-        .clone();
-    let c0 = inv
-        .find(Wanted::ComputeCluster, "DC0_C0", None)
-        .unwrap()
-        .moref
-        .clone();
-    let c1 = inv
-        .find(Wanted::ComputeCluster, "DC0_C1", None)
-        .unwrap()
-        .moref
-        .clone();
+    let dc = moref_of(&inv, Wanted::Datacenter, "DC0");
+    let c0 = moref_of(&inv, Wanted::ComputeCluster, "DC0_C0");
+    let c1 = moref_of(&inv, Wanted::ComputeCluster, "DC0_C1");
 
     let spec = CategorySpec {
         name: "k8s-zone".into(),

@@ -932,64 +932,18 @@ mod tests {
     use crate::api::deployment_zone::{PlacementConstraint, VSphereDeploymentZoneSpec};
     use crate::api::failure_domain::{FailureDomainHosts, Topology, VSphereFailureDomainSpec};
     use crate::vcenter::cluster::ClusterRule;
-    use crate::vcenter::inventory::tests::content;
+    use crate::vcenter::inventory::tests::{content, sample_contents};
     use crate::vcenter::rest::{Category, Tag};
 
     /// DC0 with clusters C0 (hosts h0, h1; pool rp0) and C1 (host h2; pool rp0), datastore ds0,
     /// network net0, folder vm/capi.
     fn inventory() -> Inventory {
-        Inventory::from_contents(vec![
-            content("Folder", "group-d1", "Datacenters", None),
-            content("Datacenter", "dc-1", "DC0", Some(("Folder", "group-d1"))),
-            content("Folder", "f-vm", "vm", Some(("Datacenter", "dc-1"))),
-            content("Folder", "f-host", "host", Some(("Datacenter", "dc-1"))),
+        let mut objects = sample_contents();
+        objects.extend([
             content("Folder", "f-ds", "datastore", Some(("Datacenter", "dc-1"))),
             content("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
-            content("Folder", "f-capi", "capi", Some(("Folder", "f-vm"))),
             content("Datastore", "ds-0", "ds0", Some(("Folder", "f-ds"))),
             content("Network", "net-0", "net0", Some(("Folder", "f-net"))),
-            content(
-                "ClusterComputeResource",
-                "c-0",
-                "C0",
-                Some(("Folder", "f-host")),
-            ),
-            content(
-                "ClusterComputeResource",
-                "c-1",
-                "C1",
-                Some(("Folder", "f-host")),
-            ),
-            content(
-                "ResourcePool",
-                "rp-0",
-                "Resources",
-                Some(("ClusterComputeResource", "c-0")),
-            ),
-            content(
-                "ResourcePool",
-                "rp-1",
-                "Resources",
-                Some(("ClusterComputeResource", "c-1")),
-            ),
-            content(
-                "ResourcePool",
-                "rp-0a",
-                "rp0",
-                Some(("ResourcePool", "rp-0")),
-            ),
-            content(
-                "ResourcePool",
-                "rp-1a",
-                "rp0",
-                Some(("ResourcePool", "rp-1")),
-            ),
-            content(
-                "HostSystem",
-                "h-0",
-                "h0",
-                Some(("ClusterComputeResource", "c-0")),
-            ),
             content(
                 "HostSystem",
                 "h-1",
@@ -1002,7 +956,8 @@ mod tests {
                 "h2",
                 Some(("ClusterComputeResource", "c-1")),
             ),
-        ])
+        ]);
+        Inventory::from_contents(objects)
     }
 
     fn m(kind: &str, v: &str) -> MoRef {

@@ -504,7 +504,12 @@ pub(crate) mod tests {
 
     /// Two clusters that both have a pool named `rp0` (upstream #1913).
     pub(crate) fn sample() -> Inventory {
-        Inventory::from_contents(vec![
+        Inventory::from_contents(sample_contents())
+    }
+
+    /// The objects of [`sample`], for tests that add their own.
+    pub(crate) fn sample_contents() -> Vec<ObjectContent> {
+        vec![
             content("Folder", "group-d1", "Datacenters", None),
             content("Datacenter", "dc-1", "DC0", Some(("Folder", "group-d1"))),
             content("Folder", "f-vm", "vm", Some(("Datacenter", "dc-1"))),
@@ -552,7 +557,7 @@ pub(crate) mod tests {
                 "h0",
                 Some(("ClusterComputeResource", "c-0")),
             ),
-        ])
+        ]
     }
 
     #[test]
