@@ -87,6 +87,7 @@ async fn reconcile_with(
         tls: TlsPolicy::System,
         dry_run,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        simulate_nodes: false,
     };
     let sessions = SessionCache::new(Stats::default(), ClientOptions::default());
     let report = driver::run(&mut store, &opts, &sessions, &mut |_| {}).await;
@@ -873,6 +874,7 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
         tls: TlsPolicy::System,
         dry_run: false,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        simulate_nodes: false,
     };
     let sessions = SessionCache::new(Stats::default(), ClientOptions::default());
     let report = driver::run(&mut store, &opts, &sessions, &mut |_| {}).await;

@@ -97,6 +97,8 @@ pub enum Object {
     ControlPlaneMachineSet(Box<ControlPlaneMachineSet>),
     /// A core/v1 Secret (e.g. the credentials a VSphereCluster identityRef names).
     Secret(Box<Secret>),
+    /// A core/v1 Node (local mode: a node given by hand, e.g. NotReady).
+    Node(Box<k8s_openapi::api::core::v1::Node>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -106,6 +108,8 @@ pub enum ObjectType {
     Served(Kind),
     /// A core/v1 Secret.
     Secret,
+    /// A core/v1 Node.
+    Node,
     /// Anything else.
     Unknown,
 }
@@ -175,6 +179,7 @@ impl LoadedObject {
                 Object::ControlPlaneMachineSet(serde_json::from_value(v)?)
             }
             ObjectType::Secret => Object::Secret(serde_json::from_value(v)?),
+            ObjectType::Node => Object::Node(serde_json::from_value(v)?),
             ObjectType::Unknown => {
                 return Err(serde::de::Error::custom(format!(
                     "unknown kind {}/{}",
@@ -193,6 +198,9 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
     }
     if api_version == "v1" && kind == "Secret" {
         return ObjectType::Secret;
+    }
+    if api_version == "v1" && kind == "Node" {
+        return ObjectType::Node;
     }
     ObjectType::Unknown
 }

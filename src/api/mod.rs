@@ -19,6 +19,7 @@ pub mod deployment_zone;
 pub mod failure_domain;
 pub mod machine;
 pub mod machine_health_check;
+pub mod machine_status;
 pub mod manifest;
 pub mod v1beta2;
 pub mod vsphere_cluster;

@@ -2,8 +2,11 @@
 //! identityRefs name), validates them as `validate` does, runs the zone and cluster reconcilers
 //! to a fixed point against vCenter and prints the result.
 //!
-//! Exit codes: 0 every zone ready, 1 something is not ready (the table says why), 2 usage or
-//! input errors (nothing is sent to vCenter then).
+//! Machines are reconciled too (clone, group, power, node link, deletion lifecycle), with the
+//! object store kept in a state file between runs (`--state`).
+//!
+//! Exit codes: 0 everything ready and nothing pending, 1 something is not (it says what), 2
+//! usage or input errors (nothing is sent to vCenter then).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +14,9 @@ use secrecy::SecretString;
 
 use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::local::{driver, print, store::Store};
+use crate::local::kube::LocalCluster;
+use crate::local::machines::{self, MachineReport};
+use crate::local::{deletes, driver, print, store::Store};
 use crate::plan::credentials::ManagerIdentity;
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::{ClientOptions, Stats};
@@ -34,6 +39,54 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// The object store, kept between runs (written atomically after every change), so a run
+    /// continues where the last one stopped and never creates a second VM for a machine.
+    /// Default: $XDG_STATE_HOME (or ~/.local/state)/vsphere-provider/<hash of the -f paths>.json.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
+    pub state: Option<PathBuf>,
+    /// Keep no state: every Machine is new (gets a new UID, hence a new VM). For one-off zone
+    /// checks.
+    #[arg(long)]
+    pub no_state: bool,
+    /// Mark an object for deletion in this run, as `kubectl delete` would (finalizers are
+    /// respected): `machine/NAME`, `node/NAME`, `vspheredeploymentzone/NAME`, … Repeatable.
+    #[arg(long = "delete", value_name = "KIND/NAME")]
+    pub delete: Vec<String>,
+    /// Register a Ready Node for each powered-on machine VM, as a kubelet would (a Node given
+    /// in the manifests with the same name wins).
+    #[arg(long)]
+    pub simulate_nodes: bool,
+    /// The time the controllers see (RFC 3339, e.g. 2026-11-23T10:00:00Z); default: now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+}
+
+/// Where the state lives when `--state` is not given: one file per set of manifest paths.
+pub fn default_state_path(files: &[PathBuf]) -> PathBuf {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    let mut paths: Vec<String> = files
+        .iter()
+        .map(|p| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        })
+        .collect();
+    paths.sort();
+    for p in paths {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    let digest = hex::encode(h.finalize());
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("vsphere-provider")
+        .join(format!("{}.json", &digest[..16]))
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,12 +130,46 @@ pub async fn run(mut args: Args) -> ExitCode {
         }),
         _ => None,
     };
+    let now = match args.now.as_deref().map(str::parse::<jiff::Timestamp>) {
+        None => jiff::Timestamp::now(),
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            eprintln!("error: --now: not an RFC 3339 time ({e})");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+    let state_path = if args.no_state {
+        None
+    } else {
+        Some(
+            args.state
+                .clone()
+                .unwrap_or_else(|| default_state_path(&args.files)),
+        )
+    };
+    let stored = match state_path.as_deref().map(Store::load_state).transpose() {
+        Ok(s) => s.flatten(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    store = store.with_state(stored.as_ref(), &now);
+    if let Err(e) = deletes::apply(&mut store, &args.delete, &now) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if let Some(p) = &state_path {
+        eprintln!("state: {}", p.display());
+    }
     let opts = driver::Options {
         server,
         manager,
         tls: tls.clone(),
         dry_run: args.dry_run,
-        now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        now: now.clone(),
+        simulate_nodes: args.simulate_nodes,
     };
     let sessions = SessionCache::new(
         Stats::default(),
@@ -93,13 +180,35 @@ pub async fn run(mut args: Args) -> ExitCode {
     );
     let mut progress = |line: &str| eprintln!("{line}");
     let report = driver::run(&mut store, &opts, &sessions, &mut progress).await;
+    // The machines' identities are on disk before any VM is cloned for them.
+    let cluster = LocalCluster::new(
+        store,
+        state_path.clone().filter(|_| !args.dry_run),
+        now.clone(),
+    );
+    let machines = if args.dry_run {
+        if !cluster.lock().machines.is_empty() {
+            eprintln!("note: --dry-run reconciles zones only; machines are left as they are");
+        }
+        MachineReport::default()
+    } else {
+        if let Err(e) = cluster.persist() {
+            eprintln!("error: {e}; nothing was done for machines");
+            sessions.logout_all().await;
+            return ExitCode::from(EXIT_FAILED);
+        }
+        machines::run_machines(&cluster, &opts, &sessions, &mut progress).await
+    };
     sessions.logout_all().await;
+    let store = cluster.into_store();
 
-    let changes = print::changes(&report, args.dry_run);
-    let summary = print::summary(&report, args.dry_run);
+    let changes = print::changes(&report, args.dry_run) + &print::machine_changes(&machines);
+    let summary =
+        print::summary(&report, args.dry_run) + &print::machine_summary(&store, &machines);
     match args.output {
         Output::Table => {
             print!("{}", print::tables(&store, &report));
+            print!("{}", print::machine_tables(&store, &machines, &now));
             if !changes.is_empty() {
                 println!();
                 print!("{changes}");
@@ -118,13 +227,17 @@ pub async fn run(mut args: Args) -> ExitCode {
             eprintln!("{summary}");
         }
     }
-    if report.converged() {
+    let machines_pending = print::machines_not_ready(&store, args.simulate_nodes);
+    if report.converged() && machines_pending.is_empty() && machines.failed.is_empty() {
         ExitCode::SUCCESS
     } else {
         for (name, v) in &report.verdicts {
             if let Some((reason, message)) = v.first_problem() {
                 eprintln!("zone {name} is not ready: {reason}: {message}");
             }
+        }
+        for line in machines_pending {
+            eprintln!("{line}");
         }
         ExitCode::from(EXIT_FAILED)
     }

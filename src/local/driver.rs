@@ -1,4 +1,4 @@
-//! Local mode: run the zone and cluster reconcilers over the in-process store to a fixed point
+//! Local mode: run the zone and cluster reconcilers (machines: [`super::machines`]) over the in-process store to a fixed point
 //! against real vCenters, exactly as the in-cluster controllers would, and say what changed.
 use std::collections::BTreeMap;
 
@@ -26,6 +26,8 @@ pub struct Options {
     pub tls: TlsPolicy,
     pub dry_run: bool,
     pub now: Time,
+    /// `--simulate-nodes`: a Ready Node for each powered-on machine VM, as a kubelet would.
+    pub simulate_nodes: bool,
 }
 
 /// What a run did.
@@ -49,7 +51,7 @@ impl Report {
 
 /// Where to connect for a zone's server: `--server` when it names the same host (so
 /// `server: 127.0.0.1` in a manifest reaches a simulator on a random port), else the zone's own.
-fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, String> {
+pub(crate) fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, String> {
     let own = Endpoint::parse(zone_server).map_err(|e| format!("spec.server: {e}"))?;
     Ok(match &opts.server {
         Some(s) if s.host() == own.host() => s.clone(),

@@ -1,5 +1,9 @@
-//! Local mode (`vsphere-provider reconcile -f`): manifests from files, an in-process store, the
-//! same reconcilers run to a fixed point against a real vCenter, results printed.
+//! Local mode (`vsphere-provider reconcile -f`): manifests from files, an in-process object store
+//! persisted in a state file, the same reconcilers run to a fixed point against a real vCenter,
+//! results printed.
+pub mod deletes;
 pub mod driver;
+pub mod kube;
+pub mod machines;
 pub mod print;
 pub mod store;

@@ -1,9 +1,14 @@
 //! Local-mode output: tables for people, YAML or JSON objects with status for tools.
 use std::fmt::Write as _;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::driver::Report;
+use super::machines::MachineReport;
 use super::store::Store;
 use crate::api::conditions::{cluster, find_capi};
+use crate::api::machine::ZONE_LABEL;
+use crate::plan::placement::requested_zone;
 
 /// A fixed-width table; the last column is not padded.
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -141,27 +146,15 @@ pub fn changes(report: &Report, dry_run: bool) -> String {
     out
 }
 
-/// Objects local mode reconciled, with status (never Secrets).
+/// Every object after the run (never Secrets), then the run's events in order.
 fn objects(store: &Store) -> Vec<serde_json::Value> {
-    let mut v = Vec::new();
-    v.extend(
-        store
-            .failure_domains
-            .values()
-            .filter_map(|o| serde_json::to_value(o).ok()),
-    );
-    v.extend(
-        store
-            .zones
-            .values()
-            .filter_map(|o| serde_json::to_value(o).ok()),
-    );
-    v.extend(
-        store
-            .clusters
-            .values()
-            .filter_map(|o| serde_json::to_value(o).ok()),
-    );
+    let mut v = store.objects();
+    for e in store.run_events() {
+        let mut e = serde_json::to_value(e).unwrap_or_default();
+        e["apiVersion"] = "v1".into();
+        e["kind"] = "Event".into();
+        v.push(e);
+    }
     v
 }
 
@@ -176,4 +169,153 @@ pub fn yaml(store: &Store) -> String {
         .filter_map(|o| serde_saphyr::to_string(o).ok())
         .map(|doc| format!("---\n{doc}"))
         .collect()
+}
+
+/// `5m`, `3h`, `2d`, as kubectl prints ages.
+fn age(since: Option<&Time>, now: &Time) -> String {
+    let Some(t) = since else { return "-".into() };
+    let secs = now.0.as_second() - t.0.as_second();
+    match secs {
+        s if s < 0 => "0s".into(),
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// The MACHINES and EVENTS tables (nothing when there are no machines and no events).
+pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> String {
+    let mut out = String::new();
+    if !store.machines.is_empty() {
+        let rows: Vec<Vec<String>> = store
+            .machines
+            .iter()
+            .map(|(k, m)| {
+                let st = m.status.as_ref();
+                let zone = requested_zone(m, store.zones.values())
+                    .or_else(|| m.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned())
+                    .unwrap_or_else(|| "-".into());
+                let mut phase = st
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_else(|| "-".into());
+                if m.metadata.deletion_timestamp.is_some() && phase != "Deleting" {
+                    phase = "Deleting".into();
+                }
+                vec![
+                    k.clone(),
+                    phase,
+                    zone,
+                    report
+                        .vm_paths
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(|| "-".into()),
+                    st.and_then(|s| s.node_ref.as_ref())
+                        .and_then(|r| r.name.clone())
+                        .unwrap_or_else(|| "-".into()),
+                    age(m.metadata.creation_timestamp.as_ref(), now),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &["MACHINES", "PHASE", "ZONE", "VM", "NODE", "AGE"],
+            &rows,
+        ));
+    }
+    let events = store.run_events();
+    if !events.is_empty() {
+        let rows: Vec<Vec<String>> = events
+            .iter()
+            .map(|e| {
+                let o = &e.involved_object;
+                vec![
+                    e.type_.clone().unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                    format!(
+                        "{}/{}",
+                        o.kind.as_deref().unwrap_or_default().to_ascii_lowercase(),
+                        o.name.as_deref().unwrap_or_default()
+                    ),
+                    e.message.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(&["EVENTS", "REASON", "OBJECT", "MESSAGE"], &rows));
+    }
+    out
+}
+
+/// The vCenter changes machines made, one per line.
+pub fn machine_changes(report: &MachineReport) -> String {
+    let mut out = String::new();
+    for w in &report.vcenter_writes {
+        let _ = writeln!(out, "done: {w}");
+    }
+    for f in &report.failed {
+        let _ = writeln!(out, "failed: {f}");
+    }
+    out
+}
+
+/// The machines' part of the summary line.
+pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
+    if store.machines.is_empty() && report.vcenter_writes.is_empty() {
+        return String::new();
+    }
+    let running = store
+        .machines
+        .values()
+        .filter(|m| m.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
+    format!(
+        "; {running}/{} machine(s) running; {} machine change(s) in vCenter; {}",
+        store.machines.len(),
+        report.vcenter_writes.len(),
+        report.round_trips.summary()
+    )
+}
+
+/// Why the machines are not all done: one line per machine not Running.
+pub fn machines_not_ready(store: &Store, simulate_nodes: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (k, m) in &store.machines {
+        let st = m.status.as_ref();
+        let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or("-");
+        let why = if m.metadata.deletion_timestamp.is_some() {
+            let blocked = st
+                .and_then(|s| s.conditions.as_deref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.status == "False")
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.message.clone().unwrap_or_default(),
+                        c.reason.clone().unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "deletion in progress".into());
+            format!("machine {k} is being deleted: {blocked}")
+        } else {
+            match phase {
+                "Running" => continue,
+                "Failed" => format!(
+                    "machine {k} is Failed: {}: {}",
+                    st.and_then(|s| s.error_reason.clone()).unwrap_or_default(),
+                    st.and_then(|s| s.error_message.clone()).unwrap_or_default()
+                ),
+                "Provisioned" if !simulate_nodes => {
+                    format!(
+                        "machine {k} is Provisioned: its node has not joined (pass --simulate-nodes to register one)"
+                    )
+                }
+                other => format!("machine {k} is {other}"),
+            }
+        };
+        lines.push(why);
+    }
+    lines
 }

@@ -1,14 +1,31 @@
 //! The in-process object store of local mode: manifests loaded from files, admitted with the
-//! same code as `validate` and the webhooks (defaults applied), kept typed.
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+//! same code as `validate` and the webhooks (defaults applied), kept typed, and persisted in a
+//! state file between runs.
+//!
+//! The state file holds every object with what the controllers own (uid, status, finalizers,
+//! deletion timestamps, owner references, generated objects such as Nodes) and the events so
+//! far. Manifests are the desired state of the objects they name: on load they overlay the
+//! stored object's spec, labels and annotations, and everything else stays as the controllers
+//! left it. A Machine's UID, and so its VM's instance UUID, is fixed the first time it is stored,
+//! which is what makes a re-run find its VM instead of cloning a second one.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Event, Node, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::api::manifest::{LoadedObject, Object, load_paths};
-use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::api::{
+    ControlPlaneMachineSet, Machine, MachineHealthCheck, VSphereCluster, VSphereDeploymentZone,
+    VSphereFailureDomain,
+};
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
+
+/// Events kept in the state file (the newest).
+const EVENTS_KEPT: usize = 2000;
 
 /// Objects by kind; cluster-scoped kinds by name, namespaced ones by `namespace/name`.
 #[derive(Clone, Debug, Default)]
@@ -16,24 +33,98 @@ pub struct Store {
     pub failure_domains: BTreeMap<String, VSphereFailureDomain>,
     pub zones: BTreeMap<String, VSphereDeploymentZone>,
     pub clusters: BTreeMap<String, VSphereCluster>,
+    /// From the manifests only: never written to the state file or printed.
     pub secrets: Vec<Secret>,
-    pub machines: Vec<Machine>,
-    /// Admitted objects local mode does not reconcile (validated, not printed).
-    pub others: Vec<serde_json::Value>,
+    pub machines: BTreeMap<String, Machine>,
+    pub machine_sets: BTreeMap<String, ControlPlaneMachineSet>,
+    pub health_checks: BTreeMap<String, MachineHealthCheck>,
+    pub nodes: BTreeMap<String, Node>,
+    /// Nodes the manifests give: simulated nodes never replace them.
+    pub manifest_nodes: BTreeSet<String>,
+    /// Every event so far (the state file keeps the newest [`EVENTS_KEPT`]).
+    pub events: Vec<Event>,
+    /// How many of `events` were there before this run.
+    pub events_before_run: usize,
 }
 
-/// Why the manifests cannot be used: every problem, each naming file:line and field.
+/// Why the manifests (or the state file) cannot be used: every problem, each naming
+/// file:line and field.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .problems.join("\n"))]
 pub struct InputError {
     pub problems: Vec<String>,
 }
 
-fn key(ns: Option<&str>, name: &str) -> String {
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub fn key(ns: Option<&str>, name: &str) -> String {
     match ns {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
     }
+}
+
+fn ns_key(meta: &ObjectMeta) -> String {
+    key(
+        Some(meta.namespace.as_deref().unwrap_or("default")),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Stored identity for a new object: a UID, a creation time and generation 1.
+fn born(meta: &mut ObjectMeta, now: &Time) {
+    if meta.uid.as_deref().is_none_or(str::is_empty) {
+        meta.uid = Some(uuid::Uuid::new_v4().to_string());
+    }
+    meta.creation_timestamp.get_or_insert_with(|| now.clone());
+    meta.generation.get_or_insert(1);
+}
+
+/// The manifest's view of an object laid over the stored one: spec, labels and annotations
+/// from the manifest; identity, status, finalizers, deletion and owner references kept.
+fn overlay<T>(stored: &T, manifest: &T, spec_keys: &[&str]) -> T
+where
+    T: Serialize + DeserializeOwned + Clone,
+{
+    let (Ok(mut s), Ok(m)) = (serde_json::to_value(stored), serde_json::to_value(manifest)) else {
+        return stored.clone();
+    };
+    for k in spec_keys {
+        let old = s.get(*k).cloned();
+        let mut new = m.get(*k).cloned();
+        // A controller-set providerID survives a manifest that does not say one.
+        if *k == "spec"
+            && let (Some(old), Some(serde_json::Value::Object(n))) = (&old, new.as_mut())
+            && let Some(pid) = old.get("providerID")
+            && !n.contains_key("providerID")
+        {
+            n.insert("providerID".into(), pid.clone());
+        }
+        let changed = old != new;
+        match new {
+            Some(v) => s[*k] = v,
+            None => {
+                if let Some(o) = s.as_object_mut() {
+                    o.remove(*k);
+                }
+            }
+        }
+        if changed && *k == "spec" {
+            let g = s["metadata"]["generation"].as_i64().unwrap_or(1);
+            s["metadata"]["generation"] = (g + 1).into();
+        }
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(serde_json::Value::Object(mine)) = m["metadata"].get(field).cloned() {
+            let target = &mut s["metadata"][field];
+            if !target.is_object() {
+                *target = serde_json::Value::Object(Default::default());
+            }
+            if let Some(t) = target.as_object_mut() {
+                t.extend(mine);
+            }
+        }
+    }
+    serde_json::from_value(s).unwrap_or_else(|_| stored.clone())
 }
 
 impl Store {
@@ -80,45 +171,224 @@ impl Store {
             value: outcome.object.clone(),
         };
         let typed = defaulted.typed().map_err(|e| format!("{what}: {e}"))?;
-        let dup = |kind: &str, k: &str| format!("{what}: duplicate {kind} {k}");
+        self.insert(typed)
+            .map_err(|k| format!("{what}: duplicate {} {k}", obj.kind()))
+    }
+
+    /// Insert a typed object; Err(key) if one of that kind and key is there already.
+    fn insert(&mut self, typed: Object) -> Result<(), String> {
+        fn put<T>(map: &mut BTreeMap<String, T>, k: String, v: T) -> Result<(), String> {
+            if map.contains_key(&k) {
+                return Err(k);
+            }
+            map.insert(k, v);
+            Ok(())
+        }
+        fn namespaced(meta: &mut ObjectMeta) -> String {
+            meta.namespace.get_or_insert_with(|| "default".into());
+            ns_key(meta)
+        }
         match typed {
             Object::FailureDomain(fd) => {
                 let k = fd.metadata.name.clone().unwrap_or_default();
-                if self.failure_domains.insert(k.clone(), *fd).is_some() {
-                    return Err(dup("VSphereFailureDomain", &k));
-                }
+                put(&mut self.failure_domains, k, *fd)
             }
             Object::DeploymentZone(z) => {
                 let k = z.metadata.name.clone().unwrap_or_default();
-                if self.zones.insert(k.clone(), *z).is_some() {
-                    return Err(dup("VSphereDeploymentZone", &k));
-                }
+                put(&mut self.zones, k, *z)
             }
             Object::Cluster(c) => {
-                let k = key(
-                    Some(c.metadata.namespace.as_deref().unwrap_or("default")),
-                    c.metadata.name.as_deref().unwrap_or_default(),
-                );
                 let mut c = *c;
-                c.metadata.namespace.get_or_insert_with(|| "default".into());
-                if self.clusters.insert(k.clone(), c).is_some() {
-                    return Err(dup("VSphereCluster", &k));
-                }
+                let k = namespaced(&mut c.metadata);
+                put(&mut self.clusters, k, c)
             }
             Object::Secret(s) => {
                 let mut s = *s;
                 s.metadata.namespace.get_or_insert_with(|| "default".into());
                 self.secrets.push(s);
+                Ok(())
             }
             Object::Machine(m) => {
                 let mut m = *m;
-                m.metadata.namespace.get_or_insert_with(|| "default".into());
-                self.machines.push(m);
+                let k = namespaced(&mut m.metadata);
+                put(&mut self.machines, k, m)
             }
-            Object::MachineHealthCheck(_) | Object::ControlPlaneMachineSet(_) => {
-                self.others.push(outcome.object);
+            Object::MachineHealthCheck(h) => {
+                let mut h = *h;
+                let k = namespaced(&mut h.metadata);
+                put(&mut self.health_checks, k, h)
+            }
+            Object::ControlPlaneMachineSet(c) => {
+                let mut c = *c;
+                let k = namespaced(&mut c.metadata);
+                put(&mut self.machine_sets, k, c)
+            }
+            Object::Node(n) => {
+                let k = n.metadata.name.clone().unwrap_or_default();
+                self.manifest_nodes.insert(k.clone());
+                put(&mut self.nodes, k, *n)
             }
         }
-        Ok(())
+    }
+
+    /// Continue from a state file: stored objects stay (with everything the controllers
+    /// wrote); the manifests overlay what they say. New objects get their identity now.
+    pub fn with_state(mut self, state: Option<&Store>, now: &Time) -> Self {
+        if let Some(st) = state {
+            fn merge<T: Serialize + DeserializeOwned + Clone>(
+                mine: &mut BTreeMap<String, T>,
+                stored: &BTreeMap<String, T>,
+                spec_keys: &[&str],
+            ) {
+                for (k, s) in stored {
+                    let merged = match mine.get(k) {
+                        Some(m) => overlay(s, m, spec_keys),
+                        None => s.clone(),
+                    };
+                    mine.insert(k.clone(), merged);
+                }
+            }
+            merge(&mut self.failure_domains, &st.failure_domains, &["spec"]);
+            merge(&mut self.zones, &st.zones, &["spec"]);
+            merge(&mut self.clusters, &st.clusters, &["spec"]);
+            merge(&mut self.machines, &st.machines, &["spec"]);
+            merge(&mut self.machine_sets, &st.machine_sets, &["spec"]);
+            merge(&mut self.health_checks, &st.health_checks, &["spec"]);
+            // A Node the manifests give replaces the stored one whole (status included): that
+            // is how a test makes a node NotReady.
+            for (k, n) in &st.nodes {
+                self.nodes.entry(k.clone()).or_insert_with(|| n.clone());
+            }
+            self.events = st.events.clone();
+        }
+        self.events_before_run = self.events.len();
+        for fd in self.failure_domains.values_mut() {
+            born(&mut fd.metadata, now);
+        }
+        for z in self.zones.values_mut() {
+            born(&mut z.metadata, now);
+        }
+        for c in self.clusters.values_mut() {
+            born(&mut c.metadata, now);
+        }
+        for m in self.machines.values_mut() {
+            born(&mut m.metadata, now);
+        }
+        for c in self.machine_sets.values_mut() {
+            born(&mut c.metadata, now);
+        }
+        for h in self.health_checks.values_mut() {
+            born(&mut h.metadata, now);
+        }
+        for n in self.nodes.values_mut() {
+            born(&mut n.metadata, now);
+        }
+        self
+    }
+
+    /// Every object (never Secrets), as JSON, in a stable order: failure domains, zones,
+    /// clusters, machine sets, health checks, machines, nodes.
+    pub fn objects(&self) -> Vec<serde_json::Value> {
+        fn all<T: Serialize>(m: &BTreeMap<String, T>, out: &mut Vec<serde_json::Value>) {
+            out.extend(m.values().filter_map(|o| serde_json::to_value(o).ok()));
+        }
+        let mut v = Vec::new();
+        all(&self.failure_domains, &mut v);
+        all(&self.zones, &mut v);
+        all(&self.clusters, &mut v);
+        all(&self.machine_sets, &mut v);
+        all(&self.health_checks, &mut v);
+        all(&self.machines, &mut v);
+        for n in self.nodes.values() {
+            let mut n = serde_json::to_value(n).unwrap_or_default();
+            n["apiVersion"] = "v1".into();
+            n["kind"] = "Node".into();
+            v.push(n);
+        }
+        v
+    }
+
+    /// Events recorded during this run, in order.
+    pub fn run_events(&self) -> &[Event] {
+        &self.events[self.events_before_run.min(self.events.len())..]
+    }
+
+    /// Write the state file atomically (a temporary file renamed over it), so a run killed at
+    /// any point leaves either the previous state or the new one.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let mut items = self.objects();
+        let keep = self.events.len().saturating_sub(EVENTS_KEPT);
+        for e in &self.events[keep..] {
+            let mut e = serde_json::to_value(e).unwrap_or_default();
+            e["apiVersion"] = "v1".into();
+            e["kind"] = "Event".into();
+            items.push(e);
+        }
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let body = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        {
+            use std::io::Write as _;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)
+    }
+
+    /// Read a state file; a missing file is an empty state.
+    pub fn load_state(path: &Path) -> Result<Option<Store>, InputError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(InputError {
+                    problems: vec![format!("state file {}: {e}", path.display())],
+                });
+            }
+        };
+        let bad = |why: String| InputError {
+            problems: vec![format!(
+                "state file {}: {why} (move it away to start over; VMs already created are then not known to this run)",
+                path.display()
+            )],
+        };
+        let list: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let items = list
+            .get("items")
+            .and_then(|i| i.as_array())
+            .ok_or_else(|| bad("not a v1 List".into()))?;
+        let mut st = Store::default();
+        for item in items {
+            let kind = item
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or_default();
+            if kind == "Event" {
+                st.events.push(
+                    serde_json::from_value(item.clone()).map_err(|e| bad(format!("Event: {e}")))?,
+                );
+                continue;
+            }
+            let obj = LoadedObject {
+                source: crate::api::manifest::Source {
+                    file: path.to_path_buf(),
+                    document: 0,
+                    line: 0,
+                },
+                value: item.clone(),
+            };
+            let typed = obj
+                .typed()
+                .map_err(|e| bad(format!("{kind} {}: {e}", obj.name())))?;
+            st.insert(typed)
+                .map_err(|k| bad(format!("duplicate {kind} {k}")))?;
+        }
+        st.manifest_nodes.clear();
+        Ok(Some(st))
     }
 }

@@ -2,6 +2,8 @@
 //! the controllers make lives here and is tested with tables.
 pub mod cluster;
 pub mod credentials;
+pub mod machine;
+pub mod placement;
 pub mod selector;
 pub mod view;
 pub mod zone;

@@ -3,5 +3,7 @@
 //! autoConfigure asks for, and repeat until nothing is left to change.
 pub mod execute;
 pub mod gather;
+pub mod kube;
+pub mod machines;
 pub mod views;
 pub mod zones;

@@ -35,6 +35,7 @@ const VM_PATHS: &[&str] = &[
     "runtime.powerState",
     "runtime.host",
     "resourcePool",
+    "guest.ipAddress",
 ];
 
 /// What we know about a VM from the snapshot.
@@ -46,6 +47,8 @@ pub struct VmInfo {
     pub power_state: Option<String>,
     pub host: Option<MoRef>,
     pub resource_pool: Option<MoRef>,
+    /// The guest's primary IP address (VMware Tools), for the Machine's addresses.
+    pub ip_address: Option<String>,
 }
 
 /// One inventory entity.
@@ -174,6 +177,7 @@ impl Inventory {
                 power_state: c.text("runtime.powerState").map(str::to_string),
                 host: c.moref_prop("runtime.host"),
                 resource_pool: c.moref_prop("resourcePool"),
+                ip_address: c.text("guest.ipAddress").map(str::to_string),
             });
             raw.insert(obj, (name, parent, vm));
         }

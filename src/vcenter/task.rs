@@ -79,6 +79,50 @@ impl Client {
         Ok(parse_task_info(info))
     }
 
+    /// The state of several tasks in one round trip. A task vCenter no longer knows (tasks
+    /// expire some minutes after they end) maps to `None`; the caller decides from what the
+    /// inventory shows instead.
+    pub async fn task_states(
+        &self,
+        tasks: &[MoRef],
+    ) -> Result<std::collections::BTreeMap<MoRef, Option<TaskState>>> {
+        let mut wanted: Vec<MoRef> = tasks.to_vec();
+        wanted.sort();
+        wanted.dedup();
+        let mut out: std::collections::BTreeMap<MoRef, Option<TaskState>> =
+            wanted.iter().map(|t| (t.clone(), None)).collect();
+        // A missing object fails the whole read (ManagedObjectNotFound naming it): drop it and
+        // read the rest again, at most once per missing task.
+        for _ in 0..=wanted.len() {
+            if wanted.is_empty() {
+                break;
+            }
+            match self.retrieve_objects(&wanted, "Task", &["info"]).await {
+                Ok(contents) => {
+                    for c in contents {
+                        if let Some(info) = c.props.get("info") {
+                            out.insert(c.moref().clone(), Some(parse_task_info(info)));
+                        }
+                    }
+                    break;
+                }
+                Err(e) => {
+                    let missing = match e.fault().map(|f| &f.kind) {
+                        Some(super::soap::FaultKind::ManagedObjectNotFound { obj: Some(obj) }) => {
+                            obj.clone()
+                        }
+                        _ => return Err(e),
+                    };
+                    if !wanted.contains(&missing) {
+                        return Err(e);
+                    }
+                    wanted.retain(|t| *t != missing);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Poll until the task ends (backoff 100 ms → 2 s) or `timeout` passes; a task error is
     /// [`Error::Task`]. For CLI paths and tests; reconcilers use [`Client::task_state`].
     pub async fn wait_task(&self, task: &TaskRef, timeout: Duration) -> Result<Option<MoRef>> {

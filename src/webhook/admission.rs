@@ -80,7 +80,10 @@ pub fn admit_layers(
             let known: Vec<Value> = Kind::ALL
                 .iter()
                 .map(|k| Value::String(format!("{}/{}", k.api_version(), k.name())))
-                .chain([Value::String("v1/Secret".into())])
+                .chain([
+                    Value::String("v1/Secret".into()),
+                    Value::String("v1/Node".into()),
+                ])
                 .collect();
             outcome.errors.push(FieldError::not_supported(
                 "kind",
@@ -89,6 +92,13 @@ pub fn admit_layers(
             ));
         }
         ObjectType::Secret => admit_secret(&mut outcome, ctx),
+        // Nodes are the kubelet's; local mode only needs them to decode.
+        ObjectType::Node => {
+            let mut errors = Vec::new();
+            outcome.warnings =
+                schema::validate_metadata(outcome.object.get("metadata"), false, ctx, &mut errors);
+            outcome.errors = errors;
+        }
         ObjectType::Served(kind) => {
             let mut old_defaulted = old.cloned();
             if let Some(o) = old_defaulted.as_mut() {

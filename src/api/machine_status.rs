@@ -1,0 +1,106 @@
+//! What the vSphere machine actuator records on a Machine: the provider status
+//! (`status.providerStatus`, openshift/api `VSphereMachineProviderStatus`), the Machine condition
+//! types and reasons of machine-api-operator, and the terminal error reasons.
+//!
+//! The names are upstream's, so `oc get machines`, alerts and the etcd operator keep working;
+//! our extra precision goes into messages, never into new reasons.
+use serde::{Deserialize, Serialize};
+
+use super::conditions::MetaCondition;
+
+/// `apiVersion` of the provider status.
+pub const PROVIDER_STATUS_API_VERSION: &str = "machine.openshift.io/v1beta1";
+/// `kind` of the provider status.
+pub const PROVIDER_STATUS_KIND: &str = "VSphereMachineProviderStatus";
+
+/// `status.providerStatus` of a vSphere Machine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereMachineProviderStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The VM's BIOS UUID (`config.uuid`), as upstream records it.
+    #[serde(rename = "instanceId", skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    /// `poweredOn`, `poweredOff`, `suspended`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_state: Option<String>,
+    /// The provider's own conditions (upstream: `MachineCreation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<MetaCondition>,
+    /// The vCenter task in flight (`task-123`); checked on the next reconcile, never waited on.
+    #[serde(rename = "taskRef", default, skip_serializing_if = "String::is_empty")]
+    pub task_ref: String,
+}
+
+impl VSphereMachineProviderStatus {
+    /// Read from `status.providerStatus`; anything unreadable counts as empty (it is ours to
+    /// rewrite).
+    pub fn from_value(v: Option<&serde_json::Value>) -> Self {
+        v.and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// As stored, with apiVersion and kind.
+    pub fn to_value(&self) -> serde_json::Value {
+        let mut s = self.clone();
+        s.api_version = Some(PROVIDER_STATUS_API_VERSION.into());
+        s.kind = Some(PROVIDER_STATUS_KIND.into());
+        serde_json::to_value(s).unwrap_or_default()
+    }
+}
+
+/// Machine condition types and reasons (machine-api-operator `pkg/apis/machine/v1beta1`).
+pub mod condition {
+    /// Whether the VM exists.
+    pub const INSTANCE_EXISTS: &str = "InstanceExists";
+    /// vCenter could not be asked.
+    pub const ERROR_CHECKING_PROVIDER: &str = "ErrorCheckingProvider";
+    /// The VM vanished after it was provisioned.
+    pub const INSTANCE_MISSING: &str = "InstanceMissing";
+    /// The VM has not been created yet.
+    pub const INSTANCE_NOT_CREATED: &str = "InstanceNotCreated";
+    /// Whether the machine may be drained (preDrain hooks).
+    pub const DRAINABLE: &str = "Drainable";
+    /// Whether the machine may be terminated (preTerminate hooks).
+    pub const TERMINABLE: &str = "Terminable";
+    /// A lifecycle hook holds the operation.
+    pub const HOOK_PRESENT: &str = "HookPresent";
+    /// Whether the node was drained.
+    pub const DRAINED: &str = "Drained";
+    /// The drain failed (it is retried with backoff).
+    pub const DRAIN_ERROR: &str = "DrainError";
+    /// The provider status condition upstream records for creation.
+    pub const MACHINE_CREATION: &str = "MachineCreation";
+    /// MachineCreation succeeded.
+    pub const MACHINE_CREATION_SUCCEEDED: &str = "MachineCreationSucceeded";
+    /// MachineCreation failed (the task's message follows).
+    pub const MACHINE_CREATION_FAILED: &str = "MachineCreationFailed";
+}
+
+/// `status.errorReason` values (openshift/api `MachineStatusError`).
+pub mod error_reason {
+    /// The spec cannot be acted on: unknown template, zone, pool; no datacenter.
+    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+    /// Creation failed in a way that needs a person.
+    pub const CREATE_ERROR: &str = "CreateError";
+    /// The VM disappeared after provisioning.
+    pub const INSTANCE_MISSING: &str = "InstanceMissing";
+}
+
+/// Event reasons the machine controllers record (machine-api-operator's where it has one).
+pub mod event {
+    pub const CREATE: &str = "Create";
+    pub const FAILED_CREATE: &str = "FailedCreate";
+    pub const UPDATE: &str = "Update";
+    pub const DELETE: &str = "Delete";
+    pub const FAILED_DELETE: &str = "FailedDelete";
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    pub const DRAIN_PROCEEDING: &str = "DrainProceeding";
+    pub const DRAIN_SUCCEEDED: &str = "Drained";
+    pub const DRAIN_REQUEUED: &str = "DrainRequeued";
+    pub const TERMINATE_BLOCKED: &str = "TerminateBlocked";
+    pub const FAILED_VALIDATION: &str = "FailedValidation";
+}

@@ -1,0 +1,221 @@
+//! `--delete KIND/NAME`: what `kubectl delete` does to the store. An object with finalizers
+//! gets a deletion timestamp and its controller finishes the job; one without is removed at
+//! once. A namespaced name is looked up in every namespace; held by several, it is an error
+//! naming them.
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::store::Store;
+
+/// Why a `--delete` cannot be done (exit 2, nothing sent anywhere).
+#[derive(Debug, thiserror::Error)]
+#[error("--delete {arg}: {message}")]
+pub struct DeleteError {
+    pub arg: String,
+    pub message: String,
+}
+
+fn mark<T>(
+    map: &mut std::collections::BTreeMap<String, T>,
+    arg: &str,
+    kind: &str,
+    name: &str,
+    namespaced: bool,
+    meta: impl Fn(&mut T) -> &mut ObjectMeta,
+    now: &Time,
+) -> Result<(), DeleteError> {
+    let keys: Vec<String> = map
+        .keys()
+        .filter(|k| {
+            if namespaced {
+                k.rsplit_once('/').is_some_and(|(_, n)| n == name) || k.as_str() == name
+            } else {
+                k.as_str() == name
+            }
+        })
+        .cloned()
+        .collect();
+    let k = match keys.as_slice() {
+        [] => {
+            return Err(DeleteError {
+                arg: arg.into(),
+                message: format!("no {kind} named {name:?}"),
+            });
+        }
+        [one] => one.clone(),
+        many => {
+            return Err(DeleteError {
+                arg: arg.into(),
+                message: format!(
+                    "{kind} {name:?} exists in several namespaces ({}); write KIND/NAMESPACE/NAME",
+                    many.iter()
+                        .filter_map(|k| k.split_once('/').map(|(ns, _)| ns))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    };
+    let obj = map.get_mut(&k).expect("key listed above");
+    let m = meta(obj);
+    if m.finalizers.as_ref().is_none_or(Vec::is_empty) {
+        map.remove(&k);
+    } else {
+        m.deletion_timestamp.get_or_insert_with(|| now.clone());
+    }
+    Ok(())
+}
+
+/// Apply every `--delete`. `KIND/NAME` or `KIND/NAMESPACE/NAME`; kinds as kubectl spells them
+/// (singular, plural, or with the group).
+pub fn apply(store: &mut Store, args: &[String], now: &Time) -> Result<(), DeleteError> {
+    for arg in args {
+        let bad = |message: String| DeleteError {
+            arg: arg.clone(),
+            message,
+        };
+        let mut parts = arg.splitn(3, '/');
+        let kind = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let (ns, name) = match (parts.next(), parts.next()) {
+            (Some(n), None) => (None, n.to_string()),
+            (Some(ns), Some(n)) => (Some(ns.to_string()), n.to_string()),
+            _ => return Err(bad("expected KIND/NAME".into())),
+        };
+        if name.is_empty() {
+            return Err(bad("expected KIND/NAME".into()));
+        }
+        let kind = kind.split('.').next().unwrap_or_default().to_string();
+        let qualified = |n: &str| match &ns {
+            Some(ns) => format!("{ns}/{n}"),
+            None => n.to_string(),
+        };
+        let target = qualified(&name);
+        match kind.as_str() {
+            "machine" | "machines" => mark(
+                &mut store.machines,
+                arg,
+                "Machine",
+                &target,
+                true,
+                |m| &mut m.metadata,
+                now,
+            )?,
+            "node" | "nodes" | "no" => {
+                mark(
+                    &mut store.nodes,
+                    arg,
+                    "Node",
+                    &name,
+                    false,
+                    |n| &mut n.metadata,
+                    now,
+                )?;
+                if !store.nodes.contains_key(&name) {
+                    store.manifest_nodes.remove(&name);
+                }
+            }
+            "vspheredeploymentzone" | "vspheredeploymentzones" => mark(
+                &mut store.zones,
+                arg,
+                "VSphereDeploymentZone",
+                &name,
+                false,
+                |z| &mut z.metadata,
+                now,
+            )?,
+            "vspherefailuredomain" | "vspherefailuredomains" => mark(
+                &mut store.failure_domains,
+                arg,
+                "VSphereFailureDomain",
+                &name,
+                false,
+                |f| &mut f.metadata,
+                now,
+            )?,
+            "vspherecluster" | "vsphereclusters" => mark(
+                &mut store.clusters,
+                arg,
+                "VSphereCluster",
+                &target,
+                true,
+                |c| &mut c.metadata,
+                now,
+            )?,
+            "controlplanemachineset" | "controlplanemachinesets" | "cpms" => mark(
+                &mut store.machine_sets,
+                arg,
+                "ControlPlaneMachineSet",
+                &target,
+                true,
+                |c| &mut c.metadata,
+                now,
+            )?,
+            "machinehealthcheck" | "machinehealthchecks" | "mhc" => mark(
+                &mut store.health_checks,
+                arg,
+                "MachineHealthCheck",
+                &target,
+                true,
+                |h| &mut h.metadata,
+                now,
+            )?,
+            other => {
+                return Err(bad(format!(
+                    "unknown kind {other:?} (machine, node, vspheredeploymentzone, vspherefailuredomain, vspherecluster, controlplanemachineset, machinehealthcheck)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Machine;
+
+    fn store() -> Store {
+        let mut s = Store::default();
+        for (ns, name, fin) in [("a", "m-0", true), ("b", "m-0", true), ("a", "m-1", false)] {
+            let mut m = Machine::new(name, Default::default());
+            m.metadata.namespace = Some(ns.into());
+            if fin {
+                m.metadata.finalizers = Some(vec!["machine.machine.openshift.io".into()]);
+            }
+            s.machines.insert(format!("{ns}/{name}"), m);
+        }
+        s
+    }
+
+    #[test]
+    fn deletes_respect_finalizers_and_namespaces() {
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let mut s = store();
+        let e = apply(&mut s, &["machine/m-0".into()], &now).unwrap_err();
+        assert!(e.to_string().contains("several namespaces (a, b)"), "{e}");
+        apply(
+            &mut s,
+            &[
+                "machines.machine.openshift.io/b/m-0".into(),
+                "machine/m-1".into(),
+            ],
+            &now,
+        )
+        .unwrap();
+        assert!(
+            s.machines["b/m-0"].metadata.deletion_timestamp.is_some(),
+            "finalizer: marked"
+        );
+        assert!(
+            !s.machines.contains_key("a/m-1"),
+            "no finalizer: gone at once"
+        );
+        assert!(s.machines["a/m-0"].metadata.deletion_timestamp.is_none());
+        let e = apply(&mut s, &["pod/x".into()], &now).unwrap_err();
+        assert!(e.to_string().contains("unknown kind \"pod\""), "{e}");
+        let e = apply(&mut s, &["machine/nope".into()], &now).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--delete machine/nope: no Machine named \"nope\""
+        );
+    }
+}

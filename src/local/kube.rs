@@ -1,0 +1,194 @@
+//! Local mode's side of [`KubeOps`]: the persisted object store. Every change is written to the
+//! state file at once (atomically), so a run killed between two steps resumes from the last
+//! one; events are stored with the objects, in order.
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::{Event, EventSource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::store::{Store, key};
+use crate::api::machine::Machine;
+use crate::plan::machine::drain::PodRef;
+use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeOps};
+
+/// The store behind a lock, with where to persist it and the run's clock.
+pub struct LocalCluster {
+    pub store: Mutex<Store>,
+    pub state: Option<PathBuf>,
+    pub now: Time,
+    /// Set when a write to the state file failed: the run stops (its changes would be lost).
+    pub persist_error: Mutex<Option<String>>,
+}
+
+impl LocalCluster {
+    pub fn new(store: Store, state: Option<PathBuf>, now: Time) -> Self {
+        LocalCluster {
+            store: Mutex::new(store),
+            state,
+            now,
+            persist_error: Mutex::new(None),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn into_store(self) -> Store {
+        self.store.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Write the state file now.
+    pub fn persist(&self) -> Result<(), KubeError> {
+        let Some(path) = &self.state else {
+            return Ok(());
+        };
+        let store = self.lock();
+        store.save(path).map_err(|e| {
+            let err = KubeError {
+                action: format!("write state file {}", path.display()),
+                message: e.to_string(),
+                stale: false,
+            };
+            *self.persist_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+            err
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Store) -> Result<T, KubeError>) -> Result<T, KubeError> {
+        let out = {
+            let mut s = self.lock();
+            f(&mut s)?
+        };
+        self.persist()?;
+        Ok(out)
+    }
+}
+
+fn missing(what: &str, k: &str) -> KubeError {
+    KubeError {
+        action: format!("update {what} {k}"),
+        message: "not found".into(),
+        stale: true,
+    }
+}
+
+fn machine_key(m: &Machine) -> String {
+    key(
+        Some(m.metadata.namespace.as_deref().unwrap_or("default")),
+        m.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl KubeOps for LocalCluster {
+    async fn update_machine(&self, before: &Machine, after: &Machine) -> Result<(), KubeError> {
+        let k = machine_key(before);
+        self.with(|s| {
+            let stored = s.machines.get(&k).ok_or_else(|| missing("Machine", &k))?;
+            if stored.metadata.uid != before.metadata.uid {
+                return Err(missing("Machine", &k));
+            }
+            let released = after.metadata.deletion_timestamp.is_some()
+                && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
+            if released {
+                s.machines.remove(&k);
+            } else {
+                s.machines.insert(k.clone(), after.clone());
+            }
+            Ok(())
+        })
+    }
+
+    async fn create_machine(&self, m: &Machine) -> Result<Machine, KubeError> {
+        let mut m = m.clone();
+        m.metadata.namespace.get_or_insert_with(|| "default".into());
+        let k = machine_key(&m);
+        let now = self.now.clone();
+        self.with(|s| {
+            if s.machines.contains_key(&k) {
+                return Err(KubeError {
+                    action: format!("create Machine {k}"),
+                    message: "already exists".into(),
+                    stale: true,
+                });
+            }
+            m.metadata.uid = Some(uuid::Uuid::new_v4().to_string());
+            m.metadata.creation_timestamp = Some(now);
+            m.metadata.generation = Some(1);
+            s.machines.insert(k, m.clone());
+            Ok(m)
+        })
+    }
+
+    async fn delete_machine(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
+        let k = key(Some(namespace), name);
+        let now = self.now.clone();
+        self.with(|s| {
+            let m = s
+                .machines
+                .get_mut(&k)
+                .ok_or_else(|| missing("Machine", &k))?;
+            if m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+                s.machines.remove(&k);
+            } else {
+                m.metadata.deletion_timestamp.get_or_insert(now);
+            }
+            Ok(())
+        })
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), KubeError> {
+        self.with(|s| {
+            let n = s.nodes.get_mut(node).ok_or_else(|| missing("Node", node))?;
+            n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+            Ok(())
+        })
+    }
+
+    async fn evict(&self, _pod: &PodRef) -> Result<Eviction, KubeError> {
+        // Local mode has no pods: nothing is ever listed for eviction.
+        Ok(Eviction::Evicted)
+    }
+
+    async fn delete_node(&self, node: &str) -> Result<(), KubeError> {
+        self.with(|s| {
+            s.nodes.remove(node);
+            s.manifest_nodes.remove(node);
+            Ok(())
+        })
+    }
+
+    async fn event(&self, e: EventRecord) {
+        let mut s = self.lock();
+        let n = s.events.len();
+        let name = format!(
+            "{}.{:x}",
+            e.regarding.name.as_deref().unwrap_or("object"),
+            n
+        );
+        s.events.push(Event {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: e
+                    .regarding
+                    .namespace
+                    .clone()
+                    .or_else(|| Some("default".into())),
+                ..ObjectMeta::default()
+            },
+            involved_object: e.regarding,
+            reason: Some(e.reason),
+            message: Some(e.message),
+            type_: Some(e.type_),
+            first_timestamp: Some(self.now.clone()),
+            last_timestamp: Some(self.now.clone()),
+            count: Some(1),
+            source: Some(EventSource {
+                component: Some("vsphere-provider".into()),
+                host: None,
+            }),
+            ..Event::default()
+        });
+    }
+}

@@ -1,0 +1,258 @@
+//! Local mode's machine rounds: the machine reconciler (`reconcile::machines`) run over the
+//! persisted store, server by server, until nothing changes and no vCenter task is in flight,
+//! with simulated kubelets (`--simulate-nodes`) registering Nodes for powered-on VMs.
+//!
+//! A machine whose reconcile failed is not tried again in the same run (it says why in its
+//! status and events), so a run never loops on an error; the next run tries again.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::driver::{Options, connect_to};
+use super::kube::LocalCluster;
+use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
+use crate::api::machine_status::VSphereMachineProviderStatus;
+use crate::plan::credentials::identity_for;
+use crate::plan::machine::VcenterTrouble;
+use crate::plan::machine::drain::is_control_plane;
+use crate::plan::placement::requested_zone;
+use crate::reconcile::machines::{SweepInput, sweep};
+use crate::vcenter::session::SessionCache;
+use crate::vcenter::stats::Snapshot;
+use crate::vcenter::{Credentials, Endpoint};
+
+/// Rounds before a run gives up converging (a create takes about four).
+pub const MAX_ROUNDS: usize = 60;
+
+/// What the machine rounds did.
+#[derive(Debug, Default)]
+pub struct MachineReport {
+    pub vcenter_writes: Vec<String>,
+    pub failed: Vec<String>,
+    /// Machines that failed this run and were left for the next one.
+    pub backed_off: BTreeSet<String>,
+    /// Nodes registered by the simulated kubelets.
+    pub nodes_registered: Vec<String>,
+    pub rounds: usize,
+    /// Machine key → its VM's inventory path (as last read).
+    pub vm_paths: BTreeMap<String, String>,
+    pub round_trips: Snapshot,
+}
+
+/// The vCenter a machine's VM lives on: its workspace's server, else its zone's.
+fn machine_server(m: &Machine, store: &super::store::Store) -> Option<String> {
+    let own = m
+        .vsphere_provider_spec()
+        .and_then(Result::ok)
+        .and_then(|s| s.workspace)
+        .and_then(|w| w.server)
+        .filter(|s| !s.is_empty());
+    own.or_else(|| {
+        let z = requested_zone(m, store.zones.values())?;
+        store.zones.get(&z)?.spec.server.clone()
+    })
+}
+
+fn in_flight(m: &Machine) -> bool {
+    !VSphereMachineProviderStatus::from_value(
+        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
+    )
+    .task_ref
+    .is_empty()
+}
+
+/// Run the machine reconciler to a fixed point.
+pub async fn run_machines(
+    cluster: &LocalCluster,
+    opts: &Options,
+    sessions: &SessionCache,
+    progress: &mut dyn FnMut(&str),
+) -> MachineReport {
+    let before = sessions.stats().snapshot();
+    let mut report = MachineReport::default();
+    if cluster.lock().machines.is_empty() {
+        return report;
+    }
+    let mut wait = Duration::from_millis(200);
+    for round in 0..MAX_ROUNDS {
+        report.rounds = round + 1;
+        let snapshot = cluster.lock().clone();
+        let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
+        // Group by the endpoint to connect to.
+        let mut groups: BTreeMap<String, (Result<Endpoint, String>, Vec<Machine>)> =
+            BTreeMap::new();
+        for (k, m) in &snapshot.machines {
+            if report.backed_off.contains(k) {
+                continue;
+            }
+            let server = machine_server(m, &snapshot)
+                .or_else(|| opts.server.as_ref().map(|s| s.to_string()));
+            let ep = match server {
+                Some(s) => connect_to(&s, opts),
+                None => Err(
+                    "spec.providerSpec.value.workspace.server: no vCenter named (nor --server)"
+                        .to_string(),
+                ),
+            };
+            let label = match &ep {
+                Ok(e) => e.to_string(),
+                Err(e) => format!("error: {e}"),
+            };
+            groups
+                .entry(label)
+                .or_insert_with(|| (ep, Vec::new()))
+                .1
+                .push(m.clone());
+        }
+        let mut changed = false;
+        for (label, (ep, machines)) in groups {
+            if round == 0 {
+                progress(&format!(
+                    "reconciling {} machine(s) on {label}",
+                    machines.len()
+                ));
+            }
+            let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
+            let client = ep.and_then(|ep| {
+                let id = identity_for(
+                    &ep.to_string(),
+                    &clusters,
+                    &snapshot.secrets,
+                    opts.manager.as_ref(),
+                    &opts.tls,
+                )?;
+                sessions
+                    .client(
+                        &ep.to_string(),
+                        &Credentials::new(id.username, id.password),
+                        id.tls,
+                    )
+                    .map_err(|e| e.to_string())
+            });
+            let client_ref = client.as_ref().map_err(|msg| VcenterTrouble {
+                message: msg.clone(),
+                permanent: true,
+            });
+            let input = SweepInput {
+                machines,
+                all_machines: &all,
+                zones: &snapshot.zones,
+                failure_domains: &snapshot.failure_domains,
+                nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),
+                pods: &BTreeMap::new(),
+                now: opts.now.clone(),
+            };
+            let out = sweep(client_ref.map(|c| c), cluster, input).await;
+            changed |= out.changed();
+            report.vcenter_writes.extend(out.vcenter_writes);
+            report.failed.extend(out.failed);
+            report.backed_off.extend(out.backoff);
+            report.vm_paths.extend(out.vm_paths);
+        }
+        if opts.simulate_nodes {
+            let registered = simulate_nodes(cluster);
+            changed |= !registered.is_empty();
+            report.nodes_registered.extend(registered);
+        }
+        if cluster
+            .persist_error
+            .lock()
+            .map(|e| e.is_some())
+            .unwrap_or(true)
+        {
+            break;
+        }
+        let pending = cluster
+            .lock()
+            .machines
+            .iter()
+            .any(|(k, m)| in_flight(m) && !report.backed_off.contains(k));
+        if !changed && !pending {
+            break;
+        }
+        if !changed {
+            // Tasks still running on a real vCenter: look again, gently.
+            progress("waiting for vCenter tasks");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        } else {
+            wait = Duration::from_millis(200);
+        }
+    }
+    let _ = cluster.persist();
+    report.round_trips = sessions.stats().snapshot().since(&before);
+    report
+}
+
+/// What a kubelet would do for each powered-on machine VM: register a Ready Node named after
+/// the machine, with its provider ID and addresses. Nodes the manifests give are left alone.
+fn simulate_nodes(cluster: &LocalCluster) -> Vec<String> {
+    let now = cluster.now.clone();
+    let mut created = Vec::new();
+    {
+        let mut s = cluster.lock();
+        let wanted: Vec<Node> = s
+            .machines
+            .values()
+            .filter(|m| m.metadata.deletion_timestamp.is_none())
+            .filter_map(|m| {
+                let ps = VSphereMachineProviderStatus::from_value(
+                    m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
+                );
+                if ps.instance_state.as_deref() != Some("poweredOn") {
+                    return None;
+                }
+                let name = m.metadata.name.clone()?;
+                if s.nodes.contains_key(&name) {
+                    return None;
+                }
+                let role = if is_control_plane(m) { "master" } else { "worker" };
+                let mut labels: BTreeMap<String, String> = [
+                    ("kubernetes.io/hostname".to_string(), name.clone()),
+                    (format!("node-role.kubernetes.io/{role}"), String::new()),
+                ]
+                .into();
+                if role == "master" {
+                    labels.insert("node-role.kubernetes.io/control-plane".into(), String::new());
+                }
+                let _ = MACHINE_ROLE_LABEL;
+                Some(Node {
+                    metadata: ObjectMeta {
+                        name: Some(name),
+                        uid: Some(uuid::Uuid::new_v4().to_string()),
+                        creation_timestamp: Some(now.clone()),
+                        labels: Some(labels),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(NodeSpec {
+                        provider_id: m.spec.provider_id.clone(),
+                        ..NodeSpec::default()
+                    }),
+                    status: Some(NodeStatus {
+                        addresses: m.status.as_ref().and_then(|s| s.addresses.clone()),
+                        conditions: Some(vec![NodeCondition {
+                            type_: "Ready".into(),
+                            status: "True".into(),
+                            reason: Some("KubeletReady".into()),
+                            message: Some("kubelet is posting ready status (simulated by vsphere-provider --simulate-nodes)".into()),
+                            last_heartbeat_time: Some(now.clone()),
+                            last_transition_time: Some(now.clone()),
+                        }]),
+                        ..NodeStatus::default()
+                    }),
+                })
+            })
+            .collect();
+        for n in wanted {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            s.nodes.insert(name.clone(), n);
+            created.push(name);
+        }
+    }
+    if !created.is_empty() {
+        let _ = cluster.persist();
+    }
+    created
+}

@@ -1,0 +1,497 @@
+//! Provisioning → Provisioned → Running, one step per pass.
+//!
+//! The VM is found by its instance UUID (the Machine's UID, set in the clone spec), so a crash
+//! anywhere between the clone and the status write is recovered by finding the VM, never by a
+//! second clone. A VM found powered off is powered on whatever the phase (upstream does so only
+//! while `Provisioning`), after it has joined its VM group so DRS never places it outside the
+//! zone's hosts.
+use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
+
+use super::node_link::find_node;
+use super::{MachineInput, MachinePlan, Requeue, TASK_POLL, TaskObs, VmStep, instance_uuid, phase};
+use crate::api::conditions::{ConditionUpdate, set_capi_condition, set_meta_condition, severity};
+use crate::api::machine::{
+    INSTANCE_STATE_ANNOTATION, MACHINE_FINALIZER, Machine, REGION_LABEL, ZONE_LABEL, phase as ph,
+};
+use crate::api::machine_status::{
+    VSphereMachineProviderStatus, condition as cond, error_reason, event,
+};
+use crate::vcenter::task::TaskState;
+
+/// `vsphere://<BIOS UUID>`, what the cloud provider and the kubelet report.
+pub fn provider_id(bios_uuid: &str) -> String {
+    format!("vsphere://{bios_uuid}")
+}
+
+fn provider_status(m: &Machine) -> VSphereMachineProviderStatus {
+    VSphereMachineProviderStatus::from_value(
+        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
+    )
+}
+
+fn set_provider_status(m: &mut Machine, ps: &VSphereMachineProviderStatus) {
+    m.status
+        .get_or_insert_with(Default::default)
+        .provider_status = Some(ps.to_value());
+}
+
+fn set_condition(
+    m: &mut Machine,
+    update: ConditionUpdate<'_>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    let status = m.status.get_or_insert_with(Default::default);
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    set_capi_condition(conditions, &update, now);
+}
+
+fn set_phase(m: &mut Machine, p: &str) {
+    m.status.get_or_insert_with(Default::default).phase = Some(p.to_string());
+}
+
+/// Terminal: `Failed` with upstream's error reason and our message (naming the field).
+fn fail(plan: &mut MachinePlan, reason: &str, message: &str) {
+    let m = &mut plan.machine;
+    let st = m.status.get_or_insert_with(Default::default);
+    st.phase = Some(ph::FAILED.into());
+    st.error_reason = Some(reason.into());
+    st.error_message = Some(message.into());
+    plan.event(true, event::FAILED_CREATE, message.to_string());
+    plan.requeue = Requeue::Idle;
+}
+
+/// Decide for a machine that is not being deleted.
+pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
+    let m = input.machine;
+    let mut plan = MachinePlan::new(m);
+    let now = &input.now;
+    // The finalizer comes first, before anything exists in vCenter.
+    let finalizers = plan
+        .machine
+        .metadata
+        .finalizers
+        .get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == MACHINE_FINALIZER) {
+        finalizers.push(MACHINE_FINALIZER.to_string());
+    }
+    if phase(m) == Some(ph::FAILED) {
+        // Terminal: only deletion is acted on (as upstream).
+        return plan;
+    }
+    if let Some(t) = &input.vcenter_error {
+        set_condition(
+            &mut plan.machine,
+            ConditionUpdate::unknown(
+                cond::INSTANCE_EXISTS,
+                cond::ERROR_CHECKING_PROVIDER,
+                &t.message,
+            ),
+            now,
+        );
+        plan.requeue = Requeue::Backoff;
+        return plan;
+    }
+    let Some(uuid) = instance_uuid(m) else {
+        // A Machine without a UID was never stored: nothing can be identified yet.
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    };
+    let mut ps = provider_status(m);
+    // A task in flight: look again later; nothing else changes meanwhile.
+    match &input.task {
+        TaskObs::State(TaskState::Queued | TaskState::Running { .. }) => {
+            plan.requeue = Requeue::After(TASK_POLL);
+            return plan;
+        }
+        TaskObs::State(TaskState::Error(fault)) => {
+            let msg = format!("vCenter task {} failed: {fault}", ps.task_ref);
+            ps.task_ref.clear();
+            set_meta_condition(
+                &mut ps.conditions,
+                &ConditionUpdate::false_(
+                    cond::MACHINE_CREATION,
+                    cond::MACHINE_CREATION_FAILED,
+                    "",
+                    &msg,
+                ),
+                None,
+                now,
+            );
+            set_provider_status(&mut plan.machine, &ps);
+            plan.event(true, event::FAILED_CREATE, msg);
+            plan.requeue = Requeue::Backoff;
+            return plan;
+        }
+        TaskObs::State(TaskState::Success { .. }) | TaskObs::Gone => ps.task_ref.clear(),
+        TaskObs::None => {}
+    }
+    let provisioned_before = ps.instance_id.is_some() || m.spec.provider_id.is_some();
+    let Some(vm) = &input.vm else {
+        if provisioned_before {
+            let msg = format!(
+                "the VM of this machine (instance UUID {uuid}) no longer exists in vCenter"
+            );
+            set_condition(
+                &mut plan.machine,
+                ConditionUpdate::false_(
+                    cond::INSTANCE_EXISTS,
+                    cond::INSTANCE_MISSING,
+                    severity::ERROR,
+                    &msg,
+                ),
+                now,
+            );
+            set_provider_status(&mut plan.machine, &ps);
+            fail(&mut plan, error_reason::INSTANCE_MISSING, &msg);
+            return plan;
+        }
+        let placement = match &input.placement {
+            Some(Ok(p)) => p.clone(),
+            Some(Err(e)) => {
+                set_provider_status(&mut plan.machine, &ps);
+                fail(
+                    &mut plan,
+                    error_reason::INVALID_CONFIGURATION,
+                    &e.to_string(),
+                );
+                return plan;
+            }
+            None => {
+                set_provider_status(&mut plan.machine, &ps);
+                fail(
+                    &mut plan,
+                    error_reason::INVALID_CONFIGURATION,
+                    "spec.providerSpec.value: not a VSphereMachineProviderSpec",
+                );
+                return plan;
+            }
+        };
+        set_phase(&mut plan.machine, ph::PROVISIONING);
+        set_condition(
+            &mut plan.machine,
+            ConditionUpdate::false_(
+                cond::INSTANCE_EXISTS,
+                cond::INSTANCE_NOT_CREATED,
+                severity::WARNING,
+                "Instance has not been created",
+            ),
+            now,
+        );
+        set_provider_status(&mut plan.machine, &ps);
+        let name = m.metadata.name.clone().unwrap_or_default();
+        plan.event(
+            false,
+            event::CREATE,
+            format!("Cloning VM {name} from {}", placement.template),
+        );
+        plan.vm = Some(VmStep::Clone {
+            name,
+            instance_uuid: uuid,
+            placement,
+        });
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    };
+
+    // The VM exists: record what it is.
+    let bios = vm.bios_uuid.clone().unwrap_or_default();
+    ps.instance_id = (!bios.is_empty()).then(|| bios.clone());
+    ps.instance_state = vm.power_state.clone();
+    set_meta_condition(
+        &mut ps.conditions,
+        &ConditionUpdate::true_reason(
+            cond::MACHINE_CREATION,
+            cond::MACHINE_CREATION_SUCCEEDED,
+            "Machine successfully created",
+        ),
+        None,
+        now,
+    );
+    set_provider_status(&mut plan.machine, &ps);
+    set_condition(
+        &mut plan.machine,
+        ConditionUpdate::true_(cond::INSTANCE_EXISTS),
+        now,
+    );
+    if !bios.is_empty() && plan.machine.spec.provider_id.is_none() {
+        plan.machine.spec.provider_id = Some(provider_id(&bios));
+    }
+    let annotations = plan
+        .machine
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    if let Some(state) = &vm.power_state {
+        annotations.insert(INSTANCE_STATE_ANNOTATION.to_string(), state.clone());
+    }
+    if let Some((region, zone)) = &input.zone_labels {
+        let labels = plan
+            .machine
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default);
+        labels
+            .entry(REGION_LABEL.to_string())
+            .or_insert_with(|| region.clone());
+        labels
+            .entry(ZONE_LABEL.to_string())
+            .or_insert_with(|| zone.clone());
+    }
+    let name = m.metadata.name.clone().unwrap_or_default();
+    let mut addresses = vec![NodeAddress {
+        type_: "InternalDNS".into(),
+        address: name.clone(),
+    }];
+    if let Some(ip) = vm.ip_address.as_ref().filter(|ip| !ip.is_empty()) {
+        addresses.insert(
+            0,
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.clone(),
+            },
+        );
+    }
+    plan.machine
+        .status
+        .get_or_insert_with(Default::default)
+        .addresses = Some(addresses);
+
+    // Group first, then power: DRS must never place it outside the zone's hosts.
+    if !vm.powered_on() {
+        if input.in_vm_group == Some(false)
+            && let Some(Ok(p)) = &input.placement
+            && let (Some(cluster), Some(group)) = (&p.cluster, &p.vm_group)
+        {
+            plan.vm = Some(VmStep::JoinGroup {
+                cluster: cluster.clone(),
+                group: group.clone(),
+                vm: vm.moref(),
+            });
+        } else {
+            plan.vm = Some(VmStep::PowerOn(vm.moref()));
+        }
+        set_phase(&mut plan.machine, ph::PROVISIONED);
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    }
+
+    let provider_id = plan.machine.spec.provider_id.clone();
+    let addresses = plan
+        .machine
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default();
+    match find_node(provider_id.as_deref(), &addresses, input.nodes) {
+        Some(node) => {
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            let st = plan.machine.status.get_or_insert_with(Default::default);
+            if st.node_ref.as_ref().and_then(|r| r.name.as_deref()) != Some(node_name.as_str()) {
+                st.node_ref = Some(ObjectReference {
+                    kind: Some("Node".into()),
+                    name: Some(node_name),
+                    uid: node.metadata.uid.clone(),
+                    ..ObjectReference::default()
+                });
+            }
+            set_phase(&mut plan.machine, ph::RUNNING);
+        }
+        None => {
+            set_phase(&mut plan.machine, ph::PROVISIONED);
+            // Waiting for the kubelet to register: look again, the MHC judges the timeout.
+            plan.requeue = Requeue::After(TASK_POLL);
+        }
+    }
+    if plan.machine.status != m.status {
+        plan.machine
+            .status
+            .get_or_insert_with(Default::default)
+            .last_updated = Some(now.clone());
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{input, machine, placement};
+    use super::*;
+    use crate::plan::machine::{VcenterTrouble, VmObs, plan_machine};
+    use crate::plan::placement::ConfigError;
+    use crate::vcenter::moref::MoRef;
+    use crate::vcenter::soap::Fault;
+
+    fn vm(power: &str) -> VmObs {
+        VmObs {
+            moref: Some(MoRef::new("VirtualMachine", "vm-9")),
+            bios_uuid: Some("4211-bios".into()),
+            power_state: Some(power.into()),
+            ip_address: Some("10.0.0.9".into()),
+            path: "/DC0/vm/m-0".into(),
+        }
+    }
+
+    #[test]
+    fn a_new_machine_gets_its_finalizer_and_a_clone_with_its_uid_as_instance_uuid() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        let p = plan_machine(&i);
+        assert!(
+            p.machine
+                .metadata
+                .finalizers
+                .as_ref()
+                .unwrap()
+                .contains(&MACHINE_FINALIZER.to_string())
+        );
+        match &p.vm {
+            Some(VmStep::Clone {
+                name,
+                instance_uuid,
+                ..
+            }) => {
+                assert_eq!(name, "m-0");
+                assert_eq!(instance_uuid, "uid-m-0");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(phase(&p.machine), Some(ph::PROVISIONING));
+        assert_eq!(p.events[0].reason, event::CREATE);
+    }
+
+    #[test]
+    fn invalid_configuration_fails_naming_the_field_and_creates_nothing() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement = Some(Err(ConfigError {
+            field: "spec.providerSpec.value.template".into(),
+            message: "virtual machine \"nope\" not found in /DC0".into(),
+        }));
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        let st = p.machine.status.as_ref().unwrap();
+        assert_eq!(st.phase.as_deref(), Some(ph::FAILED));
+        assert_eq!(st.error_reason.as_deref(), Some("InvalidConfiguration"));
+        assert!(
+            st.error_message
+                .as_deref()
+                .unwrap()
+                .starts_with("spec.providerSpec.value.template: ")
+        );
+        // Failed is terminal: the next pass changes nothing.
+        let again = plan_machine(&input(&p.machine));
+        assert!(again.is_noop(&p.machine));
+    }
+
+    #[test]
+    fn an_unreachable_vcenter_is_retried_never_failed() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.vcenter_error = Some(VcenterTrouble {
+            message: "cannot connect to vCenter vc: connection refused".into(),
+            permanent: false,
+        });
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert_eq!(p.requeue, Requeue::Backoff);
+        assert_ne!(phase(&p.machine), Some(ph::FAILED));
+        let c = &p
+            .machine
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str()),
+            ("InstanceExists", "Unknown")
+        );
+        assert_eq!(c.reason.as_deref(), Some("ErrorCheckingProvider"));
+    }
+
+    #[test]
+    fn a_running_task_is_not_waited_on_and_nothing_else_happens() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.task = TaskObs::State(TaskState::Running { progress: Some(40) });
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert_eq!(p.requeue, Requeue::After(TASK_POLL));
+    }
+
+    #[test]
+    fn a_powered_off_vm_joins_its_group_before_power_on() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(Some("vms-a"))));
+        i.vm = Some(vm("poweredOff"));
+        i.in_vm_group = Some(false);
+        let p = plan_machine(&i);
+        assert!(matches!(&p.vm, Some(VmStep::JoinGroup { group, .. }) if group == "vms-a"));
+        i.in_vm_group = Some(true);
+        let p = plan_machine(&i);
+        assert_eq!(
+            p.vm,
+            Some(VmStep::PowerOn(MoRef::new("VirtualMachine", "vm-9")))
+        );
+        assert_eq!(
+            p.machine.spec.provider_id.as_deref(),
+            Some("vsphere://4211-bios")
+        );
+        assert_eq!(phase(&p.machine), Some(ph::PROVISIONED));
+    }
+
+    #[test]
+    fn a_vm_that_vanished_after_provisioning_fails_with_instance_missing() {
+        let mut m = machine("m-0");
+        m.spec.provider_id = Some("vsphere://4211-bios".into());
+        let p = plan_machine(&input(&m));
+        let st = p.machine.status.as_ref().unwrap();
+        assert_eq!(st.phase.as_deref(), Some(ph::FAILED));
+        assert_eq!(st.error_reason.as_deref(), Some("InstanceMissing"));
+        assert!(p.vm.is_none(), "never re-cloned");
+    }
+
+    #[test]
+    fn the_node_links_by_provider_id_and_the_machine_runs() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        let nodes = [super::super::tests::node(
+            "n-0",
+            Some("vsphere://4211-bios"),
+            None,
+        )];
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        let st = p.machine.status.as_ref().unwrap();
+        assert_eq!(st.phase.as_deref(), Some(ph::RUNNING));
+        assert_eq!(st.node_ref.as_ref().unwrap().name.as_deref(), Some("n-0"));
+        assert!(p.vm.is_none());
+        // Steady state: the next pass over the result changes nothing.
+        let mut i2 = input(&p.machine);
+        i2.vm = Some(vm("poweredOn"));
+        i2.nodes = &nodes;
+        assert!(plan_machine(&i2).is_noop(&p.machine));
+    }
+
+    #[test]
+    fn a_failed_task_is_reported_and_backed_off() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.task = TaskObs::State(TaskState::Error(Fault::from_object(
+            &Default::default(),
+            "insufficient disk space",
+        )));
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert_eq!(p.requeue, Requeue::Backoff);
+        assert!(p.events[0].warning);
+        assert!(
+            p.events[0].message.contains("insufficient disk space"),
+            "{:?}",
+            p.events
+        );
+    }
+}

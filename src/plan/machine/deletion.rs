@@ -1,0 +1,541 @@
+//! Deleting a machine, in seed 000's order (machine-api-operator's machine and drain
+//! controllers): phase `Deleting` → while preDrain hooks exist, `Drainable=False` and nothing
+//! else → drain (cordon, evict) → `Drained=True` → while preTerminate hooks exist,
+//! `Terminable=False` → power off → destroy → the VM confirmed gone by a fresh read → delete the
+//! Node → release the finalizer.
+//!
+//! Each pass takes the first unfinished rung and stops, so a hook added before the rung is
+//! reached always holds it (the etcd operator's quorum guard relies on that).
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
+use super::{
+    CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, TASK_POLL, TaskObs,
+    VmStep,
+};
+use crate::api::conditions::{
+    ConditionUpdate, find_capi, is_capi_true, set_capi_condition, severity,
+};
+use crate::api::machine::{
+    EXCLUDE_NODE_DRAINING_ANNOTATION, MACHINE_FINALIZER, Machine, phase as ph,
+};
+use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond, event};
+use crate::vcenter::task::TaskState;
+
+/// Interval between drain passes while pods terminate.
+pub const DRAIN_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn set(m: &mut Machine, update: ConditionUpdate<'_>, now: &Time) -> bool {
+    let status = m.status.get_or_insert_with(Default::default);
+    set_capi_condition(status.conditions.get_or_insert_with(Vec::new), &update, now)
+}
+
+fn condition_true(m: &Machine, t: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| is_capi_true(c, t))
+}
+
+fn hook_names(hooks: &[crate::api::machine::LifecycleHook]) -> String {
+    format!(
+        "[{}]",
+        hooks
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// Record that the drain failed (an eviction refused by a PodDisruptionBudget, an API error):
+/// `Drained=False` with `DrainError`; the shell backs off before the next try.
+pub fn mark_drain_error(m: &mut Machine, message: &str, now: &Time) {
+    set(
+        m,
+        ConditionUpdate::false_(cond::DRAINED, cond::DRAIN_ERROR, severity::WARNING, message),
+        now,
+    );
+}
+
+/// Decide for a machine with a deletion timestamp.
+pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
+    let m = input.machine;
+    let now = &input.now;
+    let mut plan = MachinePlan::new(m);
+    if !m
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == MACHINE_FINALIZER))
+    {
+        // Not ours to hold (never reconciled, or already released).
+        return plan;
+    }
+    plan.machine
+        .status
+        .get_or_insert_with(Default::default)
+        .phase = Some(ph::DELETING.into());
+
+    let (pre_drain, pre_terminate) = m.hooks();
+    if !pre_drain.is_empty() {
+        let msg = format!(
+            "Drain operation currently blocked by: {}",
+            hook_names(pre_drain)
+        );
+        if set(
+            &mut plan.machine,
+            ConditionUpdate::false_(cond::DRAINABLE, cond::HOOK_PRESENT, severity::WARNING, &msg),
+            now,
+        ) {
+            plan.event(true, event::DRAIN_BLOCKED, msg);
+        }
+        return plan;
+    }
+    set(
+        &mut plan.machine,
+        ConditionUpdate::true_(cond::DRAINABLE),
+        now,
+    );
+
+    if !condition_true(m, cond::DRAINED) {
+        let node = m
+            .status
+            .as_ref()
+            .and_then(|s| s.node_ref.as_ref())
+            .and_then(|r| r.name.clone())
+            .filter(|n| {
+                input
+                    .nodes
+                    .iter()
+                    .any(|x| x.metadata.name.as_deref() == Some(n.as_str()))
+            });
+        let excluded = m
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(EXCLUDE_NODE_DRAINING_ANNOTATION));
+        match node {
+            Some(node) if !excluded => {
+                if is_control_plane(m)
+                    && let Some(other) =
+                        other_control_plane_cordoned(m, input.machines, input.nodes)
+                {
+                    plan.event(
+                        false,
+                        event::DRAIN_REQUEUED,
+                        format!(
+                            "Drain of control plane node {node} waits: control plane node {other} is cordoned"
+                        ),
+                    );
+                    plan.requeue = Requeue::After(CONTROL_PLANE_DRAIN_WAIT);
+                    return plan;
+                }
+                let cordoned = is_cordoned(input.nodes, &node);
+                let (evict, terminating) = to_evict(input.pods);
+                if cordoned && evict.is_empty() && terminating == 0 {
+                    set(
+                        &mut plan.machine,
+                        ConditionUpdate::true_reason(
+                            cond::DRAINED,
+                            "",
+                            "Drain finished successfully",
+                        ),
+                        now,
+                    );
+                    plan.event(
+                        false,
+                        event::DRAIN_SUCCEEDED,
+                        format!("Node {node} drained"),
+                    );
+                } else {
+                    if !cordoned {
+                        plan.kube.push(KubeStep::Cordon(node.clone()));
+                        plan.event(
+                            false,
+                            event::DRAIN_PROCEEDING,
+                            format!(
+                                "Node drain proceeds: cordoning {node}, evicting {} pod(s)",
+                                evict.len()
+                            ),
+                        );
+                    }
+                    plan.kube
+                        .extend(evict.into_iter().map(|p: PodRef| KubeStep::Evict(p)));
+                    plan.requeue = Requeue::After(DRAIN_POLL);
+                    return plan;
+                }
+            }
+            _ => {
+                set(
+                    &mut plan.machine,
+                    ConditionUpdate::true_reason(cond::DRAINED, "", "Node drain skipped"),
+                    now,
+                );
+            }
+        }
+    }
+
+    if !pre_terminate.is_empty() {
+        let msg = format!(
+            "Terminate operation currently blocked by: {}",
+            hook_names(pre_terminate)
+        );
+        if set(
+            &mut plan.machine,
+            ConditionUpdate::false_(
+                cond::TERMINABLE,
+                cond::HOOK_PRESENT,
+                severity::WARNING,
+                &msg,
+            ),
+            now,
+        ) {
+            plan.event(true, event::TERMINATE_BLOCKED, msg);
+        }
+        return plan;
+    }
+    set(
+        &mut plan.machine,
+        ConditionUpdate::true_(cond::TERMINABLE),
+        now,
+    );
+
+    if let Some(t) = &input.vcenter_error {
+        set(
+            &mut plan.machine,
+            ConditionUpdate::unknown(
+                cond::INSTANCE_EXISTS,
+                cond::ERROR_CHECKING_PROVIDER,
+                &t.message,
+            ),
+            now,
+        );
+        plan.requeue = Requeue::Backoff;
+        return plan;
+    }
+    let mut ps = VSphereMachineProviderStatus::from_value(
+        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
+    );
+    match &input.task {
+        TaskObs::State(TaskState::Queued | TaskState::Running { .. }) => {
+            plan.requeue = Requeue::After(TASK_POLL);
+            return plan;
+        }
+        TaskObs::State(TaskState::Error(fault)) => {
+            let msg = format!("vCenter task {} failed: {fault}", ps.task_ref);
+            ps.task_ref.clear();
+            plan.machine
+                .status
+                .get_or_insert_with(Default::default)
+                .provider_status = Some(ps.to_value());
+            plan.event(true, event::FAILED_DELETE, msg);
+            plan.requeue = Requeue::Backoff;
+            return plan;
+        }
+        TaskObs::State(TaskState::Success { .. }) | TaskObs::Gone => {
+            ps.task_ref.clear();
+            plan.machine
+                .status
+                .get_or_insert_with(Default::default)
+                .provider_status = Some(ps.to_value());
+        }
+        TaskObs::None => {}
+    }
+    if let Some(vm) = &input.vm {
+        let step = if vm.power_state.as_deref() == Some("poweredOff") {
+            plan.event(false, event::DELETE, format!("Destroying VM {}", vm.path));
+            VmStep::Destroy(vm.moref())
+        } else {
+            plan.event(false, event::DELETE, format!("Powering off VM {}", vm.path));
+            VmStep::PowerOff(vm.moref())
+        };
+        plan.vm = Some(step);
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    }
+    // The VM is gone (a fresh read says so): the Node goes, then the finalizer.
+    if find_capi(
+        plan.machine
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or(&[]),
+        cond::INSTANCE_EXISTS,
+    )
+    .is_some()
+    {
+        set(
+            &mut plan.machine,
+            ConditionUpdate::false_(
+                cond::INSTANCE_EXISTS,
+                cond::INSTANCE_MISSING,
+                severity::INFO,
+                "Instance deleted",
+            ),
+            now,
+        );
+    }
+    if let Some(node) = m
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .and_then(|r| r.name.clone())
+        && input
+            .nodes
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+    {
+        plan.kube.push(KubeStep::DeleteNode(node));
+    }
+    if let Some(f) = plan.machine.metadata.finalizers.as_mut() {
+        f.retain(|f| f != MACHINE_FINALIZER);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::tests::{input, machine, node};
+    use super::super::{VmObs, drain::PodInfo, plan_machine};
+    use super::*;
+    use crate::api::machine::{LifecycleHook, LifecycleHooks};
+    use crate::vcenter::moref::MoRef;
+
+    fn deleting(pre_drain: bool, pre_terminate: bool) -> Machine {
+        let mut m = machine("m-0");
+        m.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        m.metadata.finalizers = Some(vec![MACHINE_FINALIZER.into()]);
+        let hook = |n: &str| LifecycleHook {
+            name: n.into(),
+            owner: "clusteroperator/etcd".into(),
+        };
+        m.spec.lifecycle_hooks = Some(LifecycleHooks {
+            pre_drain: pre_drain.then(|| vec![hook("EtcdQuorumOperator")]),
+            pre_terminate: pre_terminate.then(|| vec![hook("kcp-cleanup")]),
+        });
+        let st = m.status.get_or_insert_with(Default::default);
+        st.node_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+            name: Some("m-0".into()),
+            ..Default::default()
+        });
+        m
+    }
+
+    fn vm(power: &str) -> VmObs {
+        VmObs {
+            moref: Some(MoRef::new("VirtualMachine", "vm-9")),
+            power_state: Some(power.into()),
+            path: "/DC0/vm/m-0".into(),
+            ..VmObs::default()
+        }
+    }
+
+    #[test]
+    fn a_pre_drain_hook_holds_everything_and_says_so_once() {
+        let m = deleting(true, false);
+        let nodes = [node("m-0", None, None)];
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none() && p.kube.is_empty());
+        let c = find_capi(
+            p.machine
+                .status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .as_deref()
+                .unwrap(),
+            "Drainable",
+        )
+        .unwrap();
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("HookPresent"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Drain operation currently blocked by: [EtcdQuorumOperator]")
+        );
+        assert_eq!(p.events[0].reason, "DrainBlocked");
+        let mut again = input(&p.machine);
+        again.vm = Some(vm("poweredOn"));
+        again.nodes = &nodes;
+        let p2 = plan_machine(&again);
+        assert!(
+            p2.events.is_empty(),
+            "the event is recorded once, not every pass"
+        );
+        assert!(p2.is_noop(&p.machine));
+    }
+
+    #[test]
+    fn the_whole_order_once_the_hooks_are_gone() {
+        let mut m = deleting(false, true);
+        let mut nodes = vec![node("m-0", None, None)];
+        let pods = vec![PodInfo {
+            namespace: "app".into(),
+            name: "web".into(),
+            ..Default::default()
+        }];
+        // 1. cordon and evict.
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        i.nodes = &nodes;
+        i.pods = &pods;
+        let p = plan_machine(&i);
+        assert_eq!(p.kube.len(), 2, "{:?}", p.kube);
+        assert!(matches!(&p.kube[0], KubeStep::Cordon(n) if n == "m-0"));
+        assert!(p.vm.is_none());
+        m = p.machine;
+        nodes[0]
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        // 2. drained; the preTerminate hook holds the VM.
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none(), "held by the preTerminate hook");
+        assert_eq!(p.events.last().unwrap().reason, "TerminateBlocked");
+        m = p.machine;
+        m.spec.lifecycle_hooks = None;
+        // 3. power off, 4. destroy, 5. node, finalizer.
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        assert_eq!(
+            p.vm,
+            Some(VmStep::PowerOff(MoRef::new("VirtualMachine", "vm-9")))
+        );
+        let mut i = input(&p.machine);
+        i.vm = Some(vm("poweredOff"));
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        assert_eq!(
+            p.vm,
+            Some(VmStep::Destroy(MoRef::new("VirtualMachine", "vm-9")))
+        );
+        assert!(
+            p.machine
+                .metadata
+                .finalizers
+                .as_ref()
+                .unwrap()
+                .contains(&MACHINE_FINALIZER.to_string())
+        );
+        let mut i = input(&p.machine);
+        i.nodes = &nodes;
+        let p = plan_machine(&i);
+        assert_eq!(p.kube, [KubeStep::DeleteNode("m-0".into())]);
+        assert!(p.machine.metadata.finalizers.as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_control_plane_drain_waits_for_another_cordoned_control_plane_node() {
+        let mut m = deleting(false, false);
+        m.metadata.labels = Some(
+            [(
+                crate::api::machine::MACHINE_ROLE_LABEL.to_string(),
+                "master".to_string(),
+            )]
+            .into(),
+        );
+        let mut other = m.clone();
+        other.metadata.uid = Some("uid-other".into());
+        other.metadata.deletion_timestamp = None;
+        other
+            .status
+            .as_mut()
+            .unwrap()
+            .node_ref
+            .as_mut()
+            .unwrap()
+            .name = Some("cp-1".into());
+        let mut cp1 = node("cp-1", None, None);
+        cp1.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        let nodes = [node("m-0", None, None), cp1];
+        let machines = [m.clone(), other];
+        let mut i = input(&m);
+        i.nodes = &nodes;
+        i.machines = &machines;
+        let p = plan_machine(&i);
+        assert!(p.kube.is_empty());
+        assert_eq!(p.requeue, Requeue::After(CONTROL_PLANE_DRAIN_WAIT));
+        assert!(p.events[0].message.contains("cp-1"), "{:?}", p.events);
+    }
+
+    #[test]
+    fn no_node_or_the_exclude_annotation_skips_the_drain() {
+        let mut m = deleting(false, false);
+        m.metadata.annotations =
+            Some([(EXCLUDE_NODE_DRAINING_ANNOTATION.to_string(), String::new())].into());
+        let nodes = [node("m-0", None, None)];
+        let mut i = input(&m);
+        i.nodes = &nodes;
+        i.vm = Some(vm("poweredOn"));
+        let p = plan_machine(&i);
+        assert!(p.kube.is_empty());
+        let c = find_capi(
+            p.machine
+                .status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .as_deref()
+                .unwrap(),
+            "Drained",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.message.as_deref()),
+            ("True", Some("Node drain skipped"))
+        );
+        assert!(matches!(p.vm, Some(VmStep::PowerOff(_))));
+    }
+
+    proptest! {
+        /// Seed 000's guarantees, over any state a deleting machine can be seen in.
+        #[test]
+        fn deletion_never_skips_a_rung(
+            pre_drain in any::<bool>(),
+            pre_terminate in any::<bool>(),
+            drained in any::<bool>(),
+            has_node in any::<bool>(),
+            cordoned in any::<bool>(),
+            pods in 0usize..3,
+            vm_state in prop_oneof![Just(None), Just(Some("poweredOn")), Just(Some("poweredOff"))],
+        ) {
+            let mut m = deleting(pre_drain, pre_terminate);
+            if drained {
+                set(&mut m, ConditionUpdate::true_(cond::DRAINED), &Time(jiff::Timestamp::UNIX_EPOCH));
+            }
+            let mut nodes = Vec::new();
+            if has_node {
+                let mut n = node("m-0", None, None);
+                n.spec.get_or_insert_with(Default::default).unschedulable = Some(cordoned);
+                nodes.push(n);
+            }
+            let pods: Vec<PodInfo> = (0..pods).map(|i| PodInfo { namespace: "a".into(), name: format!("p{i}"), ..Default::default() }).collect();
+            let mut i = input(&m);
+            i.vm = vm_state.map(vm);
+            i.nodes = &nodes;
+            i.pods = &pods;
+            let p = plan_machine(&i);
+            let drains = p.kube.iter().any(|k| matches!(k, KubeStep::Cordon(_) | KubeStep::Evict(_)));
+            let touches_vm = matches!(p.vm, Some(VmStep::PowerOff(_) | VmStep::Destroy(_)));
+            let deletes_node = p.kube.iter().any(|k| matches!(k, KubeStep::DeleteNode(_)));
+            let released = !p.machine.metadata.finalizers.as_ref().unwrap().contains(&MACHINE_FINALIZER.to_string());
+            let now_drained = condition_true(&p.machine, cond::DRAINED);
+            prop_assert!(!(pre_drain && (drains || touches_vm || deletes_node || released)));
+            prop_assert!(!(touches_vm && (!now_drained || pre_terminate)));
+            prop_assert!(!(deletes_node && i.vm.is_some()));
+            prop_assert!(!(released && (i.vm.is_some() || pre_terminate || pre_drain)));
+            prop_assert!(!(deletes_node && !released), "the node goes in the pass that releases");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The machine actuator's decisions, pure: what one Machine needs next, given what vCenter and
+//! the cluster look like now. One step per machine per pass; the shells execute it, record any
+//! vCenter task on the Machine and come back (a task is never waited on).
+//!
+//! * [`create`] — Provisioning → Provisioned → Running: clone, join the VM group, power on,
+//!   record identity and addresses, link the node.
+//! * [`deletion`] — seed 000's order: hooks, drain, hooks, power off, destroy, delete the Node,
+//!   release the finalizer.
+//! * [`drain`] — which pods a drain evicts, and when a control plane drain must wait.
+//! * [`node_link`] — which Node is the machine's.
+pub mod create;
+pub mod deletion;
+pub mod drain;
+pub mod node_link;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::machine::Machine;
+use crate::vcenter::moref::MoRef;
+use crate::vcenter::task::TaskState;
+
+pub use create::plan_create;
+pub use deletion::plan_delete;
+
+use super::placement::{ConfigError, Placement};
+
+/// A VM as the inventory snapshot shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmObs {
+    pub moref: Option<MoRef>,
+    pub bios_uuid: Option<String>,
+    pub power_state: Option<String>,
+    pub ip_address: Option<String>,
+    /// Inventory path, for messages and the MACHINES table.
+    pub path: String,
+}
+
+impl VmObs {
+    pub fn powered_on(&self) -> bool {
+        self.power_state.as_deref() == Some("poweredOn")
+    }
+
+    fn moref(&self) -> MoRef {
+        self.moref
+            .clone()
+            .unwrap_or_else(|| MoRef::new("VirtualMachine", ""))
+    }
+}
+
+/// The machine's recorded task, as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskObs {
+    /// No task recorded.
+    None,
+    /// Recorded, but vCenter no longer knows it (tasks expire): the VM's state decides.
+    Gone,
+    State(TaskState),
+}
+
+/// Everything one machine's decision depends on.
+#[derive(Clone, Debug)]
+pub struct MachineInput<'a> {
+    pub machine: &'a Machine,
+    /// The resolved placement (`None` when it is not needed: deletion).
+    pub placement: Option<Result<Placement, ConfigError>>,
+    /// Region and zone label values from the machine's deployment zone.
+    pub zone_labels: Option<(String, String)>,
+    /// Why vCenter could not be read this pass (then nothing changes in vCenter).
+    pub vcenter_error: Option<VcenterTrouble>,
+    pub vm: Option<VmObs>,
+    pub task: TaskObs,
+    /// Whether the VM is in its VM group (None: no group wanted, or not read).
+    pub in_vm_group: Option<bool>,
+    /// Every Node (the shells read them from their caches or store).
+    pub nodes: &'a [Node],
+    /// Other machines of the namespace, for the control plane drain rule.
+    pub machines: &'a [Machine],
+    /// Pods on this machine's node, for the drain.
+    pub pods: &'a [drain::PodInfo],
+    pub now: Time,
+}
+
+/// vCenter could not be asked: retried with backoff, never `Failed`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VcenterTrouble {
+    pub message: String,
+    /// Wrong credentials or a refused certificate: retrying will not help until someone acts,
+    /// but the machine is still not failed (its VM may be fine).
+    pub permanent: bool,
+}
+
+/// One vCenter change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmStep {
+    Clone {
+        name: String,
+        instance_uuid: String,
+        placement: Placement,
+    },
+    /// Add the VM to its VM group before it is powered on (batched per cluster by the shell).
+    JoinGroup {
+        cluster: MoRef,
+        group: String,
+        vm: MoRef,
+    },
+    PowerOn(MoRef),
+    PowerOff(MoRef),
+    Destroy(MoRef),
+}
+
+impl VmStep {
+    pub fn describe(&self) -> String {
+        match self {
+            VmStep::Clone {
+                name, placement, ..
+            } => format!(
+                "clone {} into pool {} as {name}",
+                placement.template, placement.pool
+            ),
+            VmStep::JoinGroup { group, vm, .. } => format!("add {vm} to VM group {group}"),
+            VmStep::PowerOn(vm) => format!("power on {vm}"),
+            VmStep::PowerOff(vm) => format!("power off {vm}"),
+            VmStep::Destroy(vm) => format!("destroy {vm}"),
+        }
+    }
+}
+
+/// One change on the Kubernetes side (the shells' [`crate::reconcile::kube::KubeOps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KubeStep {
+    Cordon(String),
+    Evict(drain::PodRef),
+    DeleteNode(String),
+}
+
+/// An event to record on the Machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// When to look again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// Nothing pending: the periodic resync will do.
+    Idle,
+    /// Something will change soon (a task, a node joining).
+    After(Duration),
+    /// A failure: the shell's per-object exponential backoff.
+    Backoff,
+}
+
+/// What to do for one machine now.
+#[derive(Clone, Debug)]
+pub struct MachinePlan {
+    /// The Machine as it should be after this pass (metadata, spec.providerID, status).
+    pub machine: Machine,
+    pub vm: Option<VmStep>,
+    pub kube: Vec<KubeStep>,
+    pub events: Vec<MachineEvent>,
+    pub requeue: Requeue,
+}
+
+impl MachinePlan {
+    fn new(machine: &Machine) -> Self {
+        MachinePlan {
+            machine: machine.clone(),
+            vm: None,
+            kube: Vec::new(),
+            events: Vec::new(),
+            requeue: Requeue::Idle,
+        }
+    }
+
+    pub fn event(&mut self, warning: bool, reason: &'static str, message: impl Into<String>) {
+        self.events.push(MachineEvent {
+            warning,
+            reason,
+            message: message.into(),
+        });
+    }
+
+    /// Nothing to do and nothing changed.
+    pub fn is_noop(&self, before: &Machine) -> bool {
+        self.vm.is_none() && self.kube.is_empty() && self.machine == *before
+    }
+}
+
+/// Poll interval while a vCenter task runs or a node is expected to join.
+pub const TASK_POLL: Duration = Duration::from_secs(10);
+/// How often a deleting machine whose VM still exists is looked at (MAO: 30 s).
+pub const DELETE_POLL: Duration = Duration::from_secs(30);
+/// How long a control plane drain waits for another cordoned control plane node (MAO: 20 s).
+pub const CONTROL_PLANE_DRAIN_WAIT: Duration = Duration::from_secs(20);
+
+/// Decide for one machine.
+pub fn plan_machine(input: &MachineInput<'_>) -> MachinePlan {
+    if input.machine.metadata.deletion_timestamp.is_some() {
+        plan_delete(input)
+    } else {
+        plan_create(input)
+    }
+}
+
+/// The machine's `status.phase`.
+pub fn phase(m: &Machine) -> Option<&str> {
+    m.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+/// The machine's instance UUID: its UID (fixed before any vCenter write, as upstream).
+pub fn instance_uuid(m: &Machine) -> Option<String> {
+    m.metadata.uid.clone().filter(|u| !u.is_empty())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+
+    use super::*;
+
+    pub(crate) fn machine(name: &str) -> Machine {
+        let mut m = Machine::new(name, Default::default());
+        m.metadata.namespace = Some("openshift-machine-api".into());
+        m.metadata.uid = Some(format!("uid-{name}"));
+        m
+    }
+
+    pub(crate) fn input(m: &Machine) -> MachineInput<'_> {
+        MachineInput {
+            machine: m,
+            placement: None,
+            zone_labels: None,
+            vcenter_error: None,
+            vm: None,
+            task: TaskObs::None,
+            in_vm_group: None,
+            nodes: &[],
+            machines: &[],
+            pods: &[],
+            now: Time(jiff::Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    pub(crate) fn placement(vm_group: Option<&str>) -> Placement {
+        Placement {
+            datacenter: MoRef::new("Datacenter", "dc-1"),
+            template: MoRef::new("VirtualMachine", "vm-t"),
+            folder: MoRef::new("Folder", "f-vm"),
+            pool: MoRef::new("ResourcePool", "rp-0"),
+            cluster: Some(MoRef::new("ClusterComputeResource", "c-0")),
+            datastore: None,
+            networks: Vec::new(),
+            vm_group: vm_group.map(str::to_string),
+            num_cpus: None,
+            num_cores_per_socket: None,
+            memory_mib: None,
+        }
+    }
+
+    pub(crate) fn node(name: &str, provider_id: Option<&str>, ip: Option<&str>) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: provider_id.map(str::to_string),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: ip.map(|a| {
+                    vec![NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: a.into(),
+                    }]
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+}

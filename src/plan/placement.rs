@@ -1,0 +1,703 @@
+//! Where a Machine's VM goes: its provider spec's `workspace`, `template` and network devices
+//! resolved against one inventory snapshot, and the workspace a deployment zone implies.
+//!
+//! Both are pure. A zone fills a workspace with absolute inventory paths (resolved in the scope
+//! the zone itself was verified in: the pool within the compute cluster, the folder and the
+//! datastore within the datacenter), so a machine placed by zone name never meets the
+//! ambiguities a bare name can have in a datacenter with several clusters (CAPV #1913). The
+//! control plane machine set injects the same workspace, so "is this machine in its domain" is a
+//! plain comparison.
+use std::fmt;
+
+use crate::api::deployment_zone::VSphereDeploymentZone;
+use crate::api::failure_domain::{FailureDomainType, VSphereFailureDomain};
+use crate::api::machine::{Machine, NetworkDeviceSpec, VSphereMachineProviderSpec, Workspace};
+use crate::vcenter::inventory::{Inventory, LookupError, Wanted};
+use crate::vcenter::moref::MoRef;
+
+/// Annotation naming the VSphereDeploymentZone a standalone Machine is placed in. (The
+/// `machine.openshift.io/zone` label is also accepted when it names a deployment zone.)
+pub const DEPLOYMENT_ZONE_ANNOTATION: &str = "vsphere-provider.io/deployment-zone";
+
+/// Why a machine's configuration cannot be acted on: the field and the cause. The machine goes
+/// `Failed` with `InvalidConfiguration`; nothing is created in vCenter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field path, `spec.providerSpec.value.workspace.resourcePool`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+const PS: &str = "spec.providerSpec.value";
+
+fn ps(field: &str) -> String {
+    format!("{PS}.{field}")
+}
+
+fn lookup(field: &str, e: LookupError) -> ConfigError {
+    err(&ps(field), e.to_string())
+}
+
+/// The deployment zone a Machine asks for: the annotation, else the zone label when a zone of
+/// that name exists.
+pub fn requested_zone<'z>(
+    machine: &Machine,
+    zones: impl IntoIterator<Item = &'z VSphereDeploymentZone> + Clone,
+) -> Option<String> {
+    let meta = &machine.metadata;
+    if let Some(z) = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DEPLOYMENT_ZONE_ANNOTATION))
+    {
+        return Some(z.clone());
+    }
+    let label = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::api::machine::ZONE_LABEL))?;
+    zones
+        .into_iter()
+        .any(|z| z.metadata.name.as_deref() == Some(label.as_str()))
+        .then(|| label.clone())
+}
+
+/// What a deployment zone implies for the machines placed in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneFill {
+    pub workspace: Workspace,
+    /// Network names for `network.devices[i].networkName`, in order.
+    pub networks: Vec<String>,
+    /// `machine.openshift.io/region` and `/zone` label values (the failure domain's tag names).
+    pub region: String,
+    pub zone: String,
+}
+
+/// The workspace of a zone, every path absolute. Fails, naming the zone's field, when the zone
+/// does not resolve (the zone's own status says so too).
+pub fn zone_fill(
+    zone: &VSphereDeploymentZone,
+    fd: Option<&VSphereFailureDomain>,
+    inv: &Inventory,
+) -> Result<ZoneFill, ConfigError> {
+    let zname = zone.metadata.name.clone().unwrap_or_default();
+    let zfield = |f: &str| format!("VSphereDeploymentZone {zname} {f}");
+    let fd_name = zone.spec.failure_domain.clone().unwrap_or_default();
+    let Some(fd) = fd else {
+        return Err(err(
+            &zfield("spec.failureDomain"),
+            format!("VSphereFailureDomain {fd_name:?} not found"),
+        ));
+    };
+    let ffield = |f: &str| format!("VSphereFailureDomain {fd_name} {f}");
+    let topo = &fd.spec.topology;
+    let dc = inv
+        .find(Wanted::Datacenter, &topo.datacenter, None)
+        .map_err(|e| err(&ffield("spec.topology.datacenter"), e.to_string()))?;
+    let cluster = match &topo.compute_cluster {
+        Some(c) if !c.is_empty() => Some(
+            inv.find(Wanted::ComputeResource, c, Some(&dc.moref))
+                .map_err(|e| err(&ffield("spec.topology.computeCluster"), e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let pool = match (&zone.spec.placement_constraint.resource_pool, cluster) {
+        (Some(p), scope) if !p.is_empty() => inv
+            .find(
+                Wanted::ResourcePool,
+                p,
+                Some(scope.map_or(&dc.moref, |c| &c.moref)),
+            )
+            .map_err(|e| {
+                err(
+                    &zfield("spec.placementConstraint.resourcePool"),
+                    e.to_string(),
+                )
+            })?
+            .path
+            .clone(),
+        (_, Some(c)) => inv
+            .root_pool_of(&c.moref)
+            .map(|p| p.path.clone())
+            .ok_or_else(|| {
+                err(
+                    &ffield("spec.topology.computeCluster"),
+                    format!("{} has no root resource pool", c.path),
+                )
+            })?,
+        (_, None) => {
+            return Err(err(
+                &zfield("spec.placementConstraint.resourcePool"),
+                "required when the failure domain names no compute cluster",
+            ));
+        }
+    };
+    let folder = match &zone.spec.placement_constraint.folder {
+        Some(f) if !f.is_empty() => inv
+            .find(Wanted::Folder, f, Some(&dc.moref))
+            .map_err(|e| err(&zfield("spec.placementConstraint.folder"), e.to_string()))?
+            .path
+            .clone(),
+        _ => format!("{}/vm", dc.path),
+    };
+    let datastore = match &topo.datastore {
+        Some(d) if !d.is_empty() => Some(
+            inv.find(Wanted::Datastore, d, Some(&dc.moref))
+                .map_err(|e| err(&ffield("spec.topology.datastore"), e.to_string()))?
+                .path
+                .clone(),
+        ),
+        _ => None,
+    };
+    let mut networks = Vec::new();
+    for (i, n) in fd.spec.network_names().into_iter().enumerate() {
+        let e = inv.find(Wanted::Network, n, Some(&dc.moref)).map_err(|e| {
+            err(
+                &ffield(&format!("spec.topology.networks[{i}]")),
+                e.to_string(),
+            )
+        })?;
+        networks.push(e.path.clone());
+    }
+    let vm_group = (fd.spec.zone.type_ == FailureDomainType::HostGroup)
+        .then(|| topo.hosts.as_ref().map(|h| h.vm_group_name.clone()))
+        .flatten()
+        .filter(|g| !g.is_empty());
+    Ok(ZoneFill {
+        workspace: Workspace {
+            server: zone.spec.server.clone(),
+            datacenter: Some(dc.path.clone()),
+            folder: Some(folder),
+            datastore,
+            resource_pool: Some(pool),
+            vm_group,
+        },
+        networks,
+        region: fd.spec.region.name.clone(),
+        zone: fd.spec.zone.name.clone(),
+    })
+}
+
+/// The provider spec with the zone's workspace and networks filled in where the machine leaves
+/// them empty (what the machine says itself wins).
+pub fn with_zone(spec: &VSphereMachineProviderSpec, fill: &ZoneFill) -> VSphereMachineProviderSpec {
+    let mut out = spec.clone();
+    let ws = out.workspace.get_or_insert_with(Workspace::default);
+    let pick = |own: &mut Option<String>, zone: &Option<String>| {
+        if own.as_deref().is_none_or(str::is_empty) {
+            own.clone_from(zone);
+        }
+    };
+    pick(&mut ws.server, &fill.workspace.server);
+    pick(&mut ws.datacenter, &fill.workspace.datacenter);
+    pick(&mut ws.folder, &fill.workspace.folder);
+    pick(&mut ws.datastore, &fill.workspace.datastore);
+    pick(&mut ws.resource_pool, &fill.workspace.resource_pool);
+    pick(&mut ws.vm_group, &fill.workspace.vm_group);
+    if out.network.devices.is_empty() {
+        out.network.devices = fill
+            .networks
+            .iter()
+            .map(|n| NetworkDeviceSpec {
+                network_name: Some(n.clone()),
+                ..NetworkDeviceSpec::default()
+            })
+            .collect();
+    } else {
+        for (d, n) in out.network.devices.iter_mut().zip(&fill.networks) {
+            if d.network_name.as_deref().is_none_or(str::is_empty) {
+                d.network_name = Some(n.clone());
+            }
+        }
+    }
+    out
+}
+
+/// A machine's vCenter targets, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub datacenter: MoRef,
+    pub template: MoRef,
+    pub folder: MoRef,
+    pub pool: MoRef,
+    /// The compute cluster owning the pool (VM groups live there).
+    pub cluster: Option<MoRef>,
+    pub datastore: Option<MoRef>,
+    /// One network per device, in order.
+    pub networks: Vec<MoRef>,
+    pub vm_group: Option<String>,
+    pub num_cpus: Option<i32>,
+    pub num_cores_per_socket: Option<i32>,
+    pub memory_mib: Option<i64>,
+}
+
+fn given(s: &Option<String>) -> Option<&str> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && hex(parts[0], 8)
+        && hex(parts[1], 4)
+        && hex(parts[2], 4)
+        && hex(parts[3], 4)
+        && hex(parts[4], 12)
+}
+
+/// Resolve a provider spec against the inventory. Every failure names the field, what was
+/// looked for, where, and the candidates when the name is ambiguous.
+pub fn resolve(
+    spec: &VSphereMachineProviderSpec,
+    inv: &Inventory,
+) -> Result<Placement, ConfigError> {
+    let ws = spec.workspace.clone().unwrap_or_default();
+    let dc = match given(&ws.datacenter) {
+        Some(d) => inv
+            .find(Wanted::Datacenter, d, None)
+            .map_err(|e| lookup("workspace.datacenter", e))?,
+        None => match inv.all(Wanted::Datacenter, None).as_slice() {
+            [one] => *one,
+            [] => {
+                return Err(err(
+                    &ps("workspace.datacenter"),
+                    "vCenter has no datacenter",
+                ));
+            }
+            many => {
+                return Err(err(
+                    &ps("workspace.datacenter"),
+                    format!(
+                        "required: vCenter has several datacenters ({})",
+                        many.iter()
+                            .map(|e| e.path.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    let scope = Some(&dc.moref);
+    let template = spec.template.trim();
+    if template.is_empty() {
+        return Err(err(&ps("template"), "required"));
+    }
+    let template = if looks_like_uuid(template) {
+        inv.vm_by_instance_uuid(template)
+            .filter(|e| inv.is_within(&e.moref, &dc.moref))
+            .ok_or_else(|| {
+                err(
+                    &ps("template"),
+                    format!(
+                        "no virtual machine with instance UUID {template} in {}",
+                        dc.path
+                    ),
+                )
+            })?
+    } else {
+        inv.find(Wanted::VirtualMachine, template, scope)
+            .map_err(|e| lookup("template", e))?
+    };
+    let pool = match given(&ws.resource_pool) {
+        Some(p) => inv
+            .find(Wanted::ResourcePool, p, scope)
+            .map_err(|e| lookup("workspace.resourcePool", e))?,
+        None => {
+            let roots: Vec<_> = inv
+                .all(Wanted::ComputeResource, scope)
+                .into_iter()
+                .filter_map(|c| inv.root_pool_of(&c.moref))
+                .collect();
+            match roots.as_slice() {
+                [one] => *one,
+                [] => {
+                    return Err(err(
+                        &ps("workspace.resourcePool"),
+                        format!("{} has no compute resource", dc.path),
+                    ));
+                }
+                many => {
+                    return Err(err(
+                        &ps("workspace.resourcePool"),
+                        format!(
+                            "required: {} has several compute resources ({})",
+                            dc.path,
+                            many.iter()
+                                .map(|e| e.path.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let folder = match given(&ws.folder) {
+        Some(f) => inv
+            .find(Wanted::Folder, f, scope)
+            .map_err(|e| lookup("workspace.folder", e))?,
+        None => inv.at_path(&format!("{}/vm", dc.path)).ok_or_else(|| {
+            err(
+                &ps("workspace.folder"),
+                format!("{} has no vm folder", dc.path),
+            )
+        })?,
+    };
+    let datastore = match given(&ws.datastore) {
+        Some(d) => Some(
+            inv.find(Wanted::Datastore, d, scope)
+                .map_err(|e| lookup("workspace.datastore", e))?
+                .moref
+                .clone(),
+        ),
+        None => None,
+    };
+    let cluster = inv
+        .ancestor(&pool.moref, Wanted::ComputeCluster)
+        .map(|c| c.moref.clone());
+    let vm_group = given(&ws.vm_group).map(str::to_string);
+    if vm_group.is_some() && cluster.is_none() {
+        return Err(err(
+            &ps("workspace.vmGroup"),
+            format!(
+                "resource pool {} is not in a compute cluster, so it has no VM groups",
+                pool.path
+            ),
+        ));
+    }
+    let mut networks = Vec::new();
+    for (i, d) in spec.network.devices.iter().enumerate() {
+        let field = format!("network.devices[{i}].networkName");
+        let name = given(&d.network_name).ok_or_else(|| err(&ps(&field), "required"))?;
+        networks.push(
+            inv.find(Wanted::Network, name, scope)
+                .map_err(|e| lookup(&field, e))?
+                .moref
+                .clone(),
+        );
+    }
+    Ok(Placement {
+        datacenter: dc.moref.clone(),
+        template: template.moref.clone(),
+        folder: folder.moref.clone(),
+        pool: pool.moref.clone(),
+        cluster,
+        datastore,
+        networks,
+        vm_group,
+        num_cpus: spec.num_cpus,
+        num_cores_per_socket: spec.num_cores_per_socket,
+        memory_mib: spec.memory_mib,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deployment_zone::{PlacementConstraint, VSphereDeploymentZoneSpec};
+    use crate::api::failure_domain::{
+        FailureDomain, FailureDomainHosts, Topology, VSphereFailureDomainSpec,
+    };
+    use crate::vcenter::inventory::tests::{content, sample_contents};
+
+    /// The shared sample (two clusters each with a pool `rp0`) plus a template, a datastore and
+    /// networks.
+    fn inv() -> Inventory {
+        let mut c = sample_contents();
+        c.push(content(
+            "Folder",
+            "f-ds",
+            "datastore",
+            Some(("Datacenter", "dc-1")),
+        ));
+        c.push(content(
+            "Datastore",
+            "ds-1",
+            "LocalDS_0",
+            Some(("Folder", "f-ds")),
+        ));
+        c.push(content(
+            "Folder",
+            "f-net",
+            "network",
+            Some(("Datacenter", "dc-1")),
+        ));
+        c.push(content(
+            "Network",
+            "net-1",
+            "VM Network",
+            Some(("Folder", "f-net")),
+        ));
+        c.push(content(
+            "VirtualMachine",
+            "vm-t",
+            "rhcos",
+            Some(("Folder", "f-vm")),
+        ));
+        Inventory::from_contents(c)
+    }
+
+    fn fd(kind: FailureDomainType, cluster: Option<&str>) -> VSphereFailureDomain {
+        VSphereFailureDomain::new(
+            "fd-a",
+            VSphereFailureDomainSpec {
+                region: FailureDomain {
+                    name: "region-a".into(),
+                    type_: FailureDomainType::Datacenter,
+                    tag_category: "k8s-region".into(),
+                    auto_configure: None,
+                },
+                zone: FailureDomain {
+                    name: "zone-a".into(),
+                    type_: kind,
+                    tag_category: "k8s-zone".into(),
+                    auto_configure: None,
+                },
+                topology: Topology {
+                    datacenter: "DC0".into(),
+                    compute_cluster: cluster.map(str::to_string),
+                    hosts: (kind == FailureDomainType::HostGroup).then(|| FailureDomainHosts {
+                        vm_group_name: "vms-a".into(),
+                        host_group_name: "hosts-a".into(),
+                    }),
+                    networks: Some(vec!["VM Network".into()]),
+                    network_configurations: None,
+                    datastore: Some("LocalDS_0".into()),
+                },
+            },
+        )
+    }
+
+    fn zone(pool: Option<&str>, folder: Option<&str>) -> VSphereDeploymentZone {
+        VSphereDeploymentZone::new(
+            "dz-a",
+            VSphereDeploymentZoneSpec {
+                server: Some("vc.example.com".into()),
+                failure_domain: Some("fd-a".into()),
+                control_plane: None,
+                placement_constraint: PlacementConstraint {
+                    resource_pool: pool.map(str::to_string),
+                    folder: folder.map(str::to_string),
+                },
+            },
+        )
+    }
+
+    #[test]
+    fn a_zone_fills_absolute_paths_scoped_like_its_verification() {
+        // rp0 exists in both clusters: the zone's compute cluster decides, as in zone checks.
+        let fill = zone_fill(
+            &zone(Some("rp0"), Some("capi")),
+            Some(&fd(FailureDomainType::ComputeCluster, Some("C1"))),
+            &inv(),
+        )
+        .unwrap();
+        assert_eq!(
+            fill.workspace,
+            Workspace {
+                server: Some("vc.example.com".into()),
+                datacenter: Some("/DC0".into()),
+                folder: Some("/DC0/vm/capi".into()),
+                datastore: Some("/DC0/datastore/LocalDS_0".into()),
+                resource_pool: Some("/DC0/host/C1/Resources/rp0".into()),
+                vm_group: None,
+            }
+        );
+        assert_eq!(fill.networks, ["/DC0/network/VM Network"]);
+        assert_eq!(
+            (fill.region.as_str(), fill.zone.as_str()),
+            ("region-a", "zone-a")
+        );
+    }
+
+    #[test]
+    fn without_a_placement_constraint_the_root_pool_and_vm_folder_are_used() {
+        let fill = zone_fill(
+            &zone(None, None),
+            Some(&fd(FailureDomainType::HostGroup, Some("C0"))),
+            &inv(),
+        )
+        .unwrap();
+        assert_eq!(
+            fill.workspace.resource_pool.as_deref(),
+            Some("/DC0/host/C0/Resources")
+        );
+        assert_eq!(fill.workspace.folder.as_deref(), Some("/DC0/vm"));
+        assert_eq!(
+            fill.workspace.vm_group.as_deref(),
+            Some("vms-a"),
+            "HostGroup zones only"
+        );
+    }
+
+    #[test]
+    fn a_zone_that_does_not_resolve_names_its_field() {
+        let e = zone_fill(
+            &zone(Some("nope"), None),
+            Some(&fd(FailureDomainType::ComputeCluster, Some("C0"))),
+            &inv(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.field,
+            "VSphereDeploymentZone dz-a spec.placementConstraint.resourcePool"
+        );
+        assert!(
+            e.message.contains("\"nope\" not found in /DC0/host/C0"),
+            "{e}"
+        );
+        let e = zone_fill(&zone(None, None), None, &inv()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("VSphereFailureDomain \"fd-a\" not found"),
+            "{e}"
+        );
+    }
+
+    fn spec(ws: Workspace) -> VSphereMachineProviderSpec {
+        VSphereMachineProviderSpec {
+            template: "rhcos".into(),
+            workspace: Some(ws),
+            ..VSphereMachineProviderSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_machine_resolves_to_morefs_and_its_pools_cluster() {
+        let fill = zone_fill(
+            &zone(Some("rp0"), None),
+            Some(&fd(FailureDomainType::HostGroup, Some("C1"))),
+            &inv(),
+        )
+        .unwrap();
+        let s = with_zone(&spec(Workspace::default()), &fill);
+        let p = resolve(&s, &inv()).unwrap();
+        assert_eq!(p.pool, MoRef::new("ResourcePool", "rp-1a"));
+        assert_eq!(p.cluster, Some(MoRef::new("ClusterComputeResource", "c-1")));
+        assert_eq!(p.folder, MoRef::new("Folder", "f-vm"));
+        assert_eq!(p.template, MoRef::new("VirtualMachine", "vm-t"));
+        assert_eq!(p.datastore, Some(MoRef::new("Datastore", "ds-1")));
+        assert_eq!(p.networks, [MoRef::new("Network", "net-1")]);
+        assert_eq!(p.vm_group.as_deref(), Some("vms-a"));
+    }
+
+    #[test]
+    fn what_the_machine_says_wins_over_its_zone() {
+        let fill = zone_fill(
+            &zone(None, None),
+            Some(&fd(FailureDomainType::ComputeCluster, Some("C0"))),
+            &inv(),
+        )
+        .unwrap();
+        let own = Workspace {
+            folder: Some("capi".into()),
+            ..Workspace::default()
+        };
+        let s = with_zone(&spec(own), &fill);
+        let ws = s.workspace.unwrap();
+        assert_eq!(ws.folder.as_deref(), Some("capi"));
+        assert_eq!(ws.resource_pool.as_deref(), Some("/DC0/host/C0/Resources"));
+    }
+
+    #[test]
+    fn bad_names_fail_naming_the_field_and_the_candidates() {
+        let e = resolve(
+            &spec(Workspace {
+                resource_pool: Some("rp0".into()),
+                ..Workspace::default()
+            }),
+            &inv(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "spec.providerSpec.value.workspace.resourcePool");
+        assert!(
+            e.message.contains("/DC0/host/C0/Resources/rp0")
+                && e.message.contains("/DC0/host/C1/Resources/rp0"),
+            "{e}"
+        );
+        let mut s = spec(Workspace {
+            resource_pool: Some("C0/Resources".into()),
+            ..Workspace::default()
+        });
+        s.template = "no-such-template".into();
+        let e = resolve(&s, &inv()).unwrap_err();
+        assert_eq!(e.field, "spec.providerSpec.value.template");
+        assert!(
+            e.message.contains("\"no-such-template\" not found in /DC0"),
+            "{e}"
+        );
+        // No pool and several clusters: the pool is required, with the candidates.
+        let e = resolve(&spec(Workspace::default()), &inv()).unwrap_err();
+        assert!(e.message.contains("several compute resources"), "{e}");
+        let mut s = spec(Workspace {
+            resource_pool: Some("C0/Resources".into()),
+            ..Workspace::default()
+        });
+        s.network.devices = vec![NetworkDeviceSpec::default()];
+        let e = resolve(&s, &inv()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.providerSpec.value.network.devices[0].networkName: required"
+        );
+    }
+
+    #[test]
+    fn a_datacenter_is_required_only_when_there_are_several() {
+        let e = resolve(&spec(Workspace::default()), &Inventory::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.providerSpec.value.workspace.datacenter: vCenter has no datacenter"
+        );
+    }
+
+    #[test]
+    fn the_zone_is_named_by_annotation_or_by_a_label_naming_a_zone() {
+        let zones = [zone(None, None)];
+        let mut m = Machine::new("m", Default::default());
+        assert_eq!(requested_zone(&m, &zones), None);
+        m.metadata.labels = Some(
+            [(
+                crate::api::machine::ZONE_LABEL.to_string(),
+                "us-east-1a".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            requested_zone(&m, &zones),
+            None,
+            "a zone label naming no deployment zone"
+        );
+        m.metadata.labels = Some(
+            [(
+                crate::api::machine::ZONE_LABEL.to_string(),
+                "dz-a".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(requested_zone(&m, &zones).as_deref(), Some("dz-a"));
+        m.metadata.annotations =
+            Some([(DEPLOYMENT_ZONE_ANNOTATION.to_string(), "dz-b".to_string())].into());
+        assert_eq!(
+            requested_zone(&m, &zones).as_deref(),
+            Some("dz-b"),
+            "the annotation wins"
+        );
+    }
+}
