@@ -18,6 +18,22 @@ use crate::api::machine::{
     VSphereMachineProviderSpec,
 };
 
+/// How a Machine's provider spec is judged: complete, unless the Machine is placed in a
+/// deployment zone (`vsphere-provider.io/deployment-zone`), which then supplies the workspace
+/// and the networks as a control plane machine set's failure domain would.
+fn machine_use(m: &Machine) -> ProviderSpecUse {
+    let zoned = m
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crate::plan::placement::DEPLOYMENT_ZONE_ANNOTATION));
+    if zoned {
+        ProviderSpecUse::CpmsTemplateWithFailureDomains
+    } else {
+        ProviderSpecUse::Machine
+    }
+}
+
 /// Validation on create.
 pub fn validate_create(m: &Machine, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -30,13 +46,7 @@ pub fn validate_create(m: &Machine, ctx: &Ctx) -> Vec<FieldError> {
     );
     if let Some(value) = m.spec.provider_spec.as_ref().and_then(|p| p.value.as_ref()) {
         errors.extend(
-            check_provider_spec(
-                value,
-                "spec.providerSpec.value",
-                ProviderSpecUse::Machine,
-                ctx,
-            )
-            .errors,
+            check_provider_spec(value, "spec.providerSpec.value", machine_use(m), ctx).errors,
         );
     }
     errors
@@ -79,13 +89,7 @@ pub fn validate_update(old: &Machine, new: &Machine, ctx: &Ctx) -> Vec<FieldErro
 pub fn warnings(m: &Machine, ctx: &Ctx) -> Vec<String> {
     match m.spec.provider_spec.as_ref().and_then(|p| p.value.as_ref()) {
         Some(value) => {
-            check_provider_spec(
-                value,
-                "spec.providerSpec.value",
-                ProviderSpecUse::Machine,
-                ctx,
-            )
-            .warnings
+            check_provider_spec(value, "spec.providerSpec.value", machine_use(m), ctx).warnings
         }
         None => vec![
             "spec.providerSpec.value is not set: this provider cannot create the machine".into(),
@@ -156,8 +160,9 @@ pub enum ProviderSpecUse {
     Machine,
     /// In a ControlPlaneMachineSet template without failure domains: complete, like a Machine.
     CpmsTemplate,
-    /// In a ControlPlaneMachineSet template with vSphere failure domains: the zone supplies the
-    /// server, datacenter, datastore, networks, folder, resource pool and VM group.
+    /// In a ControlPlaneMachineSet template with vSphere failure domains, or a Machine placed in
+    /// a deployment zone: the zone supplies the server, datacenter, datastore, networks, folder,
+    /// resource pool and VM group.
     CpmsTemplateWithFailureDomains,
 }
 
