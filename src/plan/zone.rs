@@ -12,7 +12,7 @@
 //! * the host group and VM group of a HostGroup zone must exist; a disabled affinity rule makes
 //!   the zone not ready (`AffinityRuleDisabled`), a non-mandatory one is reported in the message;
 //! * independent checks are all evaluated, so one reconcile reports every problem.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::api::conditions::{zone, zone_ours, zone_v1beta1};
@@ -617,9 +617,52 @@ fn lookup_message(what: &str, name: &str, e: &LookupError) -> String {
 
 /// Keep the first occurrence of each step, ordered by phase.
 pub fn dedup_steps(steps: &mut Vec<Step>) {
+    merge_category_steps(steps);
     let mut seen = BTreeSet::new();
     steps.retain(|s| seen.insert(s.clone()));
     steps.sort_by_key(Step::phase);
+}
+
+/// Zones of different types sharing one tag category each ask for their own associable type:
+/// one create (or widen) per category carries them all, in first-seen order, else the second
+/// create fails as a duplicate and a later widen drops an earlier one's type.
+fn merge_category_steps(steps: &mut [Step]) {
+    let mut union: BTreeMap<(bool, String), Vec<String>> = BTreeMap::new();
+    for s in steps.iter() {
+        if let Step::CreateCategory {
+            name,
+            associable_types,
+        }
+        | Step::WidenCategory {
+            name,
+            associable_types,
+        } = s
+        {
+            let create = matches!(s, Step::CreateCategory { .. });
+            let all = union.entry((create, name.clone())).or_default();
+            for t in associable_types {
+                if !all.contains(t) {
+                    all.push(t.clone());
+                }
+            }
+        }
+    }
+    for s in steps.iter_mut() {
+        let create = matches!(s, Step::CreateCategory { .. });
+        if let Step::CreateCategory {
+            name,
+            associable_types,
+        }
+        | Step::WidenCategory {
+            name,
+            associable_types,
+        } = s
+        {
+            if let Some(all) = union.get(&(create, name.clone())) {
+                associable_types.clone_from(all);
+            }
+        }
+    }
 }
 
 struct FdContext<'a> {
@@ -926,6 +969,31 @@ impl FdContext<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn zones_of_three_types_sharing_a_category_create_it_once_with_every_type() {
+        let create = |t: &str| Step::CreateCategory {
+            name: "k8s-zone".into(),
+            associable_types: vec![t.into()],
+        };
+        let mut steps = vec![
+            create("Datacenter"),
+            create("ClusterComputeResource"),
+            create("HostSystem"),
+        ];
+        dedup_steps(&mut steps);
+        assert_eq!(
+            steps,
+            [Step::CreateCategory {
+                name: "k8s-zone".into(),
+                associable_types: vec![
+                    "Datacenter".into(),
+                    "ClusterComputeResource".into(),
+                    "HostSystem".into()
+                ],
+            }]
+        );
+    }
+
     use std::collections::BTreeMap;
 
     use super::*;
