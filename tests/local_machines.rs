@@ -288,7 +288,7 @@ async fn a_machine_per_zone_type_lands_in_its_zones_pool_folder_and_datastore() 
         )
         .unwrap();
     match cfg.group("vms-c") {
-        Some(ClusterGroup::Vm { vms, .. }) => assert_eq!(vms, &[vmc.moref.clone()]),
+        Some(ClusterGroup::Vm { vms, .. }) => assert_eq!(vms, std::slice::from_ref(&vmc.moref)),
         other => panic!("{other:?}"),
     }
     let join = run

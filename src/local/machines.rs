@@ -144,7 +144,7 @@ pub async fn run_machines(
                 pods: &BTreeMap::new(),
                 now: opts.now.clone(),
             };
-            let out = sweep(client_ref.map(|c| c), cluster, input).await;
+            let out = sweep(client_ref, cluster, input).await;
             changed |= out.changed();
             report.vcenter_writes.extend(out.vcenter_writes);
             report.failed.extend(out.failed);

@@ -657,10 +657,9 @@ fn merge_category_steps(steps: &mut [Step]) {
             name,
             associable_types,
         } = s
+            && let Some(all) = union.get(&(create, name.clone()))
         {
-            if let Some(all) = union.get(&(create, name.clone())) {
-                associable_types.clone_from(all);
-            }
+            associable_types.clone_from(all);
         }
     }
 }

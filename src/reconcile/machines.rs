@@ -96,17 +96,21 @@ fn set_task_ref(m: &mut Machine, task: &MoRef) {
     st.provider_status = Some(ps.to_value());
 }
 
+/// A machine's resolved placement (`None`: not a vSphere provider spec) and the region and zone
+/// labels of its deployment zone.
+pub type PlacementAndLabels = (
+    Option<Result<Placement, ConfigError>>,
+    Option<(String, String)>,
+);
+
 /// The placement of one machine: its provider spec, with its deployment zone's workspace filled
-/// in where it asks for one. `None` when the provider spec is not a vSphere one.
+/// in where it asks for one.
 pub fn machine_placement(
     m: &Machine,
     zones: &BTreeMap<String, VSphereDeploymentZone>,
     fds: &BTreeMap<String, VSphereFailureDomain>,
     inv: &Inventory,
-) -> (
-    Option<Result<Placement, ConfigError>>,
-    Option<(String, String)>,
-) {
+) -> PlacementAndLabels {
     let spec = match m.vsphere_provider_spec() {
         None => return (None, None),
         Some(Err(e)) => {

@@ -187,7 +187,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         plan.vm = Some(VmStep::Clone {
             name,
             instance_uuid: uuid,
-            placement,
+            placement: Box::new(placement),
         });
         plan.requeue = Requeue::After(TASK_POLL);
         return plan;

@@ -98,7 +98,7 @@ pub enum VmStep {
     Clone {
         name: String,
         instance_uuid: String,
-        placement: Placement,
+        placement: Box<Placement>,
     },
     /// Add the VM to its VM group before it is powered on (batched per cluster by the shell).
     JoinGroup {
