@@ -143,7 +143,8 @@ async fn estate(sim: &Vcsim, dir: &Path) {
         "LocalDS_1",
         None,
         None,
-    );
+    )
+    .replace("[VM Network]", "[DC0_DVPG0]");
     y += &zone(
         "dz-c",
         "fd-c",
@@ -298,6 +299,43 @@ async fn a_machine_per_zone_type_lands_in_its_zones_pool_folder_and_datastore() 
     let power = run.stderr.find("m-c: power on").expect(&run.stderr);
     assert!(join < power, "group edit before power-on:\n{}", run.stderr);
     assert_eq!(items(&run, "Node").count(), 3);
+    // m-b's zone puts its one NIC on the distributed port group: the template's NIC is gone.
+    let vmb = inv
+        .vm_by_instance_uuid(
+            machine_obj(&run, "m-b").unwrap()["metadata"]["uid"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+    let dev = c
+        .retrieve_objects(
+            std::slice::from_ref(&vmb.moref),
+            "VirtualMachine",
+            &["config.hardware.device"],
+        )
+        .await
+        .unwrap();
+    let devices = dev[0].props.get("config.hardware.device").unwrap();
+    let nics: Vec<_> = devices
+        .children
+        .iter()
+        .filter(|d| d.child("addressType").is_some() || d.child("macAddress").is_some())
+        .collect();
+    assert_eq!(nics.len(), 1, "{nics:#?}");
+    let pg = inv
+        .at_path("/DC0/network/DC0_DVPG0")
+        .unwrap()
+        .moref
+        .value
+        .clone();
+    let backing = nics[0].child("backing").unwrap();
+    assert_eq!(
+        backing
+            .child("port")
+            .and_then(|p| p.child_text("portgroupKey")),
+        Some(pg.as_str()),
+        "{backing:#?}"
+    );
 
     // Re-running the same manifests and state: no vCenter write, no new object.
     let again = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);

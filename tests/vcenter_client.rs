@@ -591,6 +591,7 @@ async fn vm_clone_power_and_destroy() {
                 instance_uuid: Some(uuid.into()),
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
                 // vcsim ignores powerOn (the clone stays off); real vCenter honours it.
+                nics: Vec::new(),
                 power_on: false,
                 datastore: None,
                 host: None,

@@ -26,7 +26,7 @@ use crate::plan::machine::{
 };
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::cluster::{ClusterGroup, GroupChange};
-use crate::vcenter::vm::CloneSpec;
+use crate::vcenter::vm::{CloneSpec, NicBacking, NicChange};
 use crate::vcenter::{Client, Inventory, MoRef};
 
 /// What one sweep needs from the Kubernetes side.
@@ -164,7 +164,90 @@ fn vm_obs(inv: &Inventory, uuid: Option<&str>) -> Option<VmObs> {
     })
 }
 
-fn clone_spec(name: &str, namespace: &str, uuid: &str, p: &Placement) -> CloneSpec {
+/// What the NIC changes of this sweep's clones need: each template's NICs and each port
+/// group's switch. One read for the templates and two for the port groups, only when clones
+/// with network devices are planned.
+#[derive(Default)]
+struct NicFacts {
+    template_nics: BTreeMap<MoRef, Vec<(String, i32)>>,
+    switch_uuids: BTreeMap<MoRef, String>,
+}
+
+async fn nic_facts(client: &Client, clones: &[&Placement]) -> Result<NicFacts, String> {
+    let with_nets: Vec<&&Placement> = clones.iter().filter(|p| !p.networks.is_empty()).collect();
+    if with_nets.is_empty() {
+        return Ok(NicFacts::default());
+    }
+    let mut templates: Vec<MoRef> = with_nets.iter().map(|p| p.template.clone()).collect();
+    templates.sort();
+    templates.dedup();
+    let mut pgs: Vec<MoRef> = with_nets
+        .iter()
+        .flat_map(|p| p.networks.iter())
+        .filter(|n| n.kind == "DistributedVirtualPortgroup")
+        .cloned()
+        .collect();
+    pgs.sort();
+    pgs.dedup();
+    let template_nics = client
+        .vm_nics(&templates)
+        .await
+        .map_err(|e| e.to_string())?;
+    let switch_uuids = if pgs.is_empty() {
+        BTreeMap::new()
+    } else {
+        client
+            .portgroup_switch_uuids(&pgs)
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    Ok(NicFacts {
+        template_nics,
+        switch_uuids,
+    })
+}
+
+/// The template's NICs out, one vmxnet3 per device in (none changed without devices).
+fn nic_changes(p: &Placement, inv: &Inventory, facts: &NicFacts) -> Result<Vec<NicChange>, String> {
+    if p.networks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut changes: Vec<NicChange> = facts
+        .template_nics
+        .get(&p.template)
+        .into_iter()
+        .flatten()
+        .map(|(device_type, key)| NicChange::Remove {
+            device_type: device_type.clone(),
+            key: *key,
+        })
+        .collect();
+    for n in &p.networks {
+        let backing = if n.kind == "DistributedVirtualPortgroup" {
+            NicBacking::PortGroup {
+                switch_uuid: facts.switch_uuids.get(n).cloned().ok_or_else(|| {
+                    format!("the distributed switch of port group {n} cannot be read")
+                })?,
+                portgroup_key: n.value.clone(),
+            }
+        } else {
+            NicBacking::Network {
+                name: inv.get(n).map(|e| e.name.clone()).unwrap_or_default(),
+                network: n.clone(),
+            }
+        };
+        changes.push(NicChange::Add(backing));
+    }
+    Ok(changes)
+}
+
+fn clone_spec(
+    name: &str,
+    namespace: &str,
+    uuid: &str,
+    p: &Placement,
+    nics: Vec<NicChange>,
+) -> CloneSpec {
     CloneSpec {
         name: name.to_string(),
         folder: p.folder.clone(),
@@ -177,6 +260,7 @@ fn clone_spec(name: &str, namespace: &str, uuid: &str, p: &Placement) -> CloneSp
         num_cores_per_socket: p.num_cores_per_socket,
         memory_mb: p.memory_mib,
         extra_config: vec![("guestinfo.hostname".into(), name.to_string())],
+        nics,
         power_on: false,
     }
 }
@@ -278,6 +362,14 @@ pub async fn sweep<K: KubeOps>(
         }
     }
 
+    let clones: Vec<&Placement> = plans
+        .iter()
+        .filter_map(|(_, p)| match &p.vm {
+            Some(VmStep::Clone { placement, .. }) => Some(placement.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let facts = nic_facts(client, &clones).await;
     for (m, mut plan) in plans {
         if let Some(step) = plan.vm.take() {
             let started = match &step {
@@ -287,12 +379,25 @@ pub async fn sweep<K: KubeOps>(
                     placement,
                 } => {
                     let ns = m.metadata.namespace.clone().unwrap_or_default();
-                    client
-                        .clone_vm(
-                            &placement.template,
-                            &clone_spec(name, &ns, instance_uuid, placement),
-                        )
-                        .await
+                    match facts
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .and_then(|f| nic_changes(placement, &g.inventory, f))
+                    {
+                        Ok(nics) => {
+                            client
+                                .clone_vm(
+                                    &placement.template,
+                                    &clone_spec(name, &ns, instance_uuid, placement, nics),
+                                )
+                                .await
+                        }
+                        Err(e) => Err(crate::vcenter::Error::Decode {
+                            server: client.server(),
+                            method: "network devices".into(),
+                            reason: e,
+                        }),
+                    }
                 }
                 VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
                 VmStep::PowerOff(vm) => client.power_off_vm(vm).await,

@@ -2,7 +2,7 @@
 use super::client::Client;
 use super::error::Result;
 use super::moref::MoRef;
-use super::soap::Xml;
+use super::soap::{Node, Xml};
 use super::task::TaskRef;
 
 /// Where and how to clone.
@@ -22,7 +22,98 @@ pub struct CloneSpec {
     pub num_cores_per_socket: Option<i32>,
     pub memory_mb: Option<i64>,
     pub extra_config: Vec<(String, String)>,
+    /// The template's NICs removed and one vmxnet3 per `network.devices[]` added.
+    pub nics: Vec<NicChange>,
     pub power_on: bool,
+}
+
+/// Where a new NIC is plugged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NicBacking {
+    /// A standard (or opaque-less) network, by name and reference.
+    Network { name: String, network: MoRef },
+    /// A distributed port group: its switch's UUID and its key.
+    PortGroup {
+        switch_uuid: String,
+        portgroup_key: String,
+    },
+}
+
+/// A NIC change in the clone's config spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NicChange {
+    /// Remove a template NIC (its device type and key).
+    Remove {
+        device_type: String,
+        key: i32,
+    },
+    Add(NicBacking),
+}
+
+/// A template's NICs: (device type, key), from `config.hardware.device`.
+pub fn parse_nics(devices: &Node) -> Vec<(String, i32)> {
+    devices
+        .children
+        .iter()
+        .filter(|d| d.child("addressType").is_some() || d.child("macAddress").is_some())
+        .filter_map(|d| {
+            let key = d.child_text("key")?.trim().parse().ok()?;
+            Some((
+                d.xsi_type
+                    .clone()
+                    .unwrap_or_else(|| "VirtualEthernetCard".into()),
+                key,
+            ))
+        })
+        .collect()
+}
+
+fn write_nic(x: &mut Xml, change: &NicChange, new_key: i32) {
+    x.open("deviceChange");
+    match change {
+        NicChange::Remove { device_type, key } => {
+            x.text("operation", "remove");
+            x.open_typed("device", device_type);
+            x.text("key", &key.to_string());
+            x.close("device");
+        }
+        NicChange::Add(backing) => {
+            x.text("operation", "add");
+            x.open_typed("device", "VirtualVmxnet3");
+            // Negative keys are placeholders the server replaces.
+            x.text("key", &new_key.to_string());
+            match backing {
+                NicBacking::Network { name, network } => {
+                    x.open_typed("backing", "VirtualEthernetCardNetworkBackingInfo");
+                    x.text("deviceName", name);
+                    x.moref("network", network);
+                    x.close("backing");
+                }
+                NicBacking::PortGroup {
+                    switch_uuid,
+                    portgroup_key,
+                } => {
+                    x.open_typed(
+                        "backing",
+                        "VirtualEthernetCardDistributedVirtualPortBackingInfo",
+                    );
+                    x.open("port");
+                    x.text("switchUuid", switch_uuid);
+                    x.text("portgroupKey", portgroup_key);
+                    x.close("port");
+                    x.close("backing");
+                }
+            }
+            x.open("connectable");
+            x.text("startConnected", "true");
+            x.text("allowGuestControl", "true");
+            x.text("connected", "true");
+            x.close("connectable");
+            x.text("addressType", "generated");
+            x.close("device");
+        }
+    }
+    x.close("deviceChange");
 }
 
 /// The `CloneVM_Task` body; element order follows the WSDL (`VirtualMachineRelocateSpec`:
@@ -50,6 +141,7 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         || spec.num_cpus.is_some()
         || spec.num_cores_per_socket.is_some()
         || spec.memory_mb.is_some()
+        || !spec.nics.is_empty()
         || !spec.extra_config.is_empty();
     if has_config {
         x.open("config");
@@ -68,6 +160,9 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         if let Some(m) = spec.memory_mb {
             x.text("memoryMB", &m.to_string());
         }
+        for (i, n) in spec.nics.iter().enumerate() {
+            write_nic(&mut x, n, -100 - i as i32);
+        }
         for (k, v) in &spec.extra_config {
             x.open("extraConfig");
             x.text("key", k);
@@ -82,6 +177,71 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
 }
 
 impl Client {
+    /// The NICs of several VMs (templates) in one read.
+    pub async fn vm_nics(
+        &self,
+        vms: &[MoRef],
+    ) -> Result<std::collections::BTreeMap<MoRef, Vec<(String, i32)>>> {
+        let contents = self
+            .retrieve_objects(vms, "VirtualMachine", &["config.hardware.device"])
+            .await?;
+        Ok(contents
+            .into_iter()
+            .map(|c| {
+                let nics = c
+                    .props
+                    .get("config.hardware.device")
+                    .map(parse_nics)
+                    .unwrap_or_default();
+                (c.moref().clone(), nics)
+            })
+            .collect())
+    }
+
+    /// The switch UUID of each distributed port group, in two reads (port groups, then their
+    /// switches) whatever their number.
+    pub async fn portgroup_switch_uuids(
+        &self,
+        portgroups: &[MoRef],
+    ) -> Result<std::collections::BTreeMap<MoRef, String>> {
+        let pgs = self
+            .retrieve_objects(
+                portgroups,
+                "DistributedVirtualPortgroup",
+                &["config.distributedVirtualSwitch"],
+            )
+            .await?;
+        let switch_of: Vec<(MoRef, MoRef)> = pgs
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    c.moref().clone(),
+                    c.moref_prop("config.distributedVirtualSwitch")?,
+                ))
+            })
+            .collect();
+        let mut switches: Vec<MoRef> = switch_of.iter().map(|(_, s)| s.clone()).collect();
+        switches.sort();
+        switches.dedup();
+        let mut uuids = std::collections::BTreeMap::new();
+        for c in self
+            .retrieve(
+                &super::property::PropertyFilter::new()
+                    .props("DistributedVirtualSwitch", &["uuid"])
+                    .objects(&switches),
+            )
+            .await?
+        {
+            if let Some(u) = c.text("uuid") {
+                uuids.insert(c.moref().clone(), u.to_string());
+            }
+        }
+        Ok(switch_of
+            .into_iter()
+            .filter_map(|(pg, sw)| Some((pg, uuids.get(&sw)?.clone())))
+            .collect())
+    }
+
     pub async fn clone_vm(&self, source: &MoRef, spec: &CloneSpec) -> Result<TaskRef> {
         self.start_task("CloneVM_Task", &clone_body(source, spec))
             .await
@@ -125,6 +285,16 @@ mod tests {
                 num_cpus: None,
                 num_cores_per_socket: None,
                 memory_mb: None,
+                nics: vec![
+                    NicChange::Remove {
+                        device_type: "VirtualE1000".into(),
+                        key: 4000,
+                    },
+                    NicChange::Add(NicBacking::Network {
+                        name: "VM Network".into(),
+                        network: MoRef::new("Network", "network-7"),
+                    }),
+                ],
             },
         );
         let pos = |s: &str| {
@@ -135,7 +305,10 @@ mod tests {
         assert!(pos("<datastore") < pos("<pool"));
         assert!(pos("</location>") < pos("<template>false</template>"));
         assert!(pos("<template>") < pos("<config>"));
-        assert!(pos("<instanceUuid>uuid-1") < pos("<extraConfig>"));
+        assert!(pos("<instanceUuid>uuid-1") < pos("<deviceChange>"));
+        assert!(pos("<deviceChange>") < pos("<extraConfig>"));
+        assert!(body.contains(r#"<operation>remove</operation><device xsi:type="VirtualE1000"><key>4000</key></device>"#), "{body}");
+        assert!(body.contains(r#"<device xsi:type="VirtualVmxnet3"><key>-101</key><backing xsi:type="VirtualEthernetCardNetworkBackingInfo"><deviceName>VM Network</deviceName><network type="Network">network-7</network></backing>"#), "{body}");
         assert!(pos("</config>") < pos("<powerOn>true</powerOn>"));
         assert!(body.contains(r#"<value xsi:type="xsd:string">a&lt;b</value>"#));
     }
