@@ -20,6 +20,7 @@ pub mod cache;
 pub mod cluster;
 pub mod credentials;
 pub mod error;
+pub mod kube_ops;
 pub mod leader;
 pub mod metrics;
 pub mod patch;

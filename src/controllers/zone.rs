@@ -397,7 +397,7 @@ async fn publish(
 }
 
 /// Event notes are limited to 1 kB.
-fn truncate(mut s: String, max: usize) -> String {
+pub(crate) fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut cut = max - 3;
         while !s.is_char_boundary(cut) {
