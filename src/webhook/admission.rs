@@ -127,6 +127,7 @@ fn default_layers(kind: Kind, obj: &mut Value, layers: Layers) -> Vec<String> {
             defaulted.extend(super::failure_domain::default(obj))
         }
         Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
+        Kind::Machine => defaulted.extend(super::machine::default(obj)),
         _ => {}
     }
     defaulted
@@ -171,9 +172,35 @@ fn validate_layers(
     let schema_paths: std::collections::HashSet<String> =
         errors.iter().map(|e| e.path.clone()).collect();
 
+    // A missing spec is Go's zero value upstream: judge `spec: {}`, and if the kind cannot be
+    // without one (v1beta2 requires it; required fields in v1beta1), say so at `spec` rather
+    // than "cannot decode".
+    let spec_missing = new.get("spec").is_none_or(Value::is_null);
+    if spec_missing && api_version == crate::api::v1beta2::API_VERSION {
+        // CAPV's v1beta2 CRDs require the spec.
+        errors.push(FieldError::required("spec", ""));
+        dedup(&mut errors);
+        return (errors, warnings);
+    }
+    let with_spec;
+    let new = if spec_missing {
+        let mut v = new.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.insert("spec".into(), Value::Object(Default::default()));
+        }
+        with_spec = v;
+        &with_spec
+    } else {
+        new
+    };
     let mut rules = Vec::new();
     match run_rules(kind, new, old, ctx, layers, &mut rules, &mut warnings) {
         Ok(()) => {}
+        Err(_) if spec_missing => {
+            if !schema_paths.contains("spec") {
+                errors.push(FieldError::required("spec", ""));
+            }
+        }
         Err(e) if ctx.allow_placeholders && schema::contains_placeholder(new) => warnings.push(format!(
             "webhook rules skipped: the object has placeholders where typed values are expected ({e})"
         )),
@@ -225,6 +252,7 @@ fn run_rules(
                 Some(o) => errors.extend(super::failure_domain::validate_update(&o, &n, ctx)),
                 None => errors.extend(super::failure_domain::validate_create(&n, ctx)),
             }
+            warnings.extend(super::failure_domain::warnings(&n));
         }
         Kind::VSphereDeploymentZone => {
             let n: VSphereDeploymentZone = decode(new)?;
