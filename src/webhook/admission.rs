@@ -168,13 +168,10 @@ fn validate_layers(
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or(kind.api_version());
-    schema::validate(&kind.schema_for(api_version), new, "", ctx, &mut errors);
-    let schema_paths: std::collections::HashSet<String> =
-        errors.iter().map(|e| e.path.clone()).collect();
-
     // A missing spec is Go's zero value upstream: judge `spec: {}`, and if the kind cannot be
     // without one (v1beta2 requires it; required fields in v1beta1), say so at `spec` rather
-    // than "cannot decode".
+    // than "cannot decode". `spec: null` is a missing spec: the apiserver drops nulls of
+    // non-nullable fields before it validates.
     let spec_missing = new.get("spec").is_none_or(Value::is_null);
     if spec_missing && api_version == crate::api::v1beta2::API_VERSION {
         // CAPV's v1beta2 CRDs require the spec.
@@ -182,6 +179,27 @@ fn validate_layers(
         dedup(&mut errors);
         return (errors, warnings);
     }
+    let without_null_spec;
+    let schema_input = if new.get("spec").is_some_and(Value::is_null) {
+        let mut v = new.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("spec");
+        }
+        without_null_spec = v;
+        &without_null_spec
+    } else {
+        new
+    };
+    schema::validate(
+        &kind.schema_for(api_version),
+        schema_input,
+        "",
+        ctx,
+        &mut errors,
+    );
+    let schema_paths: std::collections::HashSet<String> =
+        errors.iter().map(|e| e.path.clone()).collect();
+
     let with_spec;
     let new = if spec_missing {
         let mut v = new.clone();
