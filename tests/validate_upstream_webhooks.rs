@@ -798,7 +798,7 @@ fn credentials_secret_not_among_the_given_objects() {
         "metadata": {"name": "name", "namespace": "default"}, "stringData": {"a": "b"}});
     let file = dir.join("objects.json");
     std::fs::write(&file, format!("{machine}\n---\n{secret}\n")).unwrap();
-    let (objects, errors) = manifest::load_paths(&[file.clone()]);
+    let (objects, errors) = manifest::load_paths(std::slice::from_ref(&file));
     assert!(errors.is_empty(), "{errors:?}");
     let verdicts = check_all(objects, &Ctx::default());
     let machine_verdict = verdicts

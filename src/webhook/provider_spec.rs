@@ -149,7 +149,8 @@ pub fn check(value: &Value, path: &str, usage: ProviderSpecUse, ctx: &Ctx) -> Pr
     let known_version = av.split_once('/').is_some_and(|(g, v)| {
         PROVIDER_SPEC_GROUPS.contains(&g) && PROVIDER_SPEC_VERSIONS.contains(&v)
     });
-    if !(known_version && kind == PROVIDER_SPEC_KIND) && !ctx.exempt(av) {
+    let expected_gvk = known_version && kind == PROVIDER_SPEC_KIND;
+    if !expected_gvk && !ctx.exempt(av) {
         let shown_av = if av.is_empty() { "/" } else { av };
         report.warnings.push(format!(
             "{path}: incorrect GroupVersionKind for VSphereMachineProviderSpec object: {shown_av}, Kind={kind}"
