@@ -790,13 +790,12 @@ fn mao_machine_update_vsphere() {
 /// Secrets but not the Machine's credentials secret (upstream looks it up in the cluster).
 #[test]
 fn credentials_secret_not_among_the_given_objects() {
-    let dir = std::env::temp_dir().join(format!("mao-credentials-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let mut machine = mao_machine(Some(mao_update_base()));
     machine["spec"]["providerSpec"]["value"]["credentialsSecret"]["name"] = json!("does-not-exist");
     let secret = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "name", "namespace": "default"}, "stringData": {"a": "b"}});
-    let file = dir.join("objects.json");
+    let file = dir.path().join("objects.json");
     std::fs::write(&file, format!("{machine}\n---\n{secret}\n")).unwrap();
     let (objects, errors) = manifest::load_paths(std::slice::from_ref(&file));
     assert!(errors.is_empty(), "{errors:?}");
@@ -824,5 +823,4 @@ fn credentials_secret_not_among_the_given_objects() {
             .iter()
             .any(|w| w.contains("credentialsSecret"))
     }),);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,7 +3,9 @@
 //!
 //! * [`schema`] — structural defaulting and OpenAPI checks from the generated CRD schemas
 //!   (types, enums, required, unknown fields, patterns, lengths, list-map keys).
-//! * one module per kind — the upstream webhook rules and CEL rules, and the rules we add.
+//! * one module per kind — the upstream webhook rules and CEL rules, and the rules we add;
+//!   [`provider_spec`] — the vSphere provider spec (machine-api-operator's rules), shared by
+//!   Machines and ControlPlaneMachineSet templates.
 //! * [`admission`] — `admit`: default + validate any object (used by `validate`, the server and
 //!   local mode).
 //! * [`server`] — the HTTPS AdmissionReview v1 server started by `vsphere-provider run`.
