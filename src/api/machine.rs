@@ -219,6 +219,11 @@ pub struct ProviderSpec {
 /// MachineStatus defines the observed state of Machine
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"fieldPath": ".synchronizedGeneration", "message": status_cel::SYNCHRONIZED_GENERATION_MESSAGE,
+     "reason": "FieldValueInvalid", "rule": status_cel::SYNCHRONIZED_GENERATION_RULE},
+    {"message": status_cel::AUTHORITY_KEPT_MESSAGE, "rule": status_cel::AUTHORITY_KEPT_RULE}
+]))]
 pub struct MachineStatus {
     /// nodeRef will point to the corresponding Node if it exists.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -496,9 +501,34 @@ fn authoritative_api_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     schemars::json_schema!({"type": "string", "enum": ["MachineAPI", "ClusterAPI"]})
 }
 
-/// `status.authoritativeAPI`: the spec values and `Migrating`.
+/// `status.authoritativeAPI`: the spec values and `Migrating`, changed only through `Migrating`.
 fn authoritative_api_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "string", "enum": ["MachineAPI", "ClusterAPI", "Migrating"]})
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["MachineAPI", "ClusterAPI", "Migrating"],
+        "x-kubernetes-validations": [
+            {"message": status_cel::AUTHORITY_TRANSITION_MESSAGE, "rule": status_cel::AUTHORITY_TRANSITION_RULE}
+        ]
+    })
+}
+
+/// The CEL rules of upstream's `MachineAPIMigration` status fields (openshift/api), kept so the
+/// API server guards them as upstream's does; admission implements them for offline checks.
+pub mod status_cel {
+    /// `status.authoritativeAPI`.
+    pub const AUTHORITY_TRANSITION_RULE: &str =
+        "self == 'Migrating' || self == oldSelf || oldSelf == 'Migrating'";
+    /// Message of [`AUTHORITY_TRANSITION_RULE`].
+    pub const AUTHORITY_TRANSITION_MESSAGE: &str = "The authoritativeAPI field must not transition directly from MachineAPI to ClusterAPI or vice versa. It must transition through Migrating.";
+    /// `status` (reported at `status.synchronizedGeneration`).
+    pub const SYNCHRONIZED_GENERATION_RULE: &str = "!has(oldSelf.synchronizedGeneration) || (has(self.synchronizedGeneration) && self.synchronizedGeneration >= oldSelf.synchronizedGeneration) || (oldSelf.authoritativeAPI == 'Migrating' && self.authoritativeAPI != 'Migrating')";
+    /// Message of [`SYNCHRONIZED_GENERATION_RULE`].
+    pub const SYNCHRONIZED_GENERATION_MESSAGE: &str = "synchronizedGeneration must not decrease unless authoritativeAPI is transitioning from Migrating to another value";
+    /// `status`.
+    pub const AUTHORITY_KEPT_RULE: &str =
+        "has(self.authoritativeAPI) || !has(oldSelf.authoritativeAPI)";
+    /// Message of [`AUTHORITY_KEPT_RULE`].
+    pub const AUTHORITY_KEPT_MESSAGE: &str = "authoritativeAPI may not be removed once set";
 }
 
 /// True if a `providerSpec.value` is a vSphere provider spec: its `kind` is

@@ -155,6 +155,13 @@ fn validate_layers(
     let mut errors = Vec::new();
     let mut warnings =
         schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
+    // CRD layer: the Machine status transition rules (judged even when the spec is unchanged:
+    // status updates leave it alone).
+    if kind == Kind::Machine
+        && let Some(old) = old
+    {
+        errors.extend(super::machine::status_transition_rules(old, new));
+    }
     // Ratcheting: an update that leaves the spec alone (finalizers, owner references, labels,
     // status) is not judged again by rules the object may predate — otherwise an object admitted
     // before a rule existed could never lose its finalizer or be deleted.

@@ -99,6 +99,59 @@ pub fn warnings(m: &Machine, ctx: &Ctx) -> Vec<String> {
     }
 }
 
+/// The CRD's CEL rules on the `MachineAPIMigration` status fields (transition rules: update
+/// only), on raw objects: `authoritativeAPI` changes only through `Migrating` and is never
+/// removed; `synchronizedGeneration` never decreases, except when authority moves on from
+/// `Migrating`.
+pub fn status_transition_rules(old: &Value, new: &Value) -> Vec<FieldError> {
+    use crate::api::machine::status_cel;
+    let mut errors = Vec::new();
+    let (Some(old), Some(new)) = (
+        old.get("status").and_then(Value::as_object),
+        new.get("status").and_then(Value::as_object),
+    ) else {
+        return errors;
+    };
+    let authority = |s: &serde_json::Map<String, Value>| {
+        s.get("authoritativeAPI")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let (old_api, new_api) = (authority(old), authority(new));
+    if let (Some(o), Some(n)) = (&old_api, &new_api)
+        && !(n == "Migrating" || n == o || o == "Migrating")
+    {
+        errors.push(FieldError::invalid_type(
+            "status.authoritativeAPI",
+            "string",
+            status_cel::AUTHORITY_TRANSITION_MESSAGE,
+        ));
+    }
+    let generation = |s: &serde_json::Map<String, Value>| {
+        s.get("synchronizedGeneration").and_then(Value::as_i64)
+    };
+    if let Some(o) = generation(old) {
+        let kept = generation(new).is_some_and(|n| n >= o);
+        let leaving_migration =
+            old_api.as_deref() == Some("Migrating") && new_api.as_deref() != Some("Migrating");
+        if !kept && !leaving_migration {
+            errors.push(FieldError::invalid_type(
+                "status.synchronizedGeneration",
+                "object",
+                status_cel::SYNCHRONIZED_GENERATION_MESSAGE,
+            ));
+        }
+    }
+    if old_api.is_some() && new_api.is_none() {
+        errors.push(FieldError::invalid_type(
+            "status",
+            "object",
+            status_cel::AUTHORITY_KEPT_MESSAGE,
+        ));
+    }
+    errors
+}
+
 /// Hooks in `new` that are not in `old` with the same owner.
 pub fn changed_hooks(old: &[LifecycleHook], new: &[LifecycleHook]) -> Vec<LifecycleHook> {
     new.iter().filter(|h| !old.contains(h)).cloned().collect()
