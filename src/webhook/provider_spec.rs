@@ -520,3 +520,102 @@ fn sizing_warnings(spec: &VSphereMachineProviderSpec, path: &str) -> Vec<String>
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": PROVIDER_SPEC_KIND,
+            "template": "t", "workspace": {"server": "vc", "datacenter": "DC0"},
+            "network": {"devices": [{"networkName": "n"}]},
+            "userDataSecret": {"name": "u"}, "credentialsSecret": {"name": "c"},
+            "numCPUs": 2, "memoryMiB": 2048, "diskGiB": 120})
+    }
+
+    #[test]
+    fn other_kinds_are_neither_defaulted_nor_checked() {
+        let mut aws = json!({"kind": "AWSMachineProviderConfig", "ami": {"id": "x"}});
+        assert!(default(&mut aws, "p").is_empty());
+        let r = check(&aws, "p", ProviderSpecUse::Machine, &Ctx::default());
+        assert!(r.errors.is_empty());
+        assert_eq!(r.warnings.len(), 1);
+    }
+
+    #[test]
+    fn every_accepted_group_and_version_draws_no_warning() {
+        for av in [
+            "machine.openshift.io/v1beta1",
+            "machine.openshift.io/v1",
+            "vsphereprovider.openshift.io/v1beta1",
+            "vsphereprovider.openshift.io/v1",
+        ] {
+            let mut v = base();
+            v["apiVersion"] = json!(av);
+            let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+            assert_eq!(r, ProviderSpecReport::default(), "{av}");
+        }
+        let mut v = base();
+        v["apiVersion"] = json!("vsphereprovider.openshift.io/v2");
+        let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+        assert_eq!(
+            r.warnings,
+            [
+                "p: incorrect GroupVersionKind for VSphereMachineProviderSpec object: vsphereprovider.openshift.io/v2, Kind=VSphereMachineProviderSpec"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_datacenter_vm_folder_itself_is_accepted() {
+        for (folder, ok) in [
+            ("/DC0/vm", true),
+            ("/DC0/vm/sub", true),
+            ("/DC0/vmx", false),
+            ("vm", false),
+        ] {
+            let mut v = base();
+            v["workspace"]["folder"] = json!(folder);
+            let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+            assert_eq!(r.errors.is_empty(), ok, "{folder}: {:?}", r.errors);
+        }
+    }
+
+    #[test]
+    fn placeholders_skip_format_rules_offline() {
+        let mut v = base();
+        v["workspace"]["folder"] = json!("${FOLDER}");
+        v["tagIDs"] = json!(["${TAG}"]);
+        v["dataDisks"] = json!([{"name": "${DISK}", "sizeGiB": 10, "provisioningMode": "${MODE}"}]);
+        let ctx = Ctx {
+            allow_placeholders: true,
+        };
+        assert!(
+            check(&v, "p", ProviderSpecUse::Machine, &ctx)
+                .errors
+                .is_empty()
+        );
+        assert_eq!(
+            check(&v, "p", ProviderSpecUse::Machine, &Ctx::default())
+                .errors
+                .len(),
+            4
+        );
+    }
+
+    #[test]
+    fn nulls_read_as_go_zero_values() {
+        let mut v = base();
+        v["tagIDs"] = Value::Null;
+        v["workspace"]["vmGroup"] = Value::Null;
+        let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+        assert_eq!(r, ProviderSpecReport::default());
+        v["network"]["devices"] = Value::Null;
+        let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+        assert_eq!(
+            r.errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["p.network.devices: Required value: at least 1 network device must be provided"]
+        );
+    }
+}
