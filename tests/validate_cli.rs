@@ -198,3 +198,36 @@ fn usage_errors_exit_two() {
     assert_eq!(code, 2);
     assert!(err.contains("does/not/exist.yaml"), "{err}");
 }
+
+/// Objects from a cluster with upstream's `MachineAPIMigration` gate carry `authoritativeAPI`
+/// (the API server sets it): `validate` admits them as they are.
+#[test]
+fn machine_and_cpms_with_authoritative_api_pass() {
+    let upstream = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests/upstream");
+    let load = |name: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(upstream.join(name)).unwrap()).unwrap()
+    };
+    let mut machine = load("cpms-04-machine-vsphere-master-0.yaml");
+    machine["spec"]["authoritativeAPI"] = "MachineAPI".into();
+    let mut cpms = load("cpms-01-cpms-vsphere-3fd-static-ip.yaml");
+    cpms["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["authoritativeAPI"] =
+        "ClusterAPI".into();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "gated.json",
+        &format!("{machine}\n---\n{cpms}\n"),
+    );
+    let (code, out, err) = validate(&["-f", &f]);
+    assert_eq!(code, 0, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].ends_with("Machine openshift-machine-api/ngirard-dev-fhshn-master-0: ok"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("ControlPlaneMachineSet openshift-machine-api/cluster: ok"),
+        "{out}"
+    );
+}

@@ -90,12 +90,14 @@ fn samples_cover_every_kind_and_pass_admission() {
         // Samples are concrete: no placeholders allowed.
         let out = admit_loaded(obj, &Ctx::default());
         assert!(out.allowed(), "{}: {:?}", obj.source, out.errors);
-        assert!(
-            out.warnings.is_empty(),
-            "{}: {:?}",
-            obj.source,
-            out.warnings
-        );
+        // The samples fit vcsim's small templates; upstream's advice for production sizes
+        // (machine-api-operator's recommended minimums) is the only warning they may draw.
+        let other: Vec<&String> = out
+            .warnings
+            .iter()
+            .filter(|w| !w.contains("is missing or less than the recommended minimum"))
+            .collect();
+        assert!(other.is_empty(), "{}: {:?}", obj.source, other);
         if let ObjectType::Served(k) = out.object_type {
             kinds.insert(k);
         }

@@ -338,3 +338,92 @@ fn cpms_must_be_named_cluster() {
     assert_rejected_at(&run(&c, None), "metadata.name", "must be cluster");
     assert!(run(&cpms(), None).errors.is_empty());
 }
+
+#[test]
+fn mhc_without_unhealthy_conditions_is_a_startup_only_check() {
+    let startup_only = mhc(json!({"selector": {"matchLabels": {"a": "b"}}}));
+    let out = run(&startup_only, None);
+    assert!(out.allowed(), "{:?}", texts(&out));
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let mut idle = startup_only.clone();
+    idle["spec"]["nodeStartupTimeout"] = json!("0");
+    let out = run(&idle, None);
+    assert!(out.allowed(), "{:?}", texts(&out));
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert!(out.warnings[0].contains("never finds a machine unhealthy"));
+}
+
+/// An object without `spec` is a field error at `spec`, in every served version, never
+/// "cannot decode"; kinds whose spec is all optional (Machine, MachineHealthCheck) read it as
+/// empty, as upstream's Go zero value.
+#[test]
+fn missing_spec_is_a_field_error() {
+    for (api_version, kind) in [
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "VSphereDeploymentZone",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "VSphereFailureDomain",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereDeploymentZone",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereFailureDomain",
+        ),
+    ] {
+        for spec in [None, Some(Value::Null)] {
+            let mut obj =
+                json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "z"}});
+            if let Some(s) = &spec {
+                obj["spec"] = s.clone();
+            }
+            let out = run(&obj, None);
+            assert_eq!(
+                texts(&out),
+                ["spec: Required value"],
+                "{api_version} {kind} spec {spec:?}"
+            );
+        }
+    }
+    for (api_version, kind) in [
+        ("machine.openshift.io/v1beta1", "Machine"),
+        ("machine.openshift.io/v1beta1", "MachineHealthCheck"),
+    ] {
+        let obj = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "m", "namespace": "default"}});
+        let out = run(&obj, None);
+        assert!(out.allowed(), "{kind}: {:?}", texts(&out));
+    }
+}
+
+/// machine-api-operator's provider-spec rules apply to a CPMS template too (so a bad template is
+/// reported once, at the CPMS), except the secrets the Machine defaulter fills in.
+#[test]
+fn cpms_template_provider_spec_follows_machine_api_operator() {
+    let mut c = cpms();
+    let value = format!("{T}.spec.providerSpec.value");
+    let spec = c
+        .pointer_mut("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value")
+        .unwrap();
+    spec["tagIDs"] = json!(["not-a-urn"]);
+    spec["dataDisks"] = json!([{"name": "Disk1", "sizeGiB": 17000}]);
+    let out = run(&c, None);
+    assert_eq!(
+        texts(&out),
+        [
+            format!(
+                "{value}.tagIDs[0]: Invalid value: \"not-a-urn\": tag ID must be in the format of urn:vmomi:InventoryServiceTag:<UUID>:GLOBAL"
+            ),
+            format!(
+                "{value}.dataDisks[0].sizeGiB: Invalid value: 17000: data disk size (GiB) must not exceed 16384"
+            ),
+        ]
+    );
+    // No secrets in the template: fine, each Machine gets the defaults.
+    assert!(run(&cpms(), None).allowed());
+}

@@ -360,3 +360,66 @@ async fn https_with_a_certificate_from_files() {
     assert_eq!(resp["response"]["allowed"], false);
     srv.stop().await;
 }
+
+/// An upstream object with fields of upstream's feature-gated schema (`authoritativeAPI`, set by
+/// the API server in clusters with `MachineAPIMigration`): both endpoints admit it and leave
+/// those fields alone.
+async fn admitted_unchanged(srv: &Server, kind: Kind, object: Value, gated: &[&str]) {
+    let (_, resp) = post(
+        srv.addr,
+        &server::path(kind, Endpoint::Validate),
+        &review("CREATE", object.clone(), None),
+    )
+    .await;
+    assert_eq!(resp["response"]["allowed"], true, "{kind}: {resp}");
+    let (_, resp) = post(
+        srv.addr,
+        &server::path(kind, Endpoint::Mutate),
+        &review("CREATE", object, None),
+    )
+    .await;
+    assert_eq!(resp["response"]["allowed"], true, "{kind}: {resp}");
+    if let Some(patch) = resp["response"]["patch"].as_str() {
+        let ops: Vec<Value> = serde_json::from_slice(&base64_decode(patch)).unwrap();
+        for op in &ops {
+            let path = op["path"].as_str().unwrap_or_default();
+            assert!(
+                !gated.iter().any(|g| path.starts_with(g)),
+                "{kind}: the patch touches {path}"
+            );
+        }
+    }
+}
+
+fn upstream_fixture(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/manifests/upstream")
+        .join(name);
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn machine_and_cpms_with_authoritative_api_pass_unchanged() {
+    let srv = Server::start(None).await;
+    let mut machine = upstream_fixture("cpms-04-machine-vsphere-master-0.yaml");
+    machine["spec"]["authoritativeAPI"] = json!("MachineAPI");
+    machine["status"] = json!({"authoritativeAPI": "MachineAPI", "synchronizedGeneration": 2});
+    admitted_unchanged(
+        &srv,
+        Kind::Machine,
+        machine,
+        &["/spec/authoritativeAPI", "/status"],
+    )
+    .await;
+    let mut cpms = upstream_fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml");
+    cpms["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["authoritativeAPI"] =
+        json!("ClusterAPI");
+    admitted_unchanged(
+        &srv,
+        Kind::ControlPlaneMachineSet,
+        cpms,
+        &["/spec/template/machines_v1beta1_machine_openshift_io/spec/authoritativeAPI"],
+    )
+    .await;
+    srv.stop().await;
+}

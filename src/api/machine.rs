@@ -1,8 +1,9 @@
 //! `Machine` (`machine.openshift.io/v1beta1`, namespaced) with the vSphere provider spec.
 //!
 //! Fields, JSON names and schema rules follow openshift/api `machine/v1beta1/types_machine.go`,
-//! `types_provider.go` and `types_vsphereprovider.go` (the ungated CRD: fields behind feature
-//! gates such as `authoritativeAPI` are not served). As upstream, `spec.providerSpec.value` is
+//! `types_provider.go` and `types_vsphereprovider.go`. Fields behind upstream feature gates
+//! (`authoritativeAPI`, the migration status fields) are served without their gated default, so
+//! objects from clusters with the gate on are admitted and round-trip unchanged. As upstream, `spec.providerSpec.value` is
 //! `x-kubernetes-preserve-unknown-fields` in the CRD; [`VSphereMachineProviderSpec`] is checked by
 //! the admission webhook and `validate` when its `kind` is `VSphereMachineProviderSpec`.
 
@@ -136,6 +137,18 @@ pub struct MachineSpec {
     /// providerID is the identification ID of the machine provided by the provider.
     #[serde(rename = "providerID", skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
+    /// authoritativeAPI is the API that is authoritative for this resource: `MachineAPI` or
+    /// `ClusterAPI` (upstream's `MachineAPIMigration` feature gate). This provider does not act on
+    /// it, but accepts and keeps it: in clusters with that gate the API server sets it on every
+    /// Machine before webhooks run, so rejecting it would deny every new Machine there. Upstream's
+    /// gated CRD defaults it to `MachineAPI`; the ungated CRD served here leaves it unset.
+    #[serde(
+        rename = "authoritativeAPI",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "authoritative_api_schema")]
+    pub authoritative_api: Option<String>,
 }
 
 /// ObjectMeta is the subset of metav1.ObjectMeta a Machine template may carry for its Node.
@@ -206,6 +219,11 @@ pub struct ProviderSpec {
 /// MachineStatus defines the observed state of Machine
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"fieldPath": ".synchronizedGeneration", "message": status_cel::SYNCHRONIZED_GENERATION_MESSAGE,
+     "reason": "FieldValueInvalid", "rule": status_cel::SYNCHRONIZED_GENERATION_RULE},
+    {"message": status_cel::AUTHORITY_KEPT_MESSAGE, "rule": status_cel::AUTHORITY_KEPT_RULE}
+]))]
 pub struct MachineStatus {
     /// nodeRef will point to the corresponding Node if it exists.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -238,6 +256,30 @@ pub struct MachineStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<CapiCondition>>,
+    /// authoritativeAPI is the API that is authoritative for this resource (`MachineAPI`,
+    /// `ClusterAPI`, or `Migrating` while the migration controller hands over). Written by
+    /// upstream's migration controller, kept here so status updates round-trip.
+    #[serde(
+        rename = "authoritativeAPI",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "authoritative_api_status_schema")]
+    pub authoritative_api: Option<String>,
+    /// synchronizedGeneration is the generation of the authoritative resource that the
+    /// non-authoritative resource is synchronised with (upstream's migration controller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub synchronized_generation: Option<i64>,
+    /// synchronizedAPI holds the last stable value of authoritativeAPI (`MachineAPI` or
+    /// `ClusterAPI`; upstream's migration controller).
+    #[serde(
+        rename = "synchronizedAPI",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "authoritative_api_schema")]
+    pub synchronized_api: Option<String>,
 }
 
 /// LastOperation represents the detail of the last performed operation on the MachineObject.
@@ -286,12 +328,14 @@ pub struct VSphereMachineProviderSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<LocalObjectReference>,
     /// template is the name, inventory path, or instance UUID of the template used to clone new
-    /// machines.
+    /// machines. Missing decodes as empty (Go's zero value) so admission can say it is required.
+    #[serde(default)]
     pub template: String,
     /// workspace describes the workspace to use for the machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
-    /// network is the network configuration for this machine's VM.
+    /// network is the network configuration for this machine's VM (missing decodes as empty).
+    #[serde(default)]
     pub network: NetworkSpec,
     /// numCPUs is the number of virtual processors in a virtual machine.
     #[serde(rename = "numCPUs", skip_serializing_if = "Option::is_none")]
@@ -341,7 +385,8 @@ pub enum CloneMode {
 /// NetworkSpec defines the virtual machine's network configuration.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct NetworkSpec {
-    /// devices defines the virtual machine's network interfaces.
+    /// devices defines the virtual machine's network interfaces (missing decodes as empty).
+    #[serde(default)]
     pub devices: Vec<NetworkDeviceSpec>,
 }
 
@@ -393,9 +438,10 @@ pub struct VSphereDisk {
     /// name is used to identify the disk definition.
     #[schemars(length(max = 80))]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9]([-_a-zA-Z0-9]*[a-zA-Z0-9])?$"))]
+    #[serde(default)]
     pub name: String,
     /// sizeGiB is the size of the disk in GiB.
-    #[serde(rename = "sizeGiB")]
+    #[serde(rename = "sizeGiB", default)]
     #[schemars(range(min = 1, max = 16384))]
     pub size_gib: i32,
     /// provisioningMode: Thin, Thick or EagerlyZeroed.
@@ -449,6 +495,54 @@ fn provisioning_mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     schemars::json_schema!({"type": "string", "enum": ["Thin", "Thick", "EagerlyZeroed"]})
 }
 
+/// `spec.authoritativeAPI` and `status.synchronizedAPI`: upstream's enum, kept as a string so an
+/// object written by a newer upstream still decodes.
+fn authoritative_api_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["MachineAPI", "ClusterAPI"]})
+}
+
+/// `status.authoritativeAPI`: the spec values and `Migrating`, changed only through `Migrating`.
+fn authoritative_api_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["MachineAPI", "ClusterAPI", "Migrating"],
+        "x-kubernetes-validations": [
+            {"message": status_cel::AUTHORITY_TRANSITION_MESSAGE, "rule": status_cel::AUTHORITY_TRANSITION_RULE}
+        ]
+    })
+}
+
+/// The CEL rules of upstream's `MachineAPIMigration` status fields (openshift/api), kept so the
+/// API server guards them as upstream's does; admission implements them for offline checks.
+pub mod status_cel {
+    /// `status.authoritativeAPI`.
+    pub const AUTHORITY_TRANSITION_RULE: &str =
+        "self == 'Migrating' || self == oldSelf || oldSelf == 'Migrating'";
+    /// Message of [`AUTHORITY_TRANSITION_RULE`].
+    pub const AUTHORITY_TRANSITION_MESSAGE: &str = "The authoritativeAPI field must not transition directly from MachineAPI to ClusterAPI or vice versa. It must transition through Migrating.";
+    /// `status` (reported at `status.synchronizedGeneration`).
+    pub const SYNCHRONIZED_GENERATION_RULE: &str = "!has(oldSelf.synchronizedGeneration) || (has(self.synchronizedGeneration) && self.synchronizedGeneration >= oldSelf.synchronizedGeneration) || (oldSelf.authoritativeAPI == 'Migrating' && self.authoritativeAPI != 'Migrating')";
+    /// Message of [`SYNCHRONIZED_GENERATION_RULE`].
+    pub const SYNCHRONIZED_GENERATION_MESSAGE: &str = "synchronizedGeneration must not decrease unless authoritativeAPI is transitioning from Migrating to another value";
+    /// `status`.
+    pub const AUTHORITY_KEPT_RULE: &str =
+        "has(self.authoritativeAPI) || !has(oldSelf.authoritativeAPI)";
+    /// Message of [`AUTHORITY_KEPT_RULE`].
+    pub const AUTHORITY_KEPT_MESSAGE: &str = "authoritativeAPI may not be removed once set";
+}
+
+/// True if a `providerSpec.value` is a vSphere provider spec: its `kind` is
+/// `VSphereMachineProviderSpec`, or it has none (machine-api-operator reads every provider spec
+/// on a vSphere cluster as one, and so does this vSphere-only provider).
+pub fn is_vsphere_provider_spec(value: &serde_json::Value) -> bool {
+    match value.get("kind") {
+        None | Some(serde_json::Value::Null) => true,
+        Some(k) => k
+            .as_str()
+            .is_some_and(|k| k.is_empty() || k == PROVIDER_SPEC_KIND),
+    }
+}
+
 impl VSphereMachineProviderSpec {
     /// The clone mode: `linkedClone` only when asked for exactly, else a full clone (as the
     /// upstream actuator does).
@@ -471,8 +565,7 @@ impl Machine {
         &self,
     ) -> Option<Result<VSphereMachineProviderSpec, serde_json::Error>> {
         let value = self.spec.provider_spec.as_ref()?.value.as_ref()?;
-        (value.get("kind").and_then(|k| k.as_str()) == Some(PROVIDER_SPEC_KIND))
-            .then(|| serde_json::from_value(value.clone()))
+        is_vsphere_provider_spec(value).then(|| serde_json::from_value(value.clone()))
     }
 
     /// All lifecycle hooks, preDrain first.

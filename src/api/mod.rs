@@ -17,6 +17,7 @@ pub mod conditions;
 pub mod control_plane_machine_set;
 pub mod deployment_zone;
 pub mod failure_domain;
+pub mod health_values;
 pub mod machine;
 pub mod machine_health_check;
 pub mod machine_status;

@@ -173,6 +173,16 @@ pub fn check_all(objects: Vec<LoadedObject>, ctx: &Ctx) -> Vec<Verdict> {
             .map(|v| v.object.name())
             .collect()
     };
+    let secrets: Vec<(String, String)> = verdicts
+        .iter()
+        .filter(|v| v.outcome.object_type == ObjectType::Secret)
+        .map(|v| {
+            (
+                v.object.namespace().unwrap_or_default().to_string(),
+                v.object.name(),
+            )
+        })
+        .collect();
     let fds = names_of(Kind::VSphereFailureDomain, &verdicts);
     let zones = names_of(Kind::VSphereDeploymentZone, &verdicts);
     for v in &mut verdicts {
@@ -199,6 +209,23 @@ pub fn check_all(objects: Vec<LoadedObject>, ctx: &Ctx) -> Vec<Verdict> {
                             ));
                         }
                     }
+                }
+            }
+            // Upstream's webhook warns when the credentials secret does not exist; offline, the
+            // given Secrets stand for the cluster's.
+            ObjectType::Served(Kind::Machine) if !secrets.is_empty() => {
+                let namespace = v.object.namespace().unwrap_or_default().to_string();
+                if let Some(name) = v
+                    .outcome
+                    .object
+                    .pointer("/spec/providerSpec/value/credentialsSecret/name")
+                    .and_then(Value::as_str)
+                    && !name.is_empty()
+                    && !secrets.contains(&(namespace.clone(), name.to_string()))
+                {
+                    v.outcome.warnings.push(format!(
+                        "spec.providerSpec.value.credentialsSecret: Invalid value: {name:?}: not found. Expected CredentialsSecret to exist (no Secret {namespace}/{name} among the given objects): the machine cannot be created without vCenter credentials"
+                    ));
                 }
             }
             _ => {}

@@ -137,6 +137,7 @@ fn default_layers(kind: Kind, obj: &mut Value, layers: Layers) -> Vec<String> {
             defaulted.extend(super::failure_domain::default(obj))
         }
         Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
+        Kind::Machine => defaulted.extend(super::machine::default(obj)),
         _ => {}
     }
     defaulted
@@ -164,6 +165,13 @@ fn validate_layers(
     let mut errors = Vec::new();
     let mut warnings =
         schema::validate_metadata(new.get("metadata"), kind.namespaced(), ctx, &mut errors);
+    // CRD layer: the Machine status transition rules (judged even when the spec is unchanged:
+    // status updates leave it alone).
+    if kind == Kind::Machine
+        && let Some(old) = old
+    {
+        errors.extend(super::machine::status_transition_rules(old, new));
+    }
     // Ratcheting: an update that leaves the spec alone (finalizers, owner references, labels,
     // status) is not judged again by rules the object may predate — otherwise an object admitted
     // before a rule existed could never lose its finalizer or be deleted.
@@ -177,13 +185,57 @@ fn validate_layers(
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or(kind.api_version());
-    schema::validate(&kind.schema_for(api_version), new, "", ctx, &mut errors);
+    // A missing spec is Go's zero value upstream: judge `spec: {}`, and if the kind cannot be
+    // without one (v1beta2 requires it; required fields in v1beta1), say so at `spec` rather
+    // than "cannot decode". `spec: null` is a missing spec: the apiserver drops nulls of
+    // non-nullable fields before it validates.
+    let spec_missing = new.get("spec").is_none_or(Value::is_null);
+    if spec_missing && api_version == crate::api::v1beta2::API_VERSION {
+        // CAPV's v1beta2 CRDs require the spec.
+        errors.push(FieldError::required("spec", ""));
+        dedup(&mut errors);
+        return (errors, warnings);
+    }
+    let without_null_spec;
+    let schema_input = if new.get("spec").is_some_and(Value::is_null) {
+        let mut v = new.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("spec");
+        }
+        without_null_spec = v;
+        &without_null_spec
+    } else {
+        new
+    };
+    schema::validate(
+        &kind.schema_for(api_version),
+        schema_input,
+        "",
+        ctx,
+        &mut errors,
+    );
     let schema_paths: std::collections::HashSet<String> =
         errors.iter().map(|e| e.path.clone()).collect();
 
+    let with_spec;
+    let new = if spec_missing {
+        let mut v = new.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.insert("spec".into(), Value::Object(Default::default()));
+        }
+        with_spec = v;
+        &with_spec
+    } else {
+        new
+    };
     let mut rules = Vec::new();
     match run_rules(kind, new, old, ctx, layers, &mut rules, &mut warnings) {
         Ok(()) => {}
+        Err(_) if spec_missing => {
+            if !schema_paths.contains("spec") {
+                errors.push(FieldError::required("spec", ""));
+            }
+        }
         Err(e) if ctx.allow_placeholders && schema::contains_placeholder(new) => warnings.push(format!(
             "webhook rules skipped: the object has placeholders where typed values are expected ({e})"
         )),
@@ -235,6 +287,7 @@ fn run_rules(
                 Some(o) => errors.extend(super::failure_domain::validate_update(&o, &n, ctx)),
                 None => errors.extend(super::failure_domain::validate_create(&n, ctx)),
             }
+            warnings.extend(super::failure_domain::warnings(&n));
         }
         Kind::VSphereDeploymentZone => {
             let n: VSphereDeploymentZone = decode(new)?;

@@ -278,7 +278,8 @@ pub fn warnings(cpms: &ControlPlaneMachineSet, ctx: &Ctx) -> Vec<String> {
     out
 }
 
-/// Every CEL rule in the generated CRD, with its message, so a test can check each is implemented.
+/// Every CEL rule in the generated CRDs (this kind's and the Machine status rules), with its
+/// message, so a test can check each is implemented.
 pub fn implemented_cel_rules() -> Vec<(String, String)> {
     let mut rules = vec![
         (
@@ -308,6 +309,22 @@ pub fn implemented_cel_rules() -> Vec<(String, String)> {
         cel::PLATFORM_LISTS
             .iter()
             .map(|(f, p)| (cel::platform_rule(f, p), cel::platform_message(f, p))),
+    );
+    // Machine status (implemented by `machine::status_transition_rules`).
+    use crate::api::machine::status_cel as m;
+    rules.extend(
+        [
+            (
+                m::AUTHORITY_TRANSITION_RULE,
+                m::AUTHORITY_TRANSITION_MESSAGE,
+            ),
+            (
+                m::SYNCHRONIZED_GENERATION_RULE,
+                m::SYNCHRONIZED_GENERATION_MESSAGE,
+            ),
+            (m::AUTHORITY_KEPT_RULE, m::AUTHORITY_KEPT_MESSAGE),
+        ]
+        .map(|(r, msg)| (r.to_string(), msg.to_string())),
     );
     rules
 }

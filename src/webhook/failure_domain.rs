@@ -10,8 +10,6 @@
 //! * a zone type wider than its region type (a Datacenter zone under a ComputeCluster region);
 //! * hosts for a non-HostGroup zone without a compute cluster (covered by upstream's first rule,
 //!   tested for that case too);
-//! * region and zone sharing one tag category (the vSphere cloud provider reads region and zone
-//!   from two categories);
 //! * the VM group and host group sharing one name (they share one namespace in a cluster);
 //! * the 2020 proposal's autoConfigure constraints as far as the v1beta1 API can express them:
 //!   the datacenter must be set, and both group names must be set (a HostGroup zone with
@@ -20,6 +18,10 @@
 //!   exclusivity it wanted — build the group from tagged hosts, *or* tag the hosts of an existing
 //!   group, never both — is enforced by the zone planner, which picks one by whether the group
 //!   exists (`plan::zone`).
+//!
+//! Warned, not rejected: region and zone sharing one tag category. CAPV accepts it and its own
+//! test objects do it, but whatever reads topology back from tags (the vSphere cloud provider)
+//! tells a region tag from a zone tag by its category only.
 
 use serde_json::Value;
 
@@ -137,13 +139,6 @@ pub fn validate_spec(spec: &VSphereFailureDomainSpec, ctx: &Ctx) -> Vec<FieldErr
             ),
         ));
     }
-    if !spec.region.tag_category.is_empty() && spec.region.tag_category == spec.zone.tag_category {
-        errors.push(FieldError::invalid_str(
-            "spec.zone.tagCategory",
-            &spec.zone.tag_category,
-            "must differ from spec.region.tagCategory: region and zone tags are read from two categories",
-        ));
-    }
     if topo.datacenter.is_empty() {
         errors.push(FieldError::required(
             "spec.topology.datacenter",
@@ -195,6 +190,27 @@ pub fn validate_spec(spec: &VSphereFailureDomainSpec, ctx: &Ctx) -> Vec<FieldErr
         }
     }
     errors
+}
+
+/// Warnings: region and zone sharing one tag category.
+pub fn warnings(fd: &VSphereFailureDomain) -> Vec<String> {
+    let spec = &fd.spec;
+    let mut out = Vec::new();
+    if !spec.region.tag_category.is_empty() && spec.region.tag_category == spec.zone.tag_category {
+        let same_tag = if spec.region.name == spec.zone.name {
+            format!(
+                "; with the same name {:?} region and zone are even the same tag",
+                spec.zone.name
+            )
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "spec.zone.tagCategory: {:?} is also spec.region.tagCategory: the vSphere cloud provider tells a region tag from a zone tag by its category, so nodes may get wrong or missing topology labels; use two categories (e.g. k8s-region and k8s-zone){same_tag}",
+            spec.zone.tag_category
+        ));
+    }
+    out
 }
 
 fn check_failure_domain(path: &str, fd: &FailureDomain, errors: &mut Vec<FieldError>) {
@@ -419,12 +435,17 @@ mod tests {
     }
 
     #[test]
-    fn ours_shared_tag_category() {
+    fn shared_tag_category_is_admitted_with_a_warning() {
         let mut f = fd(DC, CC, topo(Some("C0"), false));
+        assert!(warnings(&f).is_empty());
         f.spec.zone.tag_category = "k8s-region".into();
-        let e = validate_create(&f, &Ctx::default());
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].path, "spec.zone.tagCategory");
+        assert!(validate_create(&f, &Ctx::default()).is_empty());
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("spec.zone.tagCategory: \"k8s-region\" is also spec.region.tagCategory: the vSphere cloud provider tells a region tag from a zone tag by its category"), "{w:?}");
+        assert!(!w[0].contains("same tag"));
+        f.spec.zone.name = f.spec.region.name.clone();
+        assert!(warnings(&f)[0].ends_with("region and zone are even the same tag"));
     }
 
     #[test]

@@ -1,22 +1,28 @@
-//! Machine admission, and the vSphere provider-spec checks shared with ControlPlaneMachineSet
-//! templates.
+//! Machine admission, and the label-selector and lifecycle-hook checks shared with
+//! ControlPlaneMachineSet templates.
 //!
 //! Upstream (machine-api-operator's machine webhook): lifecycle hook names are qualified names
 //! of 3–256 characters, unique per list (CRD), and once the machine is being deleted hooks may be
-//! removed but not added or changed. The vSphere provider spec must name a template, a workspace
-//! server and network devices with network names.
+//! removed but not added or changed. The provider spec is defaulted and checked by
+//! [`super::provider_spec`].
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use super::{Ctx, FieldError, child, index, is_label_value, is_qualified_name, key, schema};
+pub use super::provider_spec::{ProviderSpecReport, ProviderSpecUse, check as check_provider_spec};
+use super::{Ctx, FieldError, child, index, is_label_value, is_qualified_name, key};
 use crate::api::Machine;
-use crate::api::machine::{
-    LIFECYCLE_HOOK_NAME_PATTERN, LifecycleHook, PROVIDER_SPEC_API_VERSION, PROVIDER_SPEC_KIND,
-    VSphereMachineProviderSpec,
-};
+use crate::api::machine::{LIFECYCLE_HOOK_NAME_PATTERN, LifecycleHook};
+
+/// The mutating webhook: the provider spec's default secrets. Returns the defaulted paths.
+pub fn default(obj: &mut Value) -> Vec<String> {
+    match obj.pointer_mut("/spec/providerSpec/value") {
+        Some(value) => super::provider_spec::default(value, "spec.providerSpec.value"),
+        None => Vec::new(),
+    }
+}
 
 /// How a Machine's provider spec is judged: complete, unless the Machine is placed in a
 /// deployment zone (`vsphere-provider.io/deployment-zone`), which then supplies the workspace
@@ -97,6 +103,59 @@ pub fn warnings(m: &Machine, ctx: &Ctx) -> Vec<String> {
     }
 }
 
+/// The CRD's CEL rules on the `MachineAPIMigration` status fields (transition rules: update
+/// only), on raw objects: `authoritativeAPI` changes only through `Migrating` and is never
+/// removed; `synchronizedGeneration` never decreases, except when authority moves on from
+/// `Migrating`.
+pub fn status_transition_rules(old: &Value, new: &Value) -> Vec<FieldError> {
+    use crate::api::machine::status_cel;
+    let mut errors = Vec::new();
+    let (Some(old), Some(new)) = (
+        old.get("status").and_then(Value::as_object),
+        new.get("status").and_then(Value::as_object),
+    ) else {
+        return errors;
+    };
+    let authority = |s: &serde_json::Map<String, Value>| {
+        s.get("authoritativeAPI")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let (old_api, new_api) = (authority(old), authority(new));
+    if let (Some(o), Some(n)) = (&old_api, &new_api)
+        && !(n == "Migrating" || n == o || o == "Migrating")
+    {
+        errors.push(FieldError::invalid_type(
+            "status.authoritativeAPI",
+            "string",
+            status_cel::AUTHORITY_TRANSITION_MESSAGE,
+        ));
+    }
+    let generation = |s: &serde_json::Map<String, Value>| {
+        s.get("synchronizedGeneration").and_then(Value::as_i64)
+    };
+    if let Some(o) = generation(old) {
+        let kept = generation(new).is_some_and(|n| n >= o);
+        let leaving_migration =
+            old_api.as_deref() == Some("Migrating") && new_api.as_deref() != Some("Migrating");
+        if !kept && !leaving_migration {
+            errors.push(FieldError::invalid_type(
+                "status.synchronizedGeneration",
+                "object",
+                status_cel::SYNCHRONIZED_GENERATION_MESSAGE,
+            ));
+        }
+    }
+    if old_api.is_some() && new_api.is_none() {
+        errors.push(FieldError::invalid_type(
+            "status",
+            "object",
+            status_cel::AUTHORITY_KEPT_MESSAGE,
+        ));
+    }
+    errors
+}
+
 /// Hooks in `new` that are not in `old` with the same owner.
 pub fn changed_hooks(old: &[LifecycleHook], new: &[LifecycleHook]) -> Vec<LifecycleHook> {
     new.iter().filter(|h| !old.contains(h)).cloned().collect()
@@ -151,187 +210,6 @@ pub fn check_hooks(path: &str, hooks: &[LifecycleHook], errors: &mut Vec<FieldEr
             ));
         }
     }
-}
-
-/// Where a provider spec is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProviderSpecUse {
-    /// In a Machine: it must be complete.
-    Machine,
-    /// In a ControlPlaneMachineSet template without failure domains: complete, like a Machine.
-    CpmsTemplate,
-    /// In a ControlPlaneMachineSet template with vSphere failure domains, or a Machine placed in
-    /// a deployment zone: the zone supplies the server, datacenter, datastore, networks, folder,
-    /// resource pool and VM group.
-    CpmsTemplateWithFailureDomains,
-}
-
-/// Errors and warnings about a provider spec.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProviderSpecReport {
-    /// Errors.
-    pub errors: Vec<FieldError>,
-    /// Warnings.
-    pub warnings: Vec<String>,
-}
-
-/// Checks `providerSpec.value`. Only `kind: VSphereMachineProviderSpec` is understood; other
-/// kinds only warn. Unknown fields warn (newer upstream fields must not reject a machine).
-pub fn check_provider_spec(
-    value: &Value,
-    path: &str,
-    usage: ProviderSpecUse,
-    ctx: &Ctx,
-) -> ProviderSpecReport {
-    let mut report = ProviderSpecReport::default();
-    let kind = value.get("kind").and_then(Value::as_str);
-    if kind != Some(PROVIDER_SPEC_KIND) {
-        report.warnings.push(format!(
-            "{path}: kind {:?} is not {PROVIDER_SPEC_KIND}: this provider only creates vSphere machines",
-            kind.unwrap_or("")
-        ));
-        return report;
-    }
-    if let Some(av) = value.get("apiVersion").and_then(Value::as_str)
-        && av != PROVIDER_SPEC_API_VERSION
-        && !av.is_empty()
-    {
-        report.warnings.push(format!(
-            "{}: expected {PROVIDER_SPEC_API_VERSION}, found {av:?}",
-            child(path, "apiVersion")
-        ));
-    }
-    let mut schema_errors = Vec::new();
-    schema::validate(
-        &VSphereMachineProviderSpec::schema(),
-        value,
-        path,
-        ctx,
-        &mut schema_errors,
-    );
-    // Upstream keeps providerSpec.value as preserve-unknown-fields: its markers (patterns, enums)
-    // are never enforced, and installer output does not follow them (`resource: IPPool`). Only
-    // what would break decoding (types, required fields) is an error here; the rest warns.
-    for e in schema_errors {
-        let decoding =
-            e.kind == super::ErrorKind::Required || e.message.contains("must be of type");
-        if e.kind == super::ErrorKind::UnknownField {
-            report
-                .warnings
-                .push(format!("{}: unknown field (ignored)", e.path));
-        } else if decoding {
-            report.errors.push(e);
-        } else {
-            report.warnings.push(e.to_string());
-        }
-    }
-    if !report.errors.is_empty() {
-        return report;
-    }
-    let Ok(spec) = serde_json::from_value::<VSphereMachineProviderSpec>(value.clone()) else {
-        return report;
-    };
-    let ws = spec.workspace.clone().unwrap_or_default();
-    match usage {
-        ProviderSpecUse::Machine | ProviderSpecUse::CpmsTemplate => {
-            if spec.template.is_empty() {
-                report.errors.push(FieldError::required(
-                    child(path, "template"),
-                    "template must be provided",
-                ));
-            }
-            match &spec.workspace {
-                None => report.errors.push(FieldError::required(
-                    child(path, "workspace"),
-                    "workspace must be provided",
-                )),
-                Some(w) => {
-                    let server_path = child(&child(path, "workspace"), "server");
-                    match w.server.as_deref() {
-                        None | Some("") => report.errors.push(FieldError::required(
-                            &server_path,
-                            "server must be provided",
-                        )),
-                        Some(s) if ctx.exempt(s) => {}
-                        Some(s) => {
-                            if let Err(reason) = super::check_server(s) {
-                                report.errors.push(FieldError::invalid_str(
-                                    &server_path,
-                                    s,
-                                    reason,
-                                ));
-                            }
-                        }
-                    }
-                    if w.datacenter.as_deref().unwrap_or("").is_empty() {
-                        report.warnings.push(format!(
-                            "{}: datacenter is unset: if more than one datacenter is present, VMs cannot be created",
-                            child(&child(path, "workspace"), "datacenter")
-                        ));
-                    }
-                }
-            }
-            let devices_path = child(&child(path, "network"), "devices");
-            if spec.network.devices.is_empty() {
-                report.errors.push(FieldError::required(
-                    &devices_path,
-                    "at least 1 network device must be provided",
-                ));
-            }
-            for (i, d) in spec.network.devices.iter().enumerate() {
-                if d.network_name.as_deref().unwrap_or("").is_empty() {
-                    report.errors.push(FieldError::required(
-                        child(&index(&devices_path, i), "networkName"),
-                        "networkName must be provided",
-                    ));
-                }
-            }
-        }
-        ProviderSpecUse::CpmsTemplateWithFailureDomains => {
-            // The zone supplies these; a value here would fight the failure domain (OCPBUGS-32947).
-            let ws_path = child(path, "workspace");
-            for (field, v) in [
-                ("server", &ws.server),
-                ("datacenter", &ws.datacenter),
-                ("datastore", &ws.datastore),
-            ] {
-                if v.as_deref().is_some_and(|s| !s.is_empty()) {
-                    report.errors.push(FieldError::forbidden(
-                        child(&ws_path, field),
-                        "must not be set when failure domains are used: the failure domain supplies it",
-                    ));
-                }
-            }
-            let devices_path = child(&child(path, "network"), "devices");
-            for (i, d) in spec.network.devices.iter().enumerate() {
-                if d.network_name.as_deref().is_some_and(|s| !s.is_empty()) {
-                    report.errors.push(FieldError::forbidden(
-                        child(&index(&devices_path, i), "networkName"),
-                        "must not be set when failure domains are used: the failure domain supplies it",
-                    ));
-                }
-            }
-            for (field, v) in [
-                ("folder", &ws.folder),
-                ("resourcePool", &ws.resource_pool),
-                ("vmGroup", &ws.vm_group),
-            ] {
-                if v.as_deref().is_some_and(|s| !s.is_empty()) {
-                    report.warnings.push(format!(
-                        "{}: is ignored when failure domains are used: the deployment zone supplies it",
-                        child(&ws_path, field)
-                    ));
-                }
-            }
-            if spec.template.is_empty() {
-                report.warnings.push(format!(
-                    "{}: is empty: deployment zones supply no template, so machines cannot be created until it is set",
-                    child(path, "template")
-                ));
-            }
-        }
-    }
-    report
 }
 
 /// Checks a label selector's syntax: operators, values, keys.
@@ -422,7 +300,8 @@ mod tests {
         json!({
             "apiVersion": "machine.openshift.io/v1beta1", "kind": "VSphereMachineProviderSpec",
             "template": "rhcos", "workspace": {"server": "127.0.0.1", "datacenter": "DC0"},
-            "network": {"devices": [{"networkName": "VM Network"}]}, "numCPUs": 2, "memoryMiB": 4096, "diskGiB": 20
+            "network": {"devices": [{"networkName": "VM Network"}]}, "numCPUs": 2, "memoryMiB": 4096, "diskGiB": 120,
+            "userDataSecret": {"name": "worker-user-data"}, "credentialsSecret": {"name": "vsphere-cloud-credentials"}
         })
     }
 
@@ -547,8 +426,8 @@ mod tests {
         assert_eq!(
             warnings(&m, &Ctx::default()),
             [
-                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\"",
                 "spec.providerSpec.value.futureField: unknown field (ignored)",
+                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\"",
             ]
         );
         // Type errors would break decoding: rejected.

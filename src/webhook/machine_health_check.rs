@@ -2,37 +2,34 @@
 //!
 //! Upstream (openshift/api CRD): `maxUnhealthy` defaults to `100%` and matches
 //! `^((100|[0-9]{1,2})%|[0-9]+)$`; `nodeStartupTimeout` defaults to `10m` and matches a loose
-//! pattern (`^0|…` lets `0abc` and `abc10m` through); `unhealthyConditions` has MinItems 1.
+//! pattern (`^0|…` lets `0abc` and `abc10m` through); `unhealthyConditions` is optional, and when
+//! given has MinItems 1. A check without unhealthy conditions is legitimate: it remediates
+//! machines that never get a node within `nodeStartupTimeout` (upstream's tested minimal object
+//! is `spec: {}`), so it is admitted.
 //! Added here: `maxUnhealthy` as an integer must not be negative (the pattern only applies to
 //! strings); `nodeStartupTimeout` and each condition `timeout` must parse as Go durations
 //! (`"0"` disables the startup check); condition status True, False or Unknown; a remediation
-//! template needs apiVersion, kind and name; at least one unhealthy condition (the CRD accepts a
-//! missing list — `spec: {}` is upstream's tested minimal object — so the CRD layer still does,
-//! and this webhook rejects it: such a check only remediates machines that never get a node).
-
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+//! template needs apiVersion, kind and name. Parsing is shared with the health planner
+//! ([`crate::api::health_values`]).
 
 use super::machine::check_label_selector;
-use super::{Ctx, FieldError, child, index, parse_go_duration};
+use super::{Ctx, FieldError, child, index};
 use crate::api::MachineHealthCheck;
-
-const MAX_UNHEALTHY_MESSAGE: &str =
-    "must be a non-negative integer or a percentage between 0% and 100% (e.g. 1, 40%)";
+use crate::api::health_values::{parse_go_duration, parse_max_unhealthy};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Validation on create and update.
 pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
     let spec = &mhc.spec;
     let mut errors = Vec::new();
-    match &spec.max_unhealthy {
-        Some(IntOrString::Int(i)) if *i < 0 => errors.push(FieldError::invalid(
-            "spec.maxUnhealthy",
-            &(*i).into(),
-            MAX_UNHEALTHY_MESSAGE,
-        )),
-        Some(IntOrString::String(s)) if !ctx.exempt(s) && !is_max_unhealthy(s) => errors.push(
-            FieldError::invalid_str("spec.maxUnhealthy", s, MAX_UNHEALTHY_MESSAGE),
-        ),
-        _ => {}
+    let exempt = matches!(&spec.max_unhealthy, Some(IntOrString::String(s)) if ctx.exempt(s));
+    if !exempt && let Err(reason) = parse_max_unhealthy(spec.max_unhealthy.as_ref()) {
+        let value = match &spec.max_unhealthy {
+            Some(IntOrString::Int(i)) => (*i).into(),
+            Some(IntOrString::String(s)) => s.clone().into(),
+            None => serde_json::Value::Null,
+        };
+        errors.push(FieldError::invalid("spec.maxUnhealthy", &value, reason));
     }
     if let Some(t) = &spec.node_startup_timeout
         && !ctx.exempt(t)
@@ -42,12 +39,6 @@ pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
             "spec.nodeStartupTimeout",
             t,
             format!("must be a duration such as 10m or 1h30m, or \"0\" to disable the startup check: {reason}"),
-        ));
-    }
-    if spec.unhealthy_conditions.is_none() {
-        errors.push(FieldError::required(
-            "spec.unhealthyConditions",
-            "at least one unhealthy condition is required",
         ));
     }
     if let Some(conds) = &spec.unhealthy_conditions {
@@ -110,7 +101,8 @@ pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
     errors
 }
 
-/// Warnings: an empty selector (every machine in the namespace).
+/// Warnings: an empty selector (every machine in the namespace), and a check that can never
+/// remediate (no unhealthy conditions and the startup check disabled).
 pub fn warnings(mhc: &MachineHealthCheck) -> Vec<String> {
     let mut out = Vec::new();
     let empty_selector = mhc.spec.selector.as_ref().is_none_or(|s| {
@@ -120,22 +112,24 @@ pub fn warnings(mhc: &MachineHealthCheck) -> Vec<String> {
     if empty_selector {
         out.push("spec.selector is empty: every machine in the namespace is checked".into());
     }
-    out
-}
-
-/// `^((100|[0-9]{1,2})%|[0-9]+)$`.
-pub fn is_max_unhealthy(s: &str) -> bool {
-    if let Some(pct) = s.strip_suffix('%') {
-        return pct == "100"
-            || (!pct.is_empty() && pct.len() <= 2 && pct.chars().all(|c| c.is_ascii_digit()));
+    let no_conditions = mhc
+        .spec
+        .unhealthy_conditions
+        .as_ref()
+        .is_none_or(Vec::is_empty);
+    if no_conditions && mhc.spec.node_startup_timeout.as_deref() == Some("0") {
+        out.push(
+            "spec.unhealthyConditions is empty and spec.nodeStartupTimeout is \"0\": this check never finds a machine unhealthy".into(),
+        );
     }
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_digit())
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::MachineHealthCheckSpec;
+    use crate::api::health_values::MAX_UNHEALTHY_MESSAGE;
     use crate::api::machine_health_check::UnhealthyCondition;
 
     fn mhc(
@@ -235,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn at_least_one_unhealthy_condition() {
+    fn unhealthy_conditions_optional_but_not_empty() {
         let e = validate(&mhc(None, None, Some(vec![])), &Ctx::default());
         assert_eq!(
             shown(&e),
@@ -243,22 +237,19 @@ mod tests {
                 "spec.unhealthyConditions: Required value: at least one unhealthy condition is required"
             ]
         );
-        assert!(
-            validate(
-                &mhc(None, None, Some(vec![cond("True", "0s")])),
-                &Ctx::default()
-            )
-            .is_empty()
-        );
-        // Absent: accepted by the CRD (`spec: {}`), rejected by this webhook.
-        let m = mhc(None, None, None);
+        // Absent: a startup-only check (upstream admits `spec: {}`), admitted without warning.
+        let m = mhc(None, Some("10m"), None);
+        assert!(validate(&m, &Ctx::default()).is_empty());
+        assert!(warnings(&m).is_empty());
+        // ... unless the startup check is disabled too: then it can never act.
+        let idle = mhc(None, Some("0"), None);
+        assert!(validate(&idle, &Ctx::default()).is_empty());
         assert_eq!(
-            shown(&validate(&m, &Ctx::default())),
+            warnings(&idle),
             [
-                "spec.unhealthyConditions: Required value: at least one unhealthy condition is required"
+                "spec.unhealthyConditions is empty and spec.nodeStartupTimeout is \"0\": this check never finds a machine unhealthy"
             ]
         );
-        assert!(warnings(&m).is_empty());
     }
 
     #[test]

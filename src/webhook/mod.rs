@@ -3,7 +3,9 @@
 //!
 //! * [`schema`] — structural defaulting and OpenAPI checks from the generated CRD schemas
 //!   (types, enums, required, unknown fields, patterns, lengths, list-map keys).
-//! * one module per kind — the upstream webhook rules and CEL rules, and the rules we add.
+//! * one module per kind — the upstream webhook rules and CEL rules, and the rules we add;
+//!   [`provider_spec`] — the vSphere provider spec (machine-api-operator's rules), shared by
+//!   Machines and ControlPlaneMachineSet templates.
 //! * [`admission`] — `admit`: default + validate any object (used by `validate`, the server and
 //!   local mode).
 //! * [`server`] — the HTTPS AdmissionReview v1 server started by `vsphere-provider run`.
@@ -17,6 +19,7 @@ pub mod deployment_zone;
 pub mod failure_domain;
 pub mod machine;
 pub mod machine_health_check;
+pub mod provider_spec;
 pub mod schema;
 pub mod server;
 pub mod vsphere_cluster;
@@ -381,52 +384,6 @@ pub fn check_thumbprint(s: &str) -> Result<(), String> {
     }
 }
 
-/// Parses a Go duration (`300ms`, `1.5h`, `2h45m`, `0`) without sign. Returns nanoseconds.
-pub fn parse_go_duration(s: &str) -> Result<u128, String> {
-    if s == "0" {
-        return Ok(0);
-    }
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    if s.starts_with(['-', '+']) {
-        return Err("must not be signed".into());
-    }
-    let mut rest = s;
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let num = &rest[..num_len];
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return Err(format!("invalid duration {s:?}"));
-        }
-        let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        let scale: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            "" => return Err(format!("missing unit in duration {s:?}")),
-            u => return Err(format!("unknown unit {u:?} in duration {s:?}")),
-        };
-        total += n * scale;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > 9.2e18 {
-        return Err(format!("duration {s:?} is too large"));
-    }
-    Ok(total as u128)
-}
-
 /// Sorts and removes duplicate errors (same path, kind, value and message).
 pub fn dedup(errors: &mut Vec<FieldError>) {
     let mut seen = std::collections::HashSet::new();
@@ -489,19 +446,6 @@ mod tests {
             "https://",
         ] {
             assert!(check_server(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_go_duration("0"), Ok(0));
-        assert_eq!(parse_go_duration("10m"), Ok(600_000_000_000));
-        assert_eq!(parse_go_duration("1.5h"), Ok(5_400_000_000_000));
-        assert_eq!(parse_go_duration("2h45m"), Ok(9_900_000_000_000));
-        assert_eq!(parse_go_duration("300ms"), Ok(300_000_000));
-        assert_eq!(parse_go_duration("0s"), Ok(0));
-        for bad in ["", "10", "-1m", "1x", "abc10m", "0abc", "1..5s", "m"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad}");
         }
     }
 
