@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::Api;
 use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config, Controller};
@@ -14,12 +13,9 @@ use kube::runtime::watcher;
 
 use super::cache::Cache;
 use super::stores::Stores;
-use super::watch::{skip_status_only_changes, spawn_reflector};
+use super::watch::{skip_status_only_changes, watch_kind};
 use super::{Context, Health, Shared, Shutdown, cluster, entry, leader, zone};
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
-
-/// How many objects a shared store buffers for a slow subscriber before the watch waits.
-const SUBSCRIBER_BUFFER: usize = 256;
 
 /// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
 const CONCURRENCY: u16 = 4;
@@ -78,33 +74,14 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let mut tasks = tokio::task::JoinSet::new();
     let _unsynced = Unsynced(shared.health.clone());
 
-    let (zone_store, zone_writer) =
-        reflector::store_shared::<DeserializeGuard<VSphereDeploymentZone>>(SUBSCRIBER_BUFFER);
-    let (fd_store, fd_writer) =
-        reflector::store_shared::<DeserializeGuard<VSphereFailureDomain>>(SUBSCRIBER_BUFFER);
-    let (cluster_store, cluster_writer) =
-        reflector::store_shared::<DeserializeGuard<VSphereCluster>>(SUBSCRIBER_BUFFER);
-    let (machine_store, machine_writer) = reflector::store::<DeserializeGuard<Machine>>();
-
-    // Subscribe before the watches start so no object is missed.
-    let (Some(zone_trigger), Some(zone_to_clusters), Some(fd_trigger), Some(cluster_trigger)) = (
-        zone_writer.subscribe(),
-        zone_writer.subscribe(),
-        fd_writer.subscribe(),
-        cluster_writer.subscribe(),
-    ) else {
-        unreachable!("shared stores can be subscribed to");
-    };
+    // One watch per kind; the triggers are subscribed before the watches start.
     let (zone_deleted, deleted_zones) = futures::channel::mpsc::unbounded();
-    spawn_reflector(
-        Api::all(client.clone()),
-        zone_writer,
-        Some(zone_deleted),
-        &mut tasks,
-    );
-    spawn_reflector(Api::all(client.clone()), fd_writer, None, &mut tasks);
-    spawn_reflector(Api::all(client.clone()), cluster_writer, None, &mut tasks);
-    spawn_reflector(Api::all(client.clone()), machine_writer, None, &mut tasks);
+    let (zone_store, [zone_trigger, zone_to_clusters]) =
+        watch_kind::<VSphereDeploymentZone, 2>(&client, Some(zone_deleted), &mut tasks);
+    let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
+    let (cluster_store, [cluster_trigger]) =
+        watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
+    let (machine_store, []) = watch_kind::<Machine, 0>(&client, None, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),

@@ -1,5 +1,6 @@
 //! The caches the reconcilers read, one per watched kind. Readiness is checked over
-//! [`Stores::each`], the one list a new kind joins besides its field.
+//! [`Stores::each`]. A new kind is a field here, an entry in `each`, and one `watch_kind` line in
+//! the runtime.
 use futures::future::BoxFuture;
 use kube::Resource;
 

@@ -5,12 +5,49 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::cache;
+
+/// How many objects a shared store buffers for a slow subscriber before the watch waits.
+const SUBSCRIBER_BUFFER: usize = 256;
+
+/// Start the watch of kind `K`: its store, and `N` subscriptions to it (controller triggers)
+/// taken before the watch starts, so none misses an object. Deleted objects also go to
+/// `deleted`. A kind nothing subscribes to (`N == 0`) gets a plain store.
+pub(super) fn watch_kind<K, const N: usize>(
+    client: &kube::Client,
+    deleted: Option<Deleted<K>>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> (
+    Store<DeserializeGuard<K>>,
+    [ReflectHandle<DeserializeGuard<K>>; N],
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = if N == 0 {
+        reflector::store()
+    } else {
+        reflector::store_shared(SUBSCRIBER_BUFFER)
+    };
+    let subscriptions = std::array::from_fn(|_| {
+        writer
+            .subscribe()
+            .unwrap_or_else(|| unreachable!("shared stores can be subscribed to"))
+    });
+    spawn_reflector(Api::all(client.clone()), writer, deleted, tasks);
+    (store, subscriptions)
+}
 
 pub(super) type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<DeserializeGuard<K>>>;
 
@@ -18,7 +55,7 @@ pub(super) type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<Deseria
 /// restarts, a CRD removed) are logged and retried with the watcher's backoff; an object that
 /// does not decode is cached as such and logged, never failing the list. Deleted objects go to
 /// `deleted` (shared stores tell their subscribers about changes, not deletions).
-pub(super) fn spawn_reflector<K>(
+fn spawn_reflector<K>(
     api: Api<DeserializeGuard<K>>,
     writer: reflector::store::Writer<DeserializeGuard<K>>,
     deleted: Option<Deleted<K>>,
