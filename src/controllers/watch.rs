@@ -12,6 +12,23 @@ use serde::de::DeserializeOwned;
 
 use super::cache;
 
+/// A kind that can be watched into a cache.
+pub(super) trait Watchable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// How many objects a shared store buffers for a slow subscriber before the watch waits.
 const SUBSCRIBER_BUFFER: usize = 256;
 
@@ -27,13 +44,7 @@ pub(super) fn watch_kind<K, const N: usize>(
     [ReflectHandle<DeserializeGuard<K>>; N],
 )
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let (store, writer) = if N == 0 {
         reflector::store()
@@ -61,13 +72,7 @@ fn spawn_reflector<K>(
     deleted: Option<Deleted<K>>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let kind = K::kind(&()).into_owned();
     tasks.spawn(async move {
