@@ -10,7 +10,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::cache::display_name;
 use super::patch::apply_cluster_publication;
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
 use crate::api::{VSphereCluster, VSphereDeploymentZone};
@@ -55,37 +54,6 @@ fn key(cluster: &VSphereCluster) -> String {
         cluster.namespace().unwrap_or_default(),
         cluster.name_any()
     )
-}
-
-/// The controller's entry point: a cluster that does not decode is logged and left alone.
-pub async fn reconcile_guarded(
-    cluster: Arc<DeserializeGuard<VSphereCluster>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    match &cluster.0 {
-        Ok(c) => reconcile(Arc::new(c.clone()), ctx).await,
-        Err(e) => {
-            let result = Err(Error::InvalidObject(e.error.clone()));
-            let key = format!("{CONTROLLER}/{}", display_name(&e.metadata));
-            ctx.record(CONTROLLER, &key, Instant::now(), &result);
-            result
-        }
-    }
-}
-
-/// [`error_policy`] for [`reconcile_guarded`].
-pub fn error_policy_guarded(
-    cluster: Arc<DeserializeGuard<VSphereCluster>>,
-    error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    match &cluster.0 {
-        Ok(c) => error_policy(Arc::new(c.clone()), error, ctx),
-        Err(e) => {
-            tracing::warn!(cluster = %display_name(&e.metadata), "{error}; waiting for it to be fixed");
-            Action::await_change()
-        }
-    }
 }
 
 /// Publish the selected zones; patch the status only when it changed.

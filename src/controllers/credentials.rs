@@ -9,15 +9,17 @@ use super::patch::is_not_found;
 use crate::api::VSphereCluster;
 use crate::api::vsphere_cluster::VSphereIdentityKind;
 use crate::plan::credentials::identity_for;
+use crate::plan::failure::Failure;
 use crate::vcenter::endpoint::same_server;
 use crate::vcenter::{Client, Credentials};
 
 impl Context {
-    /// A (cached) vCenter client for `server`, or why there is none. The message never holds a
-    /// secret value.
-    pub async fn vcenter_client(&self, server: &str) -> Result<Client, String> {
+    /// A (cached) vCenter client for `server`, or why there is none: no usable credentials (a
+    /// configuration failure) or a typed client error (address, TLS settings). The message never
+    /// holds a secret value.
+    pub async fn vcenter_client(&self, server: &str) -> Result<Client, Failure> {
         if server.trim().is_empty() {
-            return Err("spec.server is empty".into());
+            return Err(Failure::config("spec.server is empty"));
         }
         let clusters: Vec<VSphereCluster> = self
             .stores
@@ -43,12 +45,13 @@ impl Context {
             &secrets,
             self.manager.as_ref(),
             &default_tls,
-        )?;
+        )
+        .map_err(Failure::config)?;
         tracing::debug!(%server, source = %id.source, "vCenter credentials chosen");
         let credentials = Credentials::new(id.username, id.password);
         self.sessions
             .client(server, &credentials, id.tls)
-            .map_err(|e| e.to_string())
+            .map_err(Failure::from)
     }
 
     /// The Secrets the clusters' identityRefs name. Missing or unreadable ones are left out;

@@ -1,8 +1,10 @@
 //! The controllers' error type. One variant per failure class, each with a `category()` that
-//! labels metrics and decides the requeue: vCenter trouble backs off per object, a blocked
-//! deletion waits a fixed 30 s, Kubernetes API errors back off like vCenter ones.
+//! labels metrics; the error policies decide the requeue from the variant and, for vCenter, from
+//! the typed failure: "retry later" backs off per object, "failed" waits like a misconfigured
+//! object, a blocked deletion waits a fixed 30 s, Kubernetes API errors back off.
 use kube::runtime::finalizer;
 
+use crate::plan::failure::{Failure, Retry};
 use crate::plan::zone_status::Deletion;
 
 #[derive(Debug, thiserror::Error)]
@@ -11,9 +13,10 @@ pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 
-    /// vCenter could not be reached or logged in to; the zone status already says so.
+    /// vCenter could not be used or refused a change; the zone status already says so. The
+    /// failure is typed: [`Error::retry`] says whether to retry later or wait for a change.
     #[error("vCenter: {0}")]
-    Vcenter(String),
+    Vcenter(Failure),
 
     /// Machines still use a zone being deleted: the finalizer stays (the finalizer helper only
     /// keeps it when cleanup fails, so a blocked deletion is an error).
@@ -52,6 +55,16 @@ impl Error {
                 }
                 finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => "invalid",
             },
+        }
+    }
+
+    /// Whether the same reconcile later may succeed (`Later`), or something has to change
+    /// first (`Failed`): from the typed vCenter failure; other errors are worth retrying.
+    pub fn retry(&self) -> Retry {
+        match self.root() {
+            Error::Vcenter(f) => f.retry(),
+            Error::InvalidObject(_) => Retry::Failed,
+            _ => Retry::Later,
         }
     }
 

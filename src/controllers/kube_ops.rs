@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use serde_json::json;
 
 use super::FIELD_MANAGER;
@@ -138,20 +138,20 @@ impl KubeOps for ApiServer {
     }
 
     async fn event(&self, e: EventRecord) {
-        let ev = Event {
-            type_: if e.type_ == "Warning" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.clone(),
-            note: Some(super::zone::truncate(e.message, 1024)),
-            action: e.reason,
-            secondary: None,
+        let type_ = if e.type_ == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
         };
-        if let Err(err) = self.recorder.publish(&ev, &e.regarding).await {
-            tracing::debug!(error = %err, "cannot publish event");
-        }
+        super::events::publish_with(
+            &self.recorder,
+            &e.regarding,
+            type_,
+            &e.reason,
+            &e.reason,
+            e.message,
+        )
+        .await;
     }
 }
 

@@ -2,6 +2,7 @@
 //! the controllers make lives here and is tested with tables.
 pub mod cluster;
 pub mod credentials;
+pub mod failure;
 pub mod machine;
 pub mod placement;
 pub mod selector;

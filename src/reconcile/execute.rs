@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tracing::info;
 
+use crate::plan::failure::Failure;
 use crate::plan::view::VcenterView;
 use crate::plan::zone::{CATEGORY_DESCRIPTION, Step};
 use crate::vcenter::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
@@ -16,11 +17,21 @@ use crate::vcenter::{Client, Error, MoRef};
 /// How long a group or rule reconfiguration may take (they are quick metadata changes).
 const RECONFIGURE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What happened to the steps.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub done: Vec<Step>,
-    pub failed: Vec<(Step, String)>,
+/// What happened to the steps: done, or failed with a typed failure (which says whether the
+/// step is worth retrying as it is).
+#[derive(Debug)]
+pub struct Outcome<S = Step> {
+    pub done: Vec<S>,
+    pub failed: Vec<(S, Failure)>,
+}
+
+impl<S> Default for Outcome<S> {
+    fn default() -> Self {
+        Outcome {
+            done: Vec::new(),
+            failed: Vec::new(),
+        }
+    }
 }
 
 fn already_exists(e: &Error) -> bool {
@@ -63,13 +74,16 @@ pub async fn execute(client: &Client, view: &mut VcenterView, steps: &[Step]) ->
             }
         }
     }
-    let mut broken_clusters = std::collections::BTreeSet::new();
+    let mut broken_clusters = BTreeMap::new();
     for ((phase, cluster), steps) in batches {
-        if broken_clusters.contains(&cluster) {
+        if let Some(blocker) = broken_clusters.get(&cluster) {
             // Rules need the groups: not attempted when the group change failed.
-            let e = format!(
-                "not attempted: the group changes of {} failed",
-                path_of(view, &cluster)
+            let e = Failure::blocked_by(
+                blocker,
+                format!(
+                    "not attempted: the group changes of {} failed",
+                    path_of(view, &cluster)
+                ),
             );
             out.failed.extend(steps.into_iter().map(|s| (s, e.clone())));
             continue;
@@ -78,7 +92,7 @@ pub async fn execute(client: &Client, view: &mut VcenterView, steps: &[Step]) ->
             Ok(()) => out.done.extend(steps),
             Err(e) => {
                 if phase == 3 {
-                    broken_clusters.insert(cluster.clone());
+                    broken_clusters.insert(cluster.clone(), e.clone());
                 }
                 out.failed.extend(steps.into_iter().map(|s| (s, e.clone())));
             }
@@ -120,8 +134,8 @@ async fn refresh_categories(client: &Client, view: &mut VcenterView) -> Result<(
     Ok(())
 }
 
-async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Result<(), String> {
-    let describe = |e: Error| format!("{step}: {e}");
+async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Result<(), Failure> {
+    let describe = |e: Error| Failure::vcenter(Some(&step.to_string()), e);
     match step {
         Step::CreateCategory {
             name,
@@ -160,7 +174,7 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
             associable_types,
         } => {
             let Some(c) = view.tags.category(name).cloned() else {
-                return Err(format!("{step}: category {name} not found"));
+                return Err(Failure::stale(format!("{step}: category {name} not found")));
             };
             client
                 .update_category_types(&c.id, associable_types)
@@ -177,7 +191,9 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
                 return Ok(());
             }
             let Some(c) = view.tags.category(category).cloned() else {
-                return Err(format!("{step}: category {category} not found"));
+                return Err(Failure::stale(format!(
+                    "{step}: category {category} not found"
+                )));
             };
             match client.create_tag(name, &c.id, "").await {
                 Ok(id) => {
@@ -212,9 +228,9 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
             ..
         } => {
             let Some(t) = view.tags.tag(category, tag).cloned() else {
-                return Err(format!(
+                return Err(Failure::stale(format!(
                     "{step}: tag {tag} not found in category {category}"
-                ));
+                )));
             };
             if view
                 .attachments
@@ -234,7 +250,7 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
                 Err(e) => Err(describe(e)),
             }
         }
-        _ => Err(format!("{step}: not a tag step")),
+        _ => Err(Failure::config(format!("{step}: not a tag step"))),
     }
 }
 
@@ -245,8 +261,9 @@ async fn cluster_batch(
     view: &VcenterView,
     cluster: &MoRef,
     steps: &[Step],
-) -> Result<(), String> {
-    let fail = |e: Error| format!("reconfigure {}: {e}", path_of(view, cluster));
+) -> Result<(), Failure> {
+    let fail =
+        |e: Error| Failure::vcenter(Some(&format!("reconfigure {}", path_of(view, cluster))), e);
     let empty = Default::default();
     let config = view.cluster_configs.get(cluster).unwrap_or(&empty);
     let mut groups = Vec::new();
@@ -297,10 +314,10 @@ async fn cluster_batch(
         // A reconfiguration still queued or running (ours, after a timeout or a crash, or
         // anyone's) may be adding the same group or rule: wait for it rather than add twice.
         if let Some(busy) = running_task(client, cluster).await.map_err(fail)? {
-            return Err(format!(
+            return Err(Failure::busy(format!(
                 "{} is busy with task {busy}; the change is retried on the next reconcile",
                 path_of(view, cluster)
-            ));
+            )));
         }
         let task = client
             .reconfigure_cluster(cluster, &rules, &groups)

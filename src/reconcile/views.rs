@@ -1,19 +1,18 @@
-//! Shared, short-lived vCenter views for the in-cluster controller. Kubernetes hands zones to
-//! the controller one at a time; gathering per zone would cost N bulk reads for N zones. Instead
-//! one gather per server covers every failure domain on that server and is reused by all zone
-//! reconciles for `ttl`; any write by us invalidates it, and a periodic requeue past the TTL
-//! catches drift made outside Kubernetes.
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+//! The per-server state the fixed-point driver ([`super::server`]) works on: a short-lived view
+//! cache and a write lock per vCenter. Kubernetes hands zones to the controller one at a time;
+//! gathering per zone would cost N bulk reads for N zones. Instead one gather per server covers
+//! every failure domain on that server and is reused by all zone reconciles for `ttl`; any write
+//! by us invalidates it, and a periodic requeue past the TTL catches drift made outside
+//! Kubernetes. Local mode uses a TTL of zero (every read is fresh) seeded with its tag catalog.
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use super::{execute, gather};
-use crate::api::deployment_zone::VSphereDeploymentZone;
+use super::gather;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::view::VcenterView;
-use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
 use crate::vcenter::tags::TagCatalog;
 use crate::vcenter::{Client, Result};
 
@@ -102,85 +101,16 @@ impl ServerViews {
         entry.lock().await.gathered = None;
     }
 
-    /// Keep what the executor learnt about tags (ids of what it created).
-    async fn remember_tags(&self, client: &Client, tags: &TagCatalog) {
+    /// Keep what the executor learnt about tags (ids of what it created); also seeds the
+    /// catalog of a server (local mode carries its own across runs).
+    pub async fn remember_tags(&self, client: &Client, tags: &TagCatalog) {
         let entry = self.entry(&client.server());
         entry.lock().await.tags = tags.clone();
     }
-}
 
-/// The outcome of reconciling one zone in the cluster.
-#[derive(Debug)]
-pub struct ZoneRun {
-    pub verdict: ZoneVerdict,
-    pub applied: Vec<Step>,
-    pub failed: Vec<(Step, String)>,
-}
-
-/// Reconcile one zone: plan against the shared view of its server (which covers every failure
-/// domain in `server_fds`, so other zones reuse it), apply the autoConfigure steps, re-read and
-/// re-plan once to verify.
-pub async fn reconcile_zone(
-    client: Result<&Client, &str>,
-    views: &ServerViews,
-    zone: &VSphereDeploymentZone,
-    fd: Option<&VSphereFailureDomain>,
-    server_fds: &BTreeMap<String, VSphereFailureDomain>,
-) -> ZoneRun {
-    let mut run = ZoneRun {
-        verdict: plan_zone(zone, fd, Err("not evaluated")),
-        applied: Vec::new(),
-        failed: Vec::new(),
-    };
-    let client = match (fd, client) {
-        (None, _) => return run,
-        (Some(_), Err(msg)) => {
-            run.verdict = plan_zone(zone, fd, Err(msg));
-            return run;
-        }
-        (Some(_), Ok(c)) => c,
-    };
-    let fds: Vec<&VSphereFailureDomain> = server_fds.values().collect();
-    for round in 0..2 {
-        let view = match views.view(client, &fds).await {
-            Ok(v) => v,
-            Err(e) => {
-                run.verdict = plan_zone(zone, fd, Err(&e.to_string()));
-                return run;
-            }
-        };
-        run.verdict = plan_zone(zone, fd, Ok(&view));
-        if run.verdict.steps.is_empty() || round == 1 || !run.failed.is_empty() {
-            break;
-        }
-        // Changes are serialised per server and decided on a fresh read taken under the lock,
-        // so two zones sharing a cluster or a tag cannot both create it.
-        let _writing = views.write_lock(client).await;
-        views.invalidate(client).await;
-        let view = match views.view(client, &fds).await {
-            Ok(v) => v,
-            Err(e) => {
-                run.verdict = plan_zone(zone, fd, Err(&e.to_string()));
-                return run;
-            }
-        };
-        run.verdict = plan_zone(zone, fd, Ok(&view));
-        if run.verdict.steps.is_empty() {
-            break;
-        }
-        let mut working = (*view).clone();
-        let outcome = execute::execute(client, &mut working, &run.verdict.steps).await;
-        views.remember_tags(client, &working.tags).await;
-        views.invalidate(client).await;
-        run.applied.extend(outcome.done);
-        run.failed.extend(outcome.failed);
+    /// The tag catalog known for the server.
+    pub async fn tags(&self, client: &Client) -> TagCatalog {
+        let entry = self.entry(&client.server());
+        entry.lock().await.tags.clone()
     }
-    if !run.failed.is_empty() {
-        let errors: Vec<String> = run.failed.iter().map(|(_, e)| e.clone()).collect();
-        run.verdict
-            .mark_auto_configure_failed(errors.iter().map(String::as_str));
-    } else {
-        run.verdict.mark_pending();
-    }
-    run
 }

@@ -30,7 +30,9 @@ const BOOTSTRAP_API_VERSION: &str = "6.5";
 const INVALID_LOGIN_MEMORY: Duration = Duration::from_secs(60);
 
 /// Bounded retry of transient transport failures (connection refused while vCenter restarts,
-/// HTTP 502/503/504, a dropped connection on a read).
+/// HTTP 502/503/504, a dropped connection on a read). Each wait is jittered (between half and
+/// all of [`RetryPolicy::delay`]) so clients failing together do not retry together, and the
+/// whole call with its retries is bounded by [`ClientOptions::retry_deadline`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Total attempts, including the first.
@@ -57,10 +59,33 @@ impl RetryPolicy {
         }
     }
 
+    /// The longest wait before retry `attempt + 1` (exponential, capped).
     fn delay(&self, attempt: u32) -> Duration {
         let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
+
+    /// The wait actually slept: "equal jitter", uniformly between half and all of the delay.
+    fn jittered(&self, attempt: u32, random: u64) -> Duration {
+        let delay = self.delay(attempt);
+        let half = delay / 2;
+        let span = u64::try_from((delay - half).as_nanos()).unwrap_or(u64::MAX);
+        half + Duration::from_nanos(random.checked_rem(span.saturating_add(1)).unwrap_or(0))
+    }
+}
+
+/// A random number for jitter, without a random-number crate: std's per-process random hash
+/// keys over the current time.
+fn jitter_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
 }
 
 /// Connection settings other than the address and credentials.
@@ -70,6 +95,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
+    /// The most one call may take with its retries: no retry starts once its wait would end past
+    /// it (the attempt in flight still has its own `request_timeout`).
+    pub retry_deadline: Duration,
 }
 
 impl Default for ClientOptions {
@@ -79,6 +107,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
+            retry_deadline: Duration::from_secs(60),
         }
     }
 }
@@ -156,6 +185,7 @@ pub(crate) struct Inner {
     pub(crate) credentials: Credentials,
     pub(crate) stats: Stats,
     pub(crate) retry: RetryPolicy,
+    retry_deadline: Duration,
     content: OnceCell<ServiceContent>,
     session: RwLock<SoapSession>,
     login_lock: Mutex<Option<(Instant, String)>>,
@@ -226,6 +256,7 @@ impl Client {
                 credentials,
                 stats,
                 retry: options.retry,
+                retry_deadline: options.retry_deadline,
                 content: OnceCell::new(),
                 session: RwLock::new(SoapSession::default()),
                 login_lock: Mutex::new(None),
@@ -507,6 +538,7 @@ impl Client {
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<RawResponse> {
         let policy = self.inner.retry;
+        let first = Instant::now();
         let mut attempt = 0;
         loop {
             self.inner.requests.fetch_add(1, Ordering::Relaxed);
@@ -549,7 +581,11 @@ impl Client {
             attempt += 1;
             match outcome {
                 Err(e) if retryable && attempt < policy.attempts => {
-                    let delay = policy.delay(attempt - 1);
+                    let delay = policy.jittered(attempt - 1, jitter_seed());
+                    if first.elapsed() + delay >= self.inner.retry_deadline {
+                        debug!(server = %self.inner.endpoint, method, attempt, error = %e, deadline = ?self.inner.retry_deadline, "not retrying: past the deadline");
+                        return Err(e);
+                    }
                     debug!(server = %self.inner.endpoint, method, attempt, error = %e, ?delay, "retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -830,6 +866,27 @@ mod tests {
         assert_eq!(p.delay(1), Duration::from_millis(400));
         assert_eq!(p.delay(10), Duration::from_secs(2));
         assert_eq!(p.delay(40), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn retry_waits_are_jittered_between_half_and_all_of_the_delay() {
+        let p = RetryPolicy::default();
+        for attempt in 0..6 {
+            let full = p.delay(attempt);
+            for random in [0, 1, 7, u64::MAX / 3, u64::MAX] {
+                let d = p.jittered(attempt, random);
+                assert!(d >= full / 2 && d <= full, "{attempt}: {d:?} of {full:?}");
+            }
+        }
+        assert_eq!(p.jittered(0, 0), Duration::from_millis(100));
+        let spread: std::collections::BTreeSet<Duration> =
+            (0..32).map(|_| p.jittered(3, jitter_seed())).collect();
+        assert!(spread.len() > 1, "waits differ between clients");
+        let none = RetryPolicy {
+            base_delay: Duration::ZERO,
+            ..p
+        };
+        assert_eq!(none.jittered(2, 12345), Duration::ZERO);
     }
 
     #[test]

@@ -1,0 +1,83 @@
+//! What a reconcile gets: the parts that outlive a leadership term ([`Shared`]) plus the term's
+//! caches and backoff ([`Context`]).
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+
+use super::backoff::Backoff;
+use super::stores::Stores;
+use super::{Error, Health, Metrics};
+use crate::plan::credentials::ManagerIdentity;
+use crate::reconcile::views::ServerViews;
+use crate::vcenter::session::SessionCache;
+
+/// What outlives a leadership term: clients, caches, metrics, health.
+#[derive(Clone)]
+pub struct Shared {
+    pub client: kube::Client,
+    /// vCenter sessions per (server, user, TLS); logged out on shutdown.
+    pub sessions: SessionCache,
+    /// Per-server vCenter views, so N zones on one server cost one gather.
+    pub views: Arc<ServerViews>,
+    /// The manager's own vCenter credentials (fallback when no VSphereCluster supplies some).
+    pub manager: Option<ManagerIdentity>,
+    pub metrics: Arc<Metrics>,
+    /// Who publishes Events.
+    pub reporter: Reporter,
+    pub health: Arc<Health>,
+}
+
+/// What a reconcile gets: the shared parts plus this term's stores and backoff.
+pub struct Context {
+    pub client: kube::Client,
+    pub sessions: SessionCache,
+    pub views: Arc<ServerViews>,
+    pub manager: Option<ManagerIdentity>,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub stores: Stores,
+    pub backoff: Backoff,
+}
+
+impl Context {
+    /// A context over `shared` reading `stores`.
+    pub fn new(shared: &Shared, stores: Stores) -> Self {
+        Context {
+            client: shared.client.clone(),
+            sessions: shared.sessions.clone(),
+            views: shared.views.clone(),
+            manager: shared.manager.clone(),
+            metrics: shared.metrics.clone(),
+            recorder: Recorder::new(shared.client.clone(), shared.reporter.clone()),
+            stores,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Count and time one reconcile; a success resets the object's backoff.
+    pub(crate) fn record(
+        &self,
+        controller: &str,
+        key: &str,
+        started: Instant,
+        result: &Result<Action, Error>,
+    ) {
+        let outcome = match result {
+            Ok(_) => {
+                self.backoff.reset(key);
+                Ok(())
+            }
+            Err(e) => Err(e.category()),
+        };
+        self.metrics
+            .reconciled(controller, started.elapsed(), outcome);
+    }
+}
+
+/// The current time, as status conditions stamp it.
+pub(crate) fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}

@@ -1,0 +1,249 @@
+//! Running the controllers: one watch per kind into the shared caches, the controllers started
+//! once every cache has its initial list, a bounded drain on shutdown, and leadership terms.
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Resource;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+
+use super::cache::Cache;
+use super::stores::Stores;
+use super::watch::{skip_status_only_changes, watch_kind};
+use super::{Context, Health, Shared, Shutdown, cluster, entry, leader, zone};
+use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+
+/// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
+const CONCURRENCY: u16 = 4;
+
+/// After shutdown, how long in-flight reconciles get to finish before they are aborted: within
+/// the pod's 30 s grace period, leaving time to release the lease and log out of vCenter.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Wait for every cache's initial list, saying now and then which are still loading; false
+/// when a watch is gone for good.
+async fn wait_for_caches(stores: &Stores) -> bool {
+    let wait = stores.wait_synced();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            synced = &mut wait => return synced,
+            () = tokio::time::sleep(Duration::from_secs(10)) => {
+                tracing::info!(loading = ?stores.not_synced(), "waiting for the caches before starting the controllers");
+            }
+        }
+    }
+}
+
+/// Run `work` to its end, but give it at most `limit` once `shutdown` fires: a reconcile stuck
+/// on an unresponsive vCenter must not outlive the pod's grace period. Dropping `work` aborts
+/// what is still running. Returns whether it finished in time.
+pub async fn drain_within(
+    work: impl Future<Output = ()>,
+    shutdown: Shutdown,
+    limit: Duration,
+) -> bool {
+    tokio::select! {
+        () = work => true,
+        () = async {
+            shutdown.wait().await;
+            tokio::time::sleep(limit).await;
+        } => false,
+    }
+}
+
+/// Marks the caches unsynced when a term's controllers end, however they end (also when the
+/// term is aborted because the lease was lost).
+struct Unsynced(Arc<Health>);
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        self.0.set_synced(false);
+    }
+}
+
+/// Run the zone and cluster controllers until `shutdown`, then let in-flight reconciles finish
+/// (at most [`DRAIN_TIMEOUT`]). The controllers start once every cache has its initial list;
+/// `shared.health` is marked synced then. Dropping the future aborts everything at once.
+pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
+    let client = shared.client.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    let _unsynced = Unsynced(shared.health.clone());
+
+    // One watch per kind; the triggers are subscribed before the watches start.
+    let (zone_deleted, deleted_zones) = futures::channel::mpsc::unbounded();
+    let (zone_store, [zone_trigger, zone_to_clusters]) =
+        watch_kind::<VSphereDeploymentZone, 2>(&client, Some(zone_deleted), &mut tasks);
+    let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
+    let (cluster_store, [cluster_trigger]) =
+        watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
+    let (machine_store, []) = watch_kind::<Machine, 0>(&client, None, &mut tasks);
+
+    let stores = Stores {
+        zones: Cache::over(zone_store.clone()),
+        failure_domains: Cache::over(fd_store),
+        clusters: Cache::over(cluster_store.clone()),
+        machines: Cache::over(machine_store),
+    };
+    // Nothing is reconciled before every cache has loaded. (Until the controllers start,
+    // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
+    // readiness, which is set before the initial list is passed on.)
+    let synced = tokio::select! {
+        synced = wait_for_caches(&stores) => synced,
+        () = shutdown.clone().wait() => false,
+    };
+    if !synced {
+        tasks.shutdown().await;
+        return;
+    }
+    tracing::info!("caches synced");
+    shared.health.set_synced(true);
+    let ctx = Arc::new(Context::new(shared, stores.clone()));
+
+    let zones_for_fd = stores.zones.store();
+    let zone_controller = Controller::for_shared_stream(
+        skip_status_only_changes(zone_trigger, zone_store.clone()),
+        zone_store,
+    )
+    .watches_shared_stream(
+        fd_trigger,
+        move |fd: Arc<DeserializeGuard<VSphereFailureDomain>>| {
+            zone::zones_using(
+                &zones_for_fd.state(),
+                &fd.meta().name.clone().unwrap_or_default(),
+            )
+        },
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        |z, ctx| entry::reconcile(zone::CONTROLLER, zone::reconcile, z, ctx),
+        |z, e, ctx| entry::error_policy(zone::CONTROLLER, zone::error_policy, z, e, ctx),
+        ctx.clone(),
+    )
+    .for_each(|result| {
+        log_controller_result(zone::CONTROLLER, result);
+        futures::future::ready(())
+    });
+
+    // Zone changes and deletions both wake the clusters concerned.
+    let zone_events = futures::stream::select(zone_to_clusters, deleted_zones);
+    let clusters_for_zone = stores.clusters.store();
+    let cluster_controller = Controller::for_shared_stream(
+        skip_status_only_changes(cluster_trigger, cluster_store.clone()),
+        cluster_store,
+    )
+    .watches_shared_stream(
+        zone_events,
+        move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
+            cluster::clusters_concerned(&clusters_for_zone.state(), &z)
+        },
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        |c, ctx| entry::reconcile(cluster::CONTROLLER, cluster::reconcile, c, ctx),
+        |c, e, ctx| entry::error_policy(cluster::CONTROLLER, cluster::error_policy, c, e, ctx),
+        ctx,
+    )
+    .for_each(|result| {
+        log_controller_result(cluster::CONTROLLER, result);
+        futures::future::ready(())
+    });
+
+    tracing::info!("controllers started");
+    let controllers = async {
+        futures::join!(zone_controller, cluster_controller);
+    };
+    if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {
+        tracing::warn!(
+            limit = ?DRAIN_TIMEOUT,
+            "reconciles still running after shutdown; aborted"
+        );
+    }
+    tasks.shutdown().await;
+    tracing::info!("controllers stopped");
+}
+
+/// Run the controllers until `shutdown`: under the Lease when `lease` is set (only while
+/// holding it, back to standby when it is lost, released on shutdown), else at once.
+pub async fn controllers_under_lease(
+    shared: Shared,
+    lease: Option<leader::LeaseSettings>,
+    shutdown: Shutdown,
+) {
+    match lease {
+        None => run_controllers(&shared, shutdown).await,
+        Some(settings) => {
+            let elector = leader::LeaderElector::new(shared.client.clone(), settings);
+            let health = shared.health.clone();
+            leader::lead(elector, health, shutdown, |term| {
+                let shared = shared.clone();
+                async move { run_controllers(&shared, term).await }
+            })
+            .await;
+        }
+    }
+}
+
+/// Reconcile failures are logged by the error policies; this logs the rest (queue trouble).
+fn log_controller_result<K: Resource, E: std::error::Error>(
+    controller: &str,
+    result: Result<
+        (reflector::ObjectRef<K>, Action),
+        kube::runtime::controller::Error<E, watcher::Error>,
+    >,
+) {
+    use kube::runtime::controller::Error as CtrlError;
+    match result {
+        Ok((obj, action)) => tracing::debug!(controller, object = %obj, ?action, "reconciled"),
+        Err(CtrlError::ReconcilerFailed(_, obj)) => {
+            tracing::debug!(controller, object = %obj, "reconcile failed (see error policy)");
+        }
+        Err(CtrlError::ObjectNotFound(obj)) => {
+            tracing::debug!(controller, object = %obj, "object gone before its reconcile");
+        }
+        Err(e) => tracing::warn!(controller, error = %e, "controller error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::shutdown;
+
+    #[tokio::test]
+    async fn the_drain_is_bounded_after_shutdown_only() {
+        let (trigger, signal) = shutdown::channel();
+        // Without shutdown, work runs to its end, however long past the limit.
+        let finished = drain_within(
+            tokio::time::sleep(Duration::from_millis(300)),
+            signal.clone(),
+            Duration::from_millis(50),
+        )
+        .await;
+        assert!(finished);
+        // After shutdown, it gets the limit and is dropped.
+        let started = tokio::time::Instant::now();
+        let stop = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            trigger.trigger();
+        };
+        let (finished, ()) = tokio::join!(
+            drain_within(
+                tokio::time::sleep(Duration::from_secs(3600)),
+                signal,
+                Duration::from_millis(200)
+            ),
+            stop
+        );
+        assert!(!finished);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(60), "{took:?}");
+    }
+}

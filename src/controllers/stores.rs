@@ -1,0 +1,80 @@
+//! The caches the reconcilers read, one per watched kind. Readiness is checked over
+//! [`Stores::each`]. A new kind is a field here, an entry in `each`, and one `watch_kind` line in
+//! the runtime.
+use futures::future::BoxFuture;
+use kube::Resource;
+
+use super::cache::Cache;
+use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+
+/// The caches the reconcilers read.
+#[derive(Clone)]
+pub struct Stores {
+    pub zones: Cache<VSphereDeploymentZone>,
+    pub failure_domains: Cache<VSphereFailureDomain>,
+    pub clusters: Cache<VSphereCluster>,
+    pub machines: Cache<Machine>,
+}
+
+/// A cache as the readiness check sees it, whatever its kind.
+pub trait Loading: Send + Sync {
+    /// The kind, for "still loading" messages.
+    fn kind(&self) -> String;
+    /// Whether the initial list is in.
+    fn is_synced(&self) -> bool;
+    /// Resolves when the initial list is in (false if the watch is gone for good).
+    fn wait_synced(&self) -> BoxFuture<'_, bool>;
+}
+
+impl<K> Loading for Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    fn kind(&self) -> String {
+        K::kind(&()).into_owned()
+    }
+
+    fn is_synced(&self) -> bool {
+        Cache::is_synced(self)
+    }
+
+    fn wait_synced(&self) -> BoxFuture<'_, bool> {
+        Box::pin(Cache::wait_synced(self))
+    }
+}
+
+impl Stores {
+    /// Every cache: what the readiness checks iterate.
+    pub fn each(&self) -> [&dyn Loading; 4] {
+        [
+            &self.zones,
+            &self.failure_domains,
+            &self.clusters,
+            &self.machines,
+        ]
+    }
+
+    /// Whether every cache has its initial list.
+    pub fn all_synced(&self) -> bool {
+        self.each().iter().all(|c| c.is_synced())
+    }
+
+    /// The kinds whose caches have not loaded yet.
+    pub fn not_synced(&self) -> Vec<String> {
+        self.each()
+            .iter()
+            .filter(|c| !c.is_synced())
+            .map(|c| c.kind())
+            .collect()
+    }
+
+    /// Resolves when every cache has its initial list (false if a watch is gone for good).
+    pub async fn wait_synced(&self) -> bool {
+        for cache in self.each() {
+            if !cache.wait_synced().await {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,222 @@
+//! The watches: one reflector per kind feeding the shared caches, and the filter that keeps our
+//! own status writes from waking the reconcilers again.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::cache;
+
+/// A kind that can be watched into a cache.
+pub(super) trait Watchable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// How many objects a shared store buffers for a slow subscriber before the watch waits.
+const SUBSCRIBER_BUFFER: usize = 256;
+
+/// Start the watch of kind `K`: its store, and `N` subscriptions to it (controller triggers)
+/// taken before the watch starts, so none misses an object. Deleted objects also go to
+/// `deleted`. A kind nothing subscribes to (`N == 0`) gets a plain store.
+pub(super) fn watch_kind<K, const N: usize>(
+    client: &kube::Client,
+    deleted: Option<Deleted<K>>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> (
+    Store<DeserializeGuard<K>>,
+    [ReflectHandle<DeserializeGuard<K>>; N],
+)
+where
+    K: Watchable,
+{
+    let (store, writer) = if N == 0 {
+        reflector::store()
+    } else {
+        reflector::store_shared(SUBSCRIBER_BUFFER)
+    };
+    let subscriptions = std::array::from_fn(|_| {
+        writer
+            .subscribe()
+            .unwrap_or_else(|| unreachable!("shared stores can be subscribed to"))
+    });
+    spawn_reflector(Api::all(client.clone()), writer, deleted, tasks);
+    (store, subscriptions)
+}
+
+pub(super) type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<DeserializeGuard<K>>>;
+
+/// Drive the watch of `api` into `writer` until the task is aborted. Watch errors (API server
+/// restarts, a CRD removed) are logged and retried with the watcher's backoff; an object that
+/// does not decode is cached as such and logged, never failing the list. Deleted objects go to
+/// `deleted` (shared stores tell their subscribers about changes, not deletions).
+fn spawn_reflector<K>(
+    api: Api<DeserializeGuard<K>>,
+    writer: reflector::store::Writer<DeserializeGuard<K>>,
+    deleted: Option<Deleted<K>>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) where
+    K: Watchable,
+{
+    let kind = K::kind(&()).into_owned();
+    tasks.spawn(async move {
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        stream
+            .for_each(|event| {
+                match event {
+                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                        if let Err(e) = &obj.0 {
+                            tracing::warn!(
+                                %kind,
+                                object = %cache::display_name(&e.metadata),
+                                error = %e.error,
+                                "cannot decode the object; it is skipped until fixed"
+                            );
+                        }
+                    }
+                    Ok(watcher::Event::Delete(obj)) => {
+                        if let Some(tx) = &deleted {
+                            let _ = tx.unbounded_send(Arc::new(obj));
+                        }
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
+                }
+                futures::future::ready(())
+            })
+            .await;
+    });
+}
+
+/// How many remembered fingerprints of objects no longer cached are tolerated before the
+/// status-only filter forgets them.
+const FORGET_SLACK: usize = 64;
+
+/// Remembers what last woke each object, to tell status-only updates apart.
+struct StatusOnlyFilter<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    seen: HashMap<(Option<String>, String), u64>,
+    cache: Store<K>,
+}
+
+impl<K> StatusOnlyFilter<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn new(cache: Store<K>) -> Self {
+        StatusOnlyFilter {
+            seen: HashMap::new(),
+            cache,
+        }
+    }
+
+    /// Whether `obj` changed more than its status since it last came by.
+    fn admit(&mut self, obj: &K) -> bool {
+        use std::hash::{Hash, Hasher};
+        let m = obj.meta();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        m.uid.hash(&mut h);
+        m.generation.hash(&mut h);
+        m.labels.hash(&mut h);
+        m.annotations.hash(&mut h);
+        m.finalizers.hash(&mut h);
+        m.deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .hash(&mut h);
+        let fingerprint = h.finish();
+        let key = (m.namespace.clone(), m.name.clone().unwrap_or_default());
+        let fresh = self.seen.insert(key, fingerprint) != Some(fingerprint);
+        // Deleted objects are not announced: forget those no longer cached once they pile up.
+        if self.seen.len() > self.cache.len() + FORGET_SLACK {
+            let cache = &self.cache;
+            self.seen.retain(|(ns, name), _| {
+                let mut r = ObjectRef::<K>::new(name);
+                if let Some(ns) = ns {
+                    r = r.within(ns);
+                }
+                cache.get(&r).is_some()
+            });
+        }
+        fresh
+    }
+
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// Drop updates that changed nothing but the status (or other server-managed fields): our own
+/// status writes would otherwise wake the reconciler once more each time, doubling vCenter
+/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers and
+/// deletion still wake it; periodic requeues catch everything else.
+pub(super) fn skip_status_only_changes<K>(
+    trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    cache: Store<K>,
+) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let mut filter = StatusOnlyFilter::new(cache);
+    trigger.filter(move |obj| futures::future::ready(filter.admit(obj)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{VSphereDeploymentZone, VSphereDeploymentZoneSpec};
+
+    fn zone(name: &str, uid: &str) -> VSphereDeploymentZone {
+        let mut z = VSphereDeploymentZone::new(name, VSphereDeploymentZoneSpec::default());
+        z.metadata.uid = Some(uid.into());
+        z
+    }
+
+    #[test]
+    fn the_status_only_filter_forgets_deleted_objects() {
+        let (store, mut writer) = reflector::store::<VSphereDeploymentZone>();
+        let mut filter = StatusOnlyFilter::new(store);
+        for i in 0..500 {
+            let z = zone(&format!("z{i}"), &format!("uid-{i}"));
+            writer.apply_watcher_event(&watcher::Event::Apply(z.clone()));
+            assert!(filter.admit(&z));
+            assert!(!filter.admit(&z), "a repeat without changes is dropped");
+            writer.apply_watcher_event(&watcher::Event::Delete(z));
+        }
+        assert!(
+            filter.remembered() <= FORGET_SLACK + 1,
+            "{} fingerprints remembered for deleted objects",
+            filter.remembered()
+        );
+        // A live object is still remembered.
+        let live = zone("live", "uid-live");
+        writer.apply_watcher_event(&watcher::Event::Apply(live.clone()));
+        assert!(filter.admit(&live));
+        for i in 0..200 {
+            filter.admit(&zone(&format!("gone{i}"), "x"));
+        }
+        assert!(!filter.admit(&live), "live objects are not forgotten");
+    }
+}
