@@ -76,7 +76,7 @@ kind: Machine
 metadata:
   name: bench-$i
   namespace: openshift-machine-api
-  annotations: {vsphere-provider.io/deployment-zone: zone-$((i % 3))}
+  labels: {vsphere-provider.io/deployment-zone: zone-$((i % 3))}
 spec:
   providerSpec:
     value:

@@ -36,6 +36,7 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         failure_domains: Cache::from_objects([fd]),
         clusters: Cache::from_objects([]),
         machines: Cache::from_objects([]),
+        nodes: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

@@ -81,9 +81,8 @@ kind: Machine
 metadata:
   name: {name}
   namespace: openshift-machine-api
-  annotations:
-    vsphere-provider.io/deployment-zone: {zone}
   labels:
+    vsphere-provider.io/deployment-zone: {zone}
     machine.openshift.io/cluster-api-machine-role: master
     machine.openshift.io/cluster-api-machine-type: master
     machine.openshift.io/cluster-api-cluster: demo

@@ -40,6 +40,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub stores: Stores,
     pub backoff: Backoff,
+    /// The machine controller's per-server sweep gates.
+    pub machine_sweeps: super::machine::Sweeps,
 }
 
 impl Context {
@@ -54,6 +56,7 @@ impl Context {
             recorder: Recorder::new(shared.client.clone(), shared.reporter.clone()),
             stores,
             backoff: Backoff::default(),
+            machine_sweeps: Default::default(),
         }
     }
 

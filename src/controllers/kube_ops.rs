@@ -63,19 +63,26 @@ impl KubeOps for ApiServer {
         let name = before.metadata.name.clone().unwrap_or_default();
         let api: Api<Machine> = Api::namespaced(self.client.clone(), &ns);
         let pp = PatchParams::default();
-        // Status first: a released finalizer deletes the object.
-        if before.status != after.status {
-            let patch = json!({ "status": after.status });
-            api.patch_status(&name, &pp, &Patch::Merge(&patch))
-                .await
-                .map_err(|e| err(format!("patch status of Machine {ns}/{name}"), e))?;
-        }
+        // Metadata first, guarded by the resourceVersion the decision was made on (a status
+        // write first would move it); a released last finalizer deletes the object, and the
+        // status of a deleted object no longer matters.
         if let Some(patch) = metadata_patch(before, after) {
             match api.patch(&name, &pp, &Patch::Merge(&patch)).await {
                 Ok(_) => {}
-                // Released and already gone: done.
-                Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {}
+                Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {
+                    return Ok(());
+                }
                 Err(e) => return Err(err(format!("patch Machine {ns}/{name}"), e)),
+            }
+        }
+        let released = after.metadata.deletion_timestamp.is_some()
+            && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
+        if before.status != after.status && !released {
+            let patch = json!({ "status": after.status });
+            match api.patch_status(&name, &pp, &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {}
+                Err(e) => return Err(err(format!("patch status of Machine {ns}/{name}"), e)),
             }
         }
         Ok(())

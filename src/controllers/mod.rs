@@ -31,6 +31,7 @@ pub mod error;
 pub mod events;
 pub mod kube_ops;
 pub mod leader;
+pub mod machine;
 pub mod metrics;
 pub mod patch;
 pub mod runtime;

@@ -14,7 +14,9 @@ use kube::runtime::watcher;
 use super::cache::Cache;
 use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
-use super::{Context, Health, Shared, Shutdown, cluster, entry, leader, zone};
+use super::{Context, Health, Shared, Shutdown, cluster, entry, leader, machine, zone};
+use k8s_openapi::api::core::v1::Node;
+
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
@@ -81,13 +83,15 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
     let (cluster_store, [cluster_trigger]) =
         watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
-    let (machine_store, []) = watch_kind::<Machine, 0>(&client, None, &mut tasks);
+    let (machine_store, [machine_trigger]) = watch_kind::<Machine, 1>(&client, None, &mut tasks);
+    let (node_store, []) = watch_kind::<Node, 0>(&client, None, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
         failure_domains: Cache::over(fd_store),
         clusters: Cache::over(cluster_store.clone()),
-        machines: Cache::over(machine_store),
+        machines: Cache::over(machine_store.clone()),
+        nodes: Cache::over(node_store),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
@@ -104,6 +108,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     shared.health.set_synced(true);
     let ctx = Arc::new(Context::new(shared, stores.clone()));
 
+    let machine_ctx = ctx.clone();
     let zones_for_fd = stores.zones.store();
     let zone_controller = Controller::for_shared_stream(
         skip_status_only_changes(zone_trigger, zone_store.clone()),
@@ -148,16 +153,32 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     .run(
         |c, ctx| entry::reconcile(cluster::CONTROLLER, cluster::reconcile, c, ctx),
         |c, e, ctx| entry::error_policy(cluster::CONTROLLER, cluster::error_policy, c, e, ctx),
-        ctx,
+        ctx.clone(),
     )
     .for_each(|result| {
         log_controller_result(cluster::CONTROLLER, result);
         futures::future::ready(())
     });
 
+    let machine_controller = Controller::for_shared_stream(
+        skip_status_only_changes(machine_trigger, machine_store.clone()),
+        machine_store,
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        |m, ctx| entry::reconcile(machine::CONTROLLER, machine::reconcile, m, ctx),
+        |m, e, ctx| entry::error_policy(machine::CONTROLLER, machine::error_policy, m, e, ctx),
+        machine_ctx,
+    )
+    .for_each(|result| {
+        log_controller_result(machine::CONTROLLER, result);
+        futures::future::ready(())
+    });
+
     tracing::info!("controllers started");
     let controllers = async {
-        futures::join!(zone_controller, cluster_controller);
+        futures::join!(zone_controller, cluster_controller, machine_controller);
     };
     if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {
         tracing::warn!(

@@ -2,6 +2,7 @@
 //! [`Stores::each`]. A new kind is a field here, an entry in `each`, and one `watch_kind` line in
 //! the runtime.
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 use super::cache::Cache;
@@ -14,6 +15,7 @@ pub struct Stores {
     pub failure_domains: Cache<VSphereFailureDomain>,
     pub clusters: Cache<VSphereCluster>,
     pub machines: Cache<Machine>,
+    pub nodes: Cache<Node>,
 }
 
 /// A cache as the readiness check sees it, whatever its kind.
@@ -45,12 +47,13 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 4] {
+    pub fn each(&self) -> [&dyn Loading; 5] {
         [
             &self.zones,
             &self.failure_domains,
             &self.clusters,
             &self.machines,
+            &self.nodes,
         ]
     }
 

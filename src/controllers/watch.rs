@@ -107,6 +107,23 @@ fn spawn_reflector<K>(
     });
 }
 
+/// What a change beyond the status touches: identity, generation (spec), labels, annotations,
+/// finalizers, deletion. Equal fingerprints mean "only the status (or server fields) changed".
+pub(super) fn fingerprint(m: &kube::api::ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.uid.hash(&mut h);
+    m.generation.hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    m.finalizers.hash(&mut h);
+    m.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut h);
+    h.finish()
+}
+
 /// How many remembered fingerprints of objects no longer cached are tolerated before the
 /// status-only filter forgets them.
 const FORGET_SLACK: usize = 64;
@@ -133,19 +150,8 @@ where
 
     /// Whether `obj` changed more than its status since it last came by.
     fn admit(&mut self, obj: &K) -> bool {
-        use std::hash::{Hash, Hasher};
         let m = obj.meta();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        m.uid.hash(&mut h);
-        m.generation.hash(&mut h);
-        m.labels.hash(&mut h);
-        m.annotations.hash(&mut h);
-        m.finalizers.hash(&mut h);
-        m.deletion_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .hash(&mut h);
-        let fingerprint = h.finish();
+        let fingerprint = fingerprint(m);
         let key = (m.namespace.clone(), m.name.clone().unwrap_or_default());
         let fresh = self.seen.insert(key, fingerprint) != Some(fingerprint);
         // Deleted objects are not announced: forget those no longer cached once they pile up.

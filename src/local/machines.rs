@@ -17,8 +17,7 @@ use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::credentials::identity_for;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
-use crate::plan::placement::requested_zone;
-use crate::reconcile::machines::{SweepInput, sweep};
+use crate::reconcile::machines::{SweepInput, machine_server, sweep};
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::stats::Snapshot;
 use crate::vcenter::{Credentials, Endpoint};
@@ -39,20 +38,6 @@ pub struct MachineReport {
     /// Machine key → its VM's inventory path (as last read).
     pub vm_paths: BTreeMap<String, String>,
     pub round_trips: Snapshot,
-}
-
-/// The vCenter a machine's VM lives on: its workspace's server, else its zone's.
-fn machine_server(m: &Machine, store: &super::store::Store) -> Option<String> {
-    let own = m
-        .vsphere_provider_spec()
-        .and_then(Result::ok)
-        .and_then(|s| s.workspace)
-        .and_then(|w| w.server)
-        .filter(|s| !s.is_empty());
-    own.or_else(|| {
-        let z = requested_zone(m, store.zones.values())?;
-        store.zones.get(&z)?.spec.server.clone()
-    })
 }
 
 fn in_flight(m: &Machine) -> bool {
@@ -87,7 +72,7 @@ pub async fn run_machines(
             if report.backed_off.contains(k) {
                 continue;
             }
-            let server = machine_server(m, &snapshot)
+            let server = machine_server(m, &snapshot.zones)
                 .or_else(|| opts.server.as_ref().map(|s| s.to_string()));
             let ep = match server {
                 Some(s) => connect_to(&s, opts),

@@ -15,9 +15,19 @@ use crate::api::machine::{Machine, NetworkDeviceSpec, VSphereMachineProviderSpec
 use crate::vcenter::inventory::{Inventory, LookupError, Wanted};
 use crate::vcenter::moref::MoRef;
 
-/// Annotation naming the VSphereDeploymentZone a standalone Machine is placed in. (The
-/// `machine.openshift.io/zone` label is also accepted when it names a deployment zone.)
-pub const DEPLOYMENT_ZONE_ANNOTATION: &str = "vsphere-provider.io/deployment-zone";
+/// The label naming the VSphereDeploymentZone a Machine is placed in (also accepted as an
+/// annotation; and the `machine.openshift.io/zone` label when it names a deployment zone). The
+/// zone controller counts a machine so labelled as using the zone.
+pub use super::zone_status::ZONE_LABEL as DEPLOYMENT_ZONE_LABEL;
+
+/// The deployment zone a Machine names itself, by label or annotation, if any.
+pub fn named_zone(machine: &Machine) -> Option<&String> {
+    let meta = &machine.metadata;
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(DEPLOYMENT_ZONE_LABEL))
+        .or_else(|| meta.annotations.as_ref()?.get(DEPLOYMENT_ZONE_LABEL))
+}
 
 /// Why a machine's configuration cannot be acted on: the field and the cause. The machine goes
 /// `Failed` with `InvalidConfiguration`; nothing is created in vCenter.
@@ -53,18 +63,14 @@ fn lookup(field: &str, e: LookupError) -> ConfigError {
     err(&ps(field), e.to_string())
 }
 
-/// The deployment zone a Machine asks for: the annotation, else the zone label when a zone of
-/// that name exists.
+/// The deployment zone a Machine asks for: [`named_zone`], else the `machine.openshift.io/zone`
+/// label when a zone of that name exists.
 pub fn requested_zone<'z>(
     machine: &Machine,
     zones: impl IntoIterator<Item = &'z VSphereDeploymentZone> + Clone,
 ) -> Option<String> {
     let meta = &machine.metadata;
-    if let Some(z) = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPLOYMENT_ZONE_ANNOTATION))
-    {
+    if let Some(z) = named_zone(machine) {
         return Some(z.clone());
     }
     let label = meta
@@ -693,7 +699,7 @@ mod tests {
         );
         assert_eq!(requested_zone(&m, &zones).as_deref(), Some("dz-a"));
         m.metadata.annotations =
-            Some([(DEPLOYMENT_ZONE_ANNOTATION.to_string(), "dz-b".to_string())].into());
+            Some([(DEPLOYMENT_ZONE_LABEL.to_string(), "dz-b".to_string())].into());
         assert_eq!(
             requested_zone(&m, &zones).as_deref(),
             Some("dz-b"),

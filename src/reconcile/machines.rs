@@ -58,6 +58,8 @@ pub struct SweepOutcome {
     pub backoff: Vec<String>,
     /// Machine key → its VM's inventory path, as read this sweep.
     pub vm_paths: BTreeMap<String, String>,
+    /// Machine key → when it wants another look.
+    pub requeues: BTreeMap<String, Requeue>,
 }
 
 impl SweepOutcome {
@@ -66,6 +68,7 @@ impl SweepOutcome {
     }
 
     fn want(&mut self, r: Requeue, key: &str) {
+        self.requeues.insert(key.to_string(), r);
         match r {
             Requeue::Idle => {}
             Requeue::After(d) => self.requeue = Some(self.requeue.map_or(d, |x| x.min(d))),
@@ -74,12 +77,30 @@ impl SweepOutcome {
     }
 }
 
-fn key(m: &Machine) -> String {
+/// `namespace/name`, how sweeps name machines.
+pub fn key(m: &Machine) -> String {
     format!(
         "{}/{}",
         m.metadata.namespace.as_deref().unwrap_or("default"),
         m.metadata.name.as_deref().unwrap_or_default()
     )
+}
+
+/// The vCenter a machine's VM lives on: its workspace's server, else its deployment zone's.
+pub fn machine_server(
+    m: &Machine,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+) -> Option<String> {
+    let own = m
+        .vsphere_provider_spec()
+        .and_then(Result::ok)
+        .and_then(|s| s.workspace)
+        .and_then(|w| w.server)
+        .filter(|s| !s.is_empty());
+    own.or_else(|| {
+        let z = placement::requested_zone(m, zones.values())?;
+        zones.get(&z)?.spec.server.clone()
+    })
 }
 
 fn task_ref(m: &Machine) -> Option<MoRef> {
@@ -130,10 +151,7 @@ pub fn machine_placement(
             let Some(zone) = zones.get(&zname) else {
                 return (
                     Some(Err(ConfigError {
-                        field: format!(
-                            "metadata.annotations[{}]",
-                            placement::DEPLOYMENT_ZONE_ANNOTATION
-                        ),
+                        field: format!("metadata.labels[{}]", placement::DEPLOYMENT_ZONE_LABEL),
                         message: format!("VSphereDeploymentZone {zname:?} not found"),
                     })),
                     None,
@@ -522,6 +540,7 @@ async fn finish<K: KubeOps>(
             Ok(()) => out.kube_writes += 1,
             Err(e) => {
                 out.failed.push(format!("{k}: {e}"));
+                out.requeues.insert(k.clone(), Requeue::Backoff);
                 out.backoff.push(k);
             }
         }

@@ -28,12 +28,7 @@ pub fn default(obj: &mut Value) -> Vec<String> {
 /// deployment zone (`vsphere-provider.io/deployment-zone`), which then supplies the workspace
 /// and the networks as a control plane machine set's failure domain would.
 fn machine_use(m: &Machine) -> ProviderSpecUse {
-    let zoned = m
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(crate::plan::placement::DEPLOYMENT_ZONE_ANNOTATION));
-    if zoned {
+    if crate::plan::placement::named_zone(m).is_some() {
         ProviderSpecUse::CpmsTemplateWithFailureDomains
     } else {
         ProviderSpecUse::Machine

@@ -230,6 +230,7 @@ pub fn context_with(
             failure_domains: Cache::from_objects(failure_domains),
             clusters: Cache::from_objects(clusters),
             machines: Cache::from_objects(machines),
+            nodes: Cache::from_objects([]),
         },
     )
 }

@@ -1,0 +1,219 @@
+//! The Machine controller (`run`) against the fake API server and a live vcsim: finalizer,
+//! clone into the zone, power on, providerID and status through the status subresource, node
+//! link, the deletion lifecycle (hook, cordon, power off, destroy, Node, finalizer), events, and
+//! one vCenter sweep for machines woken together.
+#[path = "controller_support/apiserver.rs"]
+mod apiserver;
+#[path = "controller_support/harness.rs"]
+mod harness;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::time::Duration;
+
+use apiserver::FakeApiServer;
+use harness::*;
+use k8s_openapi::api::core::v1::Node;
+use secrecy::SecretString;
+use serde_json::json;
+use vcsim::Vcsim;
+use vsphere_provider::api::Machine;
+use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
+
+const NS: &str = "openshift-machine-api";
+
+fn machine(name: &str, zone: &str, hooks: serde_json::Value) -> Machine {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "Machine",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": format!("4c3b2a10-0000-4000-8000-{:012}", name.len() * 1000 + name.bytes().map(u64::from).sum::<u64>() as usize),
+            "labels": {
+                "vsphere-provider.io/deployment-zone": zone,
+                "machine.openshift.io/cluster-api-machine-role": "master",
+                "machine.openshift.io/cluster-api-machine-type": "master"
+            }
+        },
+        "spec": {
+            "lifecycleHooks": hooks,
+            "providerSpec": {"value": {
+                "apiVersion": "machine.openshift.io/v1beta1",
+                "kind": "VSphereMachineProviderSpec",
+                "template": "DC0_H0_VM0",
+                "network": {"devices": []}
+            }}
+        }
+    }))
+    .unwrap()
+}
+
+fn node(name: &str, provider_id: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"providerID": provider_id},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+fn phase(m: &Machine) -> Option<&str> {
+    m.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+fn admin(sim: &Vcsim) -> Client {
+    let (u, p) = sim.credentials();
+    Client::new(
+        sim.url(),
+        Credentials::new(u, SecretString::from(p.to_string())),
+        ClientOptions::default(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_machine_is_created_linked_and_deleted_through_its_lifecycle() {
+    let sim = Vcsim::builder().clusters(2).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let api = FakeApiServer::new();
+    api.put(&failure_domain("fd-a", "DC0_C1", true));
+    api.put(&zone("a", sim.url(), "fd-a", &[]));
+    let hooks =
+        json!({"preDrain": [{"name": "EtcdQuorumOperator", "owner": "clusteroperator/etcd"}]});
+    api.put(&machine("m-0", "a", hooks));
+    api.put(&machine("m-1", "a", json!({})));
+    let running = Running::start(shared(&api, Some(manager(user, password))));
+
+    // Created in the zone's cluster, powered on, providerID recorded, finalizer on.
+    let m = api
+        .wait_for("m-0 provisioned", Duration::from_secs(60), |api| {
+            api.get::<Machine>(Some(NS), "m-0")
+                .filter(|m| phase(m) == Some("Provisioned") && m.spec.provider_id.is_some())
+        })
+        .await;
+    assert!(
+        m.metadata
+            .finalizers
+            .as_ref()
+            .unwrap()
+            .contains(&"machine.machine.openshift.io".to_string())
+    );
+    let uid = m.metadata.uid.clone().unwrap();
+    let inv = admin(&sim).inventory().await.unwrap();
+    let vm = inv
+        .vm_by_instance_uuid(&uid)
+        .expect("a VM with the machine's UID");
+    let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
+    assert_eq!(inv.path(&pool), Some("/DC0/host/DC0_C1/Resources"));
+    assert_eq!(
+        vm.vm.as_ref().unwrap().power_state.as_deref(),
+        Some("poweredOn")
+    );
+    api.wait_for("m-1 provisioned", Duration::from_secs(30), |api| {
+        api.get::<Machine>(Some(NS), "m-1")
+            .filter(|m| phase(m) == Some("Provisioned"))
+    })
+    .await;
+
+    // The kubelet registers: the machine runs.
+    let pid = m.spec.provider_id.clone().unwrap();
+    api.put(&node("node-0", &pid));
+    let m = api
+        .wait_for("m-0 running", Duration::from_secs(30), |api| {
+            api.get::<Machine>(Some(NS), "m-0")
+                .filter(|m| phase(m) == Some("Running"))
+        })
+        .await;
+    assert_eq!(
+        m.status
+            .as_ref()
+            .unwrap()
+            .node_ref
+            .as_ref()
+            .unwrap()
+            .name
+            .as_deref(),
+        Some("node-0")
+    );
+
+    // Deleted: the preDrain hook holds everything.
+    api.delete::<Machine>(Some(NS), "m-0");
+    let m = api
+        .wait_for("Drainable=False", Duration::from_secs(30), |api| {
+            api.get::<Machine>(Some(NS), "m-0").filter(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c.type_ == "Drainable" && c.status == "False")
+                    })
+            })
+        })
+        .await;
+    assert_eq!(phase(&m), Some("Deleting"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_ne!(
+        api.get::<Node>(None, "node-0")
+            .unwrap()
+            .spec
+            .unwrap()
+            .unschedulable,
+        Some(true),
+        "not cordoned while the hook exists"
+    );
+    assert!(
+        admin(&sim)
+            .inventory()
+            .await
+            .unwrap()
+            .vm_by_instance_uuid(&uid)
+            .is_some()
+    );
+
+    // The hook is removed: cordon, power off, destroy, Node, finalizer.
+    let mut value = api.get_json::<Machine>(Some(NS), "m-0").unwrap();
+    value["spec"]["lifecycleHooks"] = json!({});
+    api.put_json::<Machine>(value);
+    api.wait_for("m-0 gone", Duration::from_secs(60), |api| {
+        api.get::<Machine>(Some(NS), "m-0").is_none().then_some(())
+    })
+    .await;
+    assert!(
+        api.get::<Node>(None, "node-0").is_none(),
+        "the Node is deleted"
+    );
+    assert!(
+        admin(&sim)
+            .inventory()
+            .await
+            .unwrap()
+            .vm_by_instance_uuid(&uid)
+            .is_none(),
+        "the VM is destroyed"
+    );
+    let cordons = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/nodes/node-0"))
+        .count();
+    assert!(cordons >= 1, "the node was cordoned before deletion");
+    let events: Vec<String> = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/events"))
+        .filter_map(|r| {
+            r.body
+                .get("reason")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(events.iter().any(|e| e == "DrainBlocked"), "{events:?}");
+    // m-1 is untouched by m-0's deletion.
+    assert!(api.get::<Machine>(Some(NS), "m-1").is_some());
+    running.stop().await;
+}
