@@ -4,7 +4,10 @@
 # against it:
 #   1. `doctor` and `inventory` against the simulator;
 #   2. `reconcile -f config/samples`: zones verified, failure domains published;
-#   3. the same again with one deliberately broken zone, to show its condition.
+#   3. the same again with one deliberately broken zone, to show its condition;
+#   4. machines: three Machines placed by zone name get VMs in three compute clusters (with
+#      simulated kubelets), then one is deleted through its lifecycle, a preDrain hook shown
+#      blocking, then removed.
 # Safe to re-run. Everything it starts is stopped on exit.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -69,8 +72,8 @@ tag "$zone" zone-a ClusterComputeResource /DC0/host/DC0_C0
 tag "$zone" zone-b ClusterComputeResource /DC0/host/DC0_C1
 tag "$zone" zone-c ClusterComputeResource /DC0/host/DC0_C2
 
-banner "vsphere-provider reconcile -f config/samples (local mode)"
-"$BIN" reconcile -f config/samples
+banner "vsphere-provider reconcile -f config/samples (local mode; the sample machine too)"
+"$BIN" reconcile -f config/samples --state "$work/samples.json" --simulate-nodes
 
 banner "a deliberately broken zone: resource pool DC0_C0_RP9 does not exist"
 mkdir -p "$work/broken"
@@ -88,10 +91,71 @@ spec:
     folder: vm
 YAML
 set +e
-"$BIN" reconcile -f "$work/broken"
+"$BIN" reconcile -f "$work/broken" --no-state
 code=$?
 set -e
 echo "(exit code $code: 1 means something is not ready, as expected here)"
 [ "$code" -eq 1 ] || die "the broken zone should make reconcile exit 1"
+
+machines() { # HOOKS_FOR_MASTER_1
+	mkdir -p "$work/machines"
+	cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml "$work/machines/"
+	local i z
+	for i in 0 1 2; do
+		z="zone-$(printf '%s' abc | cut -c$((i + 1)))"
+		{
+			cat <<YAML
+apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: master-$i
+  namespace: openshift-machine-api
+  labels:
+    vsphere-provider.io/deployment-zone: $z
+    machine.openshift.io/cluster-api-cluster: demo
+    machine.openshift.io/cluster-api-machine-role: master
+    machine.openshift.io/cluster-api-machine-type: master
+spec:
+YAML
+			if [ "$i" -eq 1 ] && [ -n "$1" ]; then
+				cat <<YAML
+  lifecycleHooks:
+    preDrain:
+    - {name: EtcdQuorumOperator, owner: clusteroperator/etcd}
+YAML
+			fi
+			cat <<YAML
+  providerSpec:
+    value:
+      apiVersion: machine.openshift.io/v1beta1
+      kind: VSphereMachineProviderSpec
+      template: /DC0/vm/DC0_C0_RP0_VM0
+      numCPUs: 4
+      memoryMiB: 16384
+      diskGiB: 120
+      network: {devices: []}
+YAML
+		} >"$work/machines/master-$i.yaml"
+	done
+}
+state="$work/machines.json"
+machines hook
+
+banner "three Machines placed by zone name: one VM per compute cluster, nodes simulated"
+"$BIN" reconcile -f "$work/machines" --state "$state" --simulate-nodes
+"$BIN" inventory 2>/dev/null | grep -E 'master-[0-9]' || true
+
+banner "delete master-1: its preDrain hook (etcd quorum guard) holds the deletion"
+set +e
+"$BIN" reconcile -f "$work/machines" --state "$state" --simulate-nodes --delete machine/master-1
+code=$?
+set -e
+echo "(exit code $code: 1, the deletion is held by the hook)"
+[ "$code" -eq 1 ] || die "the hook should hold the deletion"
+
+banner "the hook is removed: drain, power off, destroy, Node deleted, finalizer released"
+machines ""
+"$BIN" reconcile -f "$work/machines" --state "$state" --simulate-nodes
+"$BIN" inventory 2>/dev/null | grep -E 'master-[0-9]' || true
 
 banner "done"
