@@ -94,7 +94,7 @@ machine_part() { sed -n 's/.*machine change(s) in vCenter; \([0-9]*\) round trip
 printf '| machines | run | round trips | writes | per machine | wall s |\n|---:|---|---:|---:|---:|---:|\n'
 for n in $sizes; do
 	url_file="$work/url-$n"
-	"$VCSIM_BIN" -cluster 3 -host 1 -delay "$delay_ms" -url-file "$url_file" -exit-on-eof < <(sleep infinity) >"$work/vcsim-$n.log" 2>&1 &
+	"$VCSIM_BIN" -cluster 3 -host 1 -delay "$delay_ms" -url-file "$url_file" >"$work/vcsim-$n.log" 2>&1 &
 	vcsim_pid=$!
 	for _ in $(seq 100); do [ -s "$url_file" ] && break; sleep 0.1; done
 	url="$(head -n1 "$url_file")"
@@ -103,11 +103,12 @@ for n in $sizes; do
 	for run in create steady; do
 		start=$(date +%s.%N)
 		"$BIN" reconcile -f "$dir" --server "$url" --username bench --password bench \
-			--state "$work/state-$n.json" --simulate-nodes >/dev/null 2>"$work/err-$n-$run" || true
+			--state "$work/state-$n.json" --simulate-nodes -o json >/dev/null 2>"$work/err-$n-$run" || true
 		end=$(date +%s.%N)
-		line="$(grep 'machine(s) running' "$work/err-$n-$run" | machine_part)"
+		line="$(grep 'machine(s) running' "$work/err-$n-$run" | machine_part || true)"
+		[ -n "$line" ] || die "run $run of $n machines printed no summary: $(tail -5 "$work/err-$n-$run")"
 		rt="${line%%|*}"
-		writes="$(grep -o '[0-9]* write)' <<<"${line#*|}" | grep -o '[0-9]*' || echo 0)"
+		writes="$(grep -o '[0-9]* write' <<<"${line#*|}" | grep -o '[0-9]*' || echo 0)"
 		per=$(awk -v r="$rt" -v n="$n" 'BEGIN{printf "%.2f", r/n}')
 		wall=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.2f", b-a}')
 		printf '| %s | %s | %s | %s | %s | %s |\n' "$n" "$run" "$rt" "$writes" "$per" "$wall"
