@@ -321,6 +321,17 @@ async fn a_machine_per_zone_type_lands_in_its_zones_pool_folder_and_datastore() 
         .filter(|d| d.child("addressType").is_some() || d.child("macAddress").is_some())
         .collect();
     assert_eq!(nics.len(), 1, "{nics:#?}");
+    // diskGiB grew the template's disk (vcsim stores the edited capacity).
+    let disk = devices
+        .children
+        .iter()
+        .find(|d| d.xsi_type.as_deref() == Some("VirtualDisk"))
+        .unwrap();
+    assert_eq!(
+        disk.child_text("capacityInKB"),
+        Some("125829120"),
+        "{disk:#?}"
+    );
     let pg = inv
         .at_path("/DC0/network/DC0_DVPG0")
         .unwrap()

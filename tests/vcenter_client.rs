@@ -592,6 +592,7 @@ async fn vm_clone_power_and_destroy() {
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
                 // vcsim ignores powerOn (the clone stays off); real vCenter honours it.
                 nics: Vec::new(),
+                disk_resize: None,
                 power_on: false,
                 datastore: None,
                 host: None,

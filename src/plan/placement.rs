@@ -250,6 +250,8 @@ pub struct Placement {
     pub num_cpus: Option<i32>,
     pub num_cores_per_socket: Option<i32>,
     pub memory_mib: Option<i64>,
+    /// The size of the template's disk after the clone (never smaller than the template's).
+    pub disk_gib: Option<i32>,
 }
 
 fn given(s: &Option<String>) -> Option<&str> {
@@ -411,6 +413,7 @@ pub fn resolve(
         num_cpus: spec.num_cpus,
         num_cores_per_socket: spec.num_cores_per_socket,
         memory_mib: spec.memory_mib,
+        disk_gib: spec.disk_gib.filter(|g| *g > 0),
     })
 }
 

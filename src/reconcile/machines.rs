@@ -18,7 +18,9 @@ use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
 use crate::api::machine_status::{VSphereMachineProviderStatus, event};
+use crate::plan::machine::create::fail_invalid_configuration;
 use crate::plan::machine::deletion::mark_drain_error;
+use crate::plan::machine::devices::{DeviceChanges, DeviceError, DeviceFacts, device_changes};
 use crate::plan::machine::drain::PodInfo;
 use crate::plan::machine::{
     KubeStep, MachineInput, MachinePlan, Requeue, TaskObs, VcenterTrouble, VmObs, VmStep,
@@ -26,7 +28,7 @@ use crate::plan::machine::{
 };
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::cluster::{ClusterGroup, GroupChange};
-use crate::vcenter::vm::{CloneSpec, NicBacking, NicChange};
+use crate::vcenter::vm::CloneSpec;
 use crate::vcenter::{Client, Inventory, MoRef};
 
 /// What one sweep needs from the Kubernetes side.
@@ -182,24 +184,21 @@ fn vm_obs(inv: &Inventory, uuid: Option<&str>) -> Option<VmObs> {
     })
 }
 
-/// What the NIC changes of this sweep's clones need: each template's NICs and each port
-/// group's switch. One read for the templates and two for the port groups, only when clones
-/// with network devices are planned.
-#[derive(Default)]
-struct NicFacts {
-    template_nics: BTreeMap<MoRef, Vec<(String, i32)>>,
-    switch_uuids: BTreeMap<MoRef, String>,
-}
-
-async fn nic_facts(client: &Client, clones: &[&Placement]) -> Result<NicFacts, String> {
-    let with_nets: Vec<&&Placement> = clones.iter().filter(|p| !p.networks.is_empty()).collect();
-    if with_nets.is_empty() {
-        return Ok(NicFacts::default());
+/// What this sweep's clones need to know of their templates and port groups: one read for the
+/// templates and two for the port groups, only when clones with network devices or a disk size
+/// are planned.
+async fn device_facts(client: &Client, clones: &[&Placement]) -> Result<DeviceFacts, String> {
+    let wanted: Vec<&&Placement> = clones
+        .iter()
+        .filter(|p| !p.networks.is_empty() || p.disk_gib.is_some())
+        .collect();
+    if wanted.is_empty() {
+        return Ok(DeviceFacts::default());
     }
-    let mut templates: Vec<MoRef> = with_nets.iter().map(|p| p.template.clone()).collect();
+    let mut templates: Vec<MoRef> = wanted.iter().map(|p| p.template.clone()).collect();
     templates.sort();
     templates.dedup();
-    let mut pgs: Vec<MoRef> = with_nets
+    let mut pgs: Vec<MoRef> = wanted
         .iter()
         .flat_map(|p| p.networks.iter())
         .filter(|n| n.kind == "DistributedVirtualPortgroup")
@@ -207,8 +206,8 @@ async fn nic_facts(client: &Client, clones: &[&Placement]) -> Result<NicFacts, S
         .collect();
     pgs.sort();
     pgs.dedup();
-    let template_nics = client
-        .vm_nics(&templates)
+    let templates = client
+        .template_devices(&templates)
         .await
         .map_err(|e| e.to_string())?;
     let switch_uuids = if pgs.is_empty() {
@@ -219,44 +218,10 @@ async fn nic_facts(client: &Client, clones: &[&Placement]) -> Result<NicFacts, S
             .await
             .map_err(|e| e.to_string())?
     };
-    Ok(NicFacts {
-        template_nics,
+    Ok(DeviceFacts {
+        templates,
         switch_uuids,
     })
-}
-
-/// The template's NICs out, one vmxnet3 per device in (none changed without devices).
-fn nic_changes(p: &Placement, inv: &Inventory, facts: &NicFacts) -> Result<Vec<NicChange>, String> {
-    if p.networks.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut changes: Vec<NicChange> = facts
-        .template_nics
-        .get(&p.template)
-        .into_iter()
-        .flatten()
-        .map(|(device_type, key)| NicChange::Remove {
-            device_type: device_type.clone(),
-            key: *key,
-        })
-        .collect();
-    for n in &p.networks {
-        let backing = if n.kind == "DistributedVirtualPortgroup" {
-            NicBacking::PortGroup {
-                switch_uuid: facts.switch_uuids.get(n).cloned().ok_or_else(|| {
-                    format!("the distributed switch of port group {n} cannot be read")
-                })?,
-                portgroup_key: n.value.clone(),
-            }
-        } else {
-            NicBacking::Network {
-                name: inv.get(n).map(|e| e.name.clone()).unwrap_or_default(),
-                network: n.clone(),
-            }
-        };
-        changes.push(NicChange::Add(backing));
-    }
-    Ok(changes)
 }
 
 fn clone_spec(
@@ -264,7 +229,7 @@ fn clone_spec(
     namespace: &str,
     uuid: &str,
     p: &Placement,
-    nics: Vec<NicChange>,
+    devices: DeviceChanges,
 ) -> CloneSpec {
     CloneSpec {
         name: name.to_string(),
@@ -278,7 +243,8 @@ fn clone_spec(
         num_cores_per_socket: p.num_cores_per_socket,
         memory_mb: p.memory_mib,
         extra_config: vec![("guestinfo.hostname".into(), name.to_string())],
-        nics,
+        nics: devices.nics,
+        disk_resize: devices.disk,
         power_on: false,
     }
 }
@@ -387,7 +353,7 @@ pub async fn sweep<K: KubeOps>(
             _ => None,
         })
         .collect();
-    let facts = nic_facts(client, &clones).await;
+    let facts = device_facts(client, &clones).await;
     for (m, mut plan) in plans {
         if let Some(step) = plan.vm.take() {
             let started = match &step {
@@ -399,20 +365,25 @@ pub async fn sweep<K: KubeOps>(
                     let ns = m.metadata.namespace.clone().unwrap_or_default();
                     match facts
                         .as_ref()
-                        .map_err(Clone::clone)
-                        .and_then(|f| nic_changes(placement, &g.inventory, f))
+                        .map_err(|e| DeviceError::Unreadable(e.clone()))
+                        .and_then(|f| device_changes(placement, &g.inventory, f))
                     {
-                        Ok(nics) => {
+                        Ok(devices) => {
                             client
                                 .clone_vm(
                                     &placement.template,
-                                    &clone_spec(name, &ns, instance_uuid, placement, nics),
+                                    &clone_spec(name, &ns, instance_uuid, placement, devices),
                                 )
                                 .await
                         }
-                        Err(e) => Err(crate::vcenter::Error::Decode {
+                        Err(DeviceError::Invalid(e)) => {
+                            fail_invalid_configuration(&mut plan, &e);
+                            finish(kube, &m, plan, &mut out, &input.now).await;
+                            continue;
+                        }
+                        Err(DeviceError::Unreadable(e)) => Err(crate::vcenter::Error::Decode {
                             server: client.server(),
-                            method: "network devices".into(),
+                            method: "template devices".into(),
                             reason: e,
                         }),
                     }

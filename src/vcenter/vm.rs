@@ -24,6 +24,8 @@ pub struct CloneSpec {
     pub extra_config: Vec<(String, String)>,
     /// The template's NICs removed and one vmxnet3 per `network.devices[]` added.
     pub nics: Vec<NicChange>,
+    /// The template's disk grown to this many KiB (`diskGiB`).
+    pub disk_resize: Option<(DiskInfo, i64)>,
     pub power_on: bool,
 }
 
@@ -48,6 +50,94 @@ pub enum NicChange {
         key: i32,
     },
     Add(NicBacking),
+}
+
+/// A template's first virtual disk, as much of it as an `edit` needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskInfo {
+    pub key: i32,
+    /// `deviceInfo.label` ("Hard disk 1").
+    pub label: String,
+    pub controller_key: Option<i32>,
+    pub unit_number: Option<i32>,
+    pub capacity_kb: i64,
+    pub backing_type: String,
+    pub file_name: String,
+    pub disk_mode: Option<String>,
+}
+
+/// What a clone needs to know of its template's devices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateDevices {
+    /// (device type, key) of each NIC.
+    pub nics: Vec<(String, i32)>,
+    /// The first virtual disk (the one `diskGiB` sizes).
+    pub disk: Option<DiskInfo>,
+}
+
+/// The first virtual disk of a `config.hardware.device` value.
+pub fn parse_disk(devices: &Node) -> Option<DiskInfo> {
+    let d = devices
+        .children
+        .iter()
+        .find(|d| d.xsi_type.as_deref() == Some("VirtualDisk"))?;
+    let int = |n: &Node, tag: &str| n.child_text(tag).and_then(|t| t.trim().parse().ok());
+    let backing = d.child("backing");
+    Some(DiskInfo {
+        key: int(d, "key")?,
+        label: d
+            .child("deviceInfo")
+            .and_then(|i| i.child_text("label"))
+            .unwrap_or("Hard disk 1")
+            .to_string(),
+        controller_key: int(d, "controllerKey"),
+        unit_number: int(d, "unitNumber"),
+        capacity_kb: d
+            .child_text("capacityInKB")
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0),
+        backing_type: backing
+            .and_then(|b| b.xsi_type.clone())
+            .unwrap_or_else(|| "VirtualDiskFlatVer2BackingInfo".into()),
+        file_name: backing
+            .and_then(|b| b.child_text("fileName"))
+            .unwrap_or_default()
+            .to_string(),
+        disk_mode: backing
+            .and_then(|b| b.child_text("diskMode"))
+            .map(str::to_string),
+    })
+}
+
+fn write_disk_resize(x: &mut Xml, d: &DiskInfo, capacity_kb: i64) {
+    // VirtualDisk order: key, deviceInfo, backing, connectable, slotInfo, controllerKey,
+    // unitNumber, numaNode, deviceGroupInfo, capacityInKB, capacityInBytes.
+    x.open("deviceChange");
+    x.text("operation", "edit");
+    x.open_typed("device", "VirtualDisk");
+    x.text("key", &d.key.to_string());
+    // Real vCenter identifies the disk by key; vcsim also dereferences deviceInfo on an edit
+    // (a nil pointer panics its handler), so it is always sent.
+    x.open("deviceInfo");
+    x.text("label", &d.label);
+    x.text("summary", "");
+    x.close("deviceInfo");
+    x.open_typed("backing", &d.backing_type);
+    x.text("fileName", &d.file_name);
+    if let Some(m) = &d.disk_mode {
+        x.text("diskMode", m);
+    }
+    x.close("backing");
+    if let Some(c) = d.controller_key {
+        x.text("controllerKey", &c.to_string());
+    }
+    if let Some(u) = d.unit_number {
+        x.text("unitNumber", &u.to_string());
+    }
+    x.text("capacityInKB", &capacity_kb.to_string());
+    x.text("capacityInBytes", &(capacity_kb * 1024).to_string());
+    x.close("device");
+    x.close("deviceChange");
 }
 
 /// A template's NICs: (device type, key), from `config.hardware.device`.
@@ -142,6 +232,7 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         || spec.num_cores_per_socket.is_some()
         || spec.memory_mb.is_some()
         || !spec.nics.is_empty()
+        || spec.disk_resize.is_some()
         || !spec.extra_config.is_empty();
     if has_config {
         x.open("config");
@@ -163,6 +254,9 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         for (i, n) in spec.nics.iter().enumerate() {
             write_nic(&mut x, n, -100 - i as i32);
         }
+        if let Some((disk, kb)) = &spec.disk_resize {
+            write_disk_resize(&mut x, disk, *kb);
+        }
         for (k, v) in &spec.extra_config {
             x.open("extraConfig");
             x.text("key", k);
@@ -177,23 +271,23 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
 }
 
 impl Client {
-    /// The NICs of several VMs (templates) in one read.
-    pub async fn vm_nics(
+    /// The NICs and first disk of several VMs (templates) in one read.
+    pub async fn template_devices(
         &self,
         vms: &[MoRef],
-    ) -> Result<std::collections::BTreeMap<MoRef, Vec<(String, i32)>>> {
+    ) -> Result<std::collections::BTreeMap<MoRef, TemplateDevices>> {
         let contents = self
             .retrieve_objects(vms, "VirtualMachine", &["config.hardware.device"])
             .await?;
         Ok(contents
             .into_iter()
             .map(|c| {
-                let nics = c
-                    .props
-                    .get("config.hardware.device")
-                    .map(parse_nics)
-                    .unwrap_or_default();
-                (c.moref().clone(), nics)
+                let devices = c.props.get("config.hardware.device");
+                let t = TemplateDevices {
+                    nics: devices.map(parse_nics).unwrap_or_default(),
+                    disk: devices.and_then(parse_disk),
+                };
+                (c.moref().clone(), t)
             })
             .collect())
     }
@@ -285,6 +379,19 @@ mod tests {
                 num_cpus: None,
                 num_cores_per_socket: None,
                 memory_mb: None,
+                disk_resize: Some((
+                    DiskInfo {
+                        key: 2000,
+                        label: "Hard disk 1".into(),
+                        controller_key: Some(1000),
+                        unit_number: Some(0),
+                        capacity_kb: 1024,
+                        backing_type: "VirtualDiskFlatVer2BackingInfo".into(),
+                        file_name: "[LocalDS_0] t/t.vmdk".into(),
+                        disk_mode: Some("persistent".into()),
+                    },
+                    125_829_120,
+                )),
                 nics: vec![
                     NicChange::Remove {
                         device_type: "VirtualE1000".into(),
@@ -307,6 +414,7 @@ mod tests {
         assert!(pos("<template>") < pos("<config>"));
         assert!(pos("<instanceUuid>uuid-1") < pos("<deviceChange>"));
         assert!(pos("<deviceChange>") < pos("<extraConfig>"));
+        assert!(body.contains(r#"<operation>edit</operation><device xsi:type="VirtualDisk"><key>2000</key><deviceInfo><label>Hard disk 1</label><summary></summary></deviceInfo><backing xsi:type="VirtualDiskFlatVer2BackingInfo"><fileName>[LocalDS_0] t/t.vmdk</fileName><diskMode>persistent</diskMode></backing><controllerKey>1000</controllerKey><unitNumber>0</unitNumber><capacityInKB>125829120</capacityInKB>"#), "{body}");
         assert!(body.contains(r#"<operation>remove</operation><device xsi:type="VirtualE1000"><key>4000</key></device>"#), "{body}");
         assert!(body.contains(r#"<device xsi:type="VirtualVmxnet3"><key>-101</key><backing xsi:type="VirtualEthernetCardNetworkBackingInfo"><deviceName>VM Network</deviceName><network type="Network">network-7</network></backing>"#), "{body}");
         assert!(pos("</config>") < pos("<powerOn>true</powerOn>"));

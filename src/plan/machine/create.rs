@@ -60,6 +60,13 @@ fn fail(plan: &mut MachinePlan, reason: &str, message: &str) {
     plan.requeue = Requeue::Idle;
 }
 
+/// A configuration found invalid while acting on the plan (a disk that would shrink): the
+/// machine goes `Failed` with `InvalidConfiguration`, nothing is created.
+pub fn fail_invalid_configuration(plan: &mut MachinePlan, message: &str) {
+    plan.vm = None;
+    fail(plan, error_reason::INVALID_CONFIGURATION, message);
+}
+
 /// Decide for a machine that is not being deleted.
 pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
     let m = input.machine;

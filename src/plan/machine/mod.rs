@@ -6,10 +6,12 @@
 //!   record identity and addresses, link the node.
 //! * [`deletion`] — seed 000's order: hooks, drain, hooks, power off, destroy, delete the Node,
 //!   release the finalizer.
+//! * [`devices`] — the NIC and disk changes of a clone, from the template's devices.
 //! * [`drain`] — which pods a drain evicts, and when a control plane drain must wait.
 //! * [`node_link`] — which Node is the machine's.
 pub mod create;
 pub mod deletion;
+pub mod devices;
 pub mod drain;
 pub mod node_link;
 
@@ -259,6 +261,7 @@ pub(crate) mod tests {
             num_cpus: None,
             num_cores_per_socket: None,
             memory_mib: None,
+            disk_gib: None,
         }
     }
 
