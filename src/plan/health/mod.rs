@@ -1,0 +1,567 @@
+//! The MachineHealthCheck planner, pure: given an MHC, the Machines of its namespace, the Nodes,
+//! whether a ControlPlaneMachineSet replacement is under way and `now`, decide the MHC's status,
+//! which machines to remediate and how, the events, and when to look again.
+//!
+//! Upstream order and semantics (MAO `machinehealthcheck_controller.go`), with its known bugs
+//! fixed (each has a test below):
+//! * short-circuited: requeue when a verdict can change, not every millisecond;
+//! * the startup clock starts when the machine was provisioned, not at `status.lastUpdated`;
+//! * a replacement that fails again right after its predecessor was remediated waits out an
+//!   exponential backoff ([`remediation::Backoff`], kept in [`remediation::BACKOFF_ANNOTATION`] on
+//!   the MHC) instead of a delete/create hot loop (openshift/enhancements#673);
+//! * machines with an outstanding remediation request count as unhealthy, so `maxUnhealthy`
+//!   bounds external remediation too (MAO #902).
+//!
+//! Beyond upstream, a control plane machine is remediated only when no other control plane
+//! machine is unhealthy, deleting or being replaced, when the remaining voting members keep
+//! quorum, and one at a time whatever `maxUnhealthy` says ([`remediation::control_plane_gate`]).
+//!
+//! * [`targets`] — selection and the health rules;
+//! * [`max_unhealthy`] — the short-circuit;
+//! * [`remediation`] — the way per machine, backoff, control plane gate;
+//! * [`status`] — conditions, events, status.
+pub mod max_unhealthy;
+pub mod remediation;
+pub mod status;
+pub mod targets;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
+
+use crate::api::conditions::{ConditionUpdate, severity};
+use crate::api::health_values::parse_go_duration;
+use crate::api::machine::{Machine, phase};
+use crate::api::machine_health_check::{
+    DEFAULT_NODE_STARTUP_TIMEOUT, MHC_PAUSED_ANNOTATION, MachineHealthCheck,
+    MachineHealthCheckStatus,
+};
+use crate::plan::machine::drain::is_control_plane;
+
+pub use remediation::{
+    BACKOFF_ANNOTATION, Backoff, ControlPlaneMember, Held, RemediationAction, RequestRef,
+};
+pub use status::{EventObject, HealthEvent};
+pub use targets::{Check, Rule, Target, Unhealthy};
+
+use remediation::Way;
+use status::{condition as cond, event as ev};
+use targets::NodeState;
+
+/// The shortest requeue: when nothing changes sooner, never look again within a second.
+pub const MIN_REQUEUE: Duration = Duration::from_secs(1);
+/// How soon to look again when the remediation template could not be read.
+pub const TEMPLATE_RETRY: Duration = Duration::from_secs(60);
+
+/// Everything one MHC's decision depends on.
+#[derive(Clone, Debug)]
+pub struct HealthInput<'a> {
+    pub mhc: &'a MachineHealthCheck,
+    /// The Machines of the MHC's namespace (others are ignored). Control plane machines the
+    /// selector does not pick still count for the control plane gate.
+    pub machines: &'a [Machine],
+    pub nodes: &'a [Node],
+    /// The ControlPlaneMachineSet is replacing a machine (it has more machines than replicas,
+    /// or one needs replacement): no control plane remediation meanwhile.
+    pub cpms_replacement_in_progress: bool,
+    /// The object `spec.remediationTemplate` names, as read (`None`: not found, or no template).
+    pub remediation_template: Option<&'a Value>,
+    /// Names of the machines for which a remediation request (the template's Kind minus
+    /// `Template`, named after the machine) exists.
+    pub remediation_requests: &'a BTreeSet<String>,
+    pub now: Time,
+}
+
+/// What happens to one target this pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Healthy, or not (yet) in need of remediation.
+    Nothing,
+    Remediate(RemediationAction),
+    /// Remediation is already under way (deleting, annotated, request exists).
+    Underway,
+    /// Needs remediation but the MHC is short-circuited.
+    ShortCircuited,
+    /// Needs remediation but no controller owns it.
+    SkippedNoController,
+    /// A control plane remediation held back.
+    Held(Held),
+    /// A replacement failing again: remediation waits this long.
+    BackingOff(Duration),
+    /// The remediation template could not be used.
+    TemplateUnavailable(String),
+}
+
+/// One target's verdict and fate, for tables and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetReport {
+    pub machine: String,
+    pub control_plane: bool,
+    /// Counted in `currentHealthy`.
+    pub healthy: bool,
+    pub check: Check,
+    pub outcome: Outcome,
+}
+
+/// One remediation to carry out; record `event` once it succeeded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remediation {
+    pub machine: String,
+    pub why: Unhealthy,
+    pub action: RemediationAction,
+    pub event: HealthEvent,
+}
+
+/// The MHC's plan for this pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HealthPlan {
+    /// `cluster.x-k8s.io/paused`: nothing else is set, nothing is done.
+    pub paused: bool,
+    /// The status to write (`None` when paused: leave it).
+    pub status: Option<MachineHealthCheckStatus>,
+    /// The value [`BACKOFF_ANNOTATION`] should have on the MHC (`None`: absent).
+    pub backoff_annotation: Option<String>,
+    pub remediations: Vec<Remediation>,
+    /// Remediation requests of machines healthy again, to delete (MAO `cleanEMR`).
+    pub delete_requests: Vec<RequestRef>,
+    pub events: Vec<HealthEvent>,
+    pub targets: Vec<TargetReport>,
+    /// Remediation is not allowed (too many unhealthy, or an invalid spec).
+    pub short_circuited: bool,
+    /// Look again after this long, when a verdict can change with nothing else happening
+    /// (never under [`MIN_REQUEUE`]); `None`: only when something changes.
+    pub requeue: Option<Duration>,
+}
+
+impl HealthPlan {
+    fn paused() -> Self {
+        HealthPlan {
+            paused: true,
+            status: None,
+            backoff_annotation: None,
+            remediations: Vec::new(),
+            delete_requests: Vec::new(),
+            events: Vec::new(),
+            targets: Vec::new(),
+            short_circuited: false,
+            requeue: None,
+        }
+    }
+
+    /// Machines unhealthy or not started (`expected − healthy`).
+    pub fn unhealthy(&self) -> u64 {
+        self.targets.iter().filter(|t| !t.healthy).count() as u64
+    }
+}
+
+/// Whether the MHC carries the pause annotation.
+pub fn is_paused(mhc: &MachineHealthCheck) -> bool {
+    mhc.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MHC_PAUSED_ANNOTATION))
+}
+
+/// A control plane machine: labelled so, or owned by a ControlPlaneMachineSet.
+pub fn is_control_plane_machine(m: &Machine) -> bool {
+    is_control_plane(m) || remediation::cpms_owned(m)
+}
+
+/// The spec's durations, parsed; what could not be read is listed.
+struct Spec {
+    startup: Duration,
+    rules: Vec<Rule>,
+    errors: Vec<String>,
+}
+
+fn parse_spec(mhc: &MachineHealthCheck) -> Spec {
+    let mut errors = Vec::new();
+    let startup_text = mhc
+        .spec
+        .node_startup_timeout
+        .as_deref()
+        .unwrap_or(DEFAULT_NODE_STARTUP_TIMEOUT);
+    let startup = match parse_go_duration(startup_text) {
+        Ok(ns) => nanos(ns),
+        Err(e) => {
+            errors.push(format!("nodeStartupTimeout: {e}"));
+            nanos(parse_go_duration(DEFAULT_NODE_STARTUP_TIMEOUT).unwrap_or_default())
+        }
+    };
+    let mut rules = Vec::new();
+    for (i, c) in mhc.spec.unhealthy_conditions.iter().flatten().enumerate() {
+        match parse_go_duration(&c.timeout) {
+            Ok(ns) => rules.push(Rule {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                timeout: nanos(ns),
+            }),
+            Err(e) => errors.push(format!("unhealthyConditions[{i}].timeout: {e}")),
+        }
+    }
+    if let Err(e) = crate::api::health_values::parse_max_unhealthy(mhc.spec.max_unhealthy.as_ref())
+    {
+        errors.push(format!("maxUnhealthy: {e}"));
+    }
+    Spec {
+        startup,
+        rules,
+        errors,
+    }
+}
+
+fn nanos(ns: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+fn max_unhealthy_text(v: Option<&IntOrString>) -> String {
+    match v {
+        None => "100%".into(),
+        Some(IntOrString::Int(i)) => i.to_string(),
+        Some(IntOrString::String(s)) => s.clone(),
+    }
+}
+
+/// The decision for one MachineHealthCheck.
+pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
+    let mhc = input.mhc;
+    if is_paused(mhc) {
+        return HealthPlan::paused();
+    }
+    let now = &input.now;
+    let spec = parse_spec(mhc);
+    let template_ref = mhc.spec.remediation_template.as_ref();
+    let has_request = |m: &Machine| {
+        template_ref.is_some()
+            && m.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| input.remediation_requests.contains(n))
+    };
+
+    let targets = targets::select_targets(mhc, input.machines, input.nodes);
+    let health =
+        targets::health_check_targets(&targets, &spec.rules, spec.startup, &has_request, now);
+    let expected = targets.len() as u64;
+    let healthy = health.healthy.len() as u64;
+    let unhealthy = max_unhealthy::unhealthy_count(expected, healthy);
+    let max = mhc.spec.max_unhealthy.as_ref();
+    let allowed =
+        spec.errors.is_empty() && max_unhealthy::is_allowed_remediation(max, expected, healthy);
+    let counts = status::Counts {
+        expected,
+        healthy,
+        remediations_allowed: if spec.errors.is_empty() {
+            max_unhealthy::remediations_allowed(max, expected, healthy)
+        } else {
+            0
+        },
+    };
+    let mut st = status::with_counts(mhc.status.as_ref(), counts);
+    let mut events = Vec::new();
+    let mut waits: Vec<Duration> = health.next_checks.clone();
+
+    let mut reports: Vec<TargetReport> = targets
+        .iter()
+        .zip(&health.checks)
+        .enumerate()
+        .map(|(i, (t, check))| TargetReport {
+            machine: name(t.machine),
+            control_plane: is_control_plane_machine(t.machine),
+            healthy: health.healthy.contains(&i),
+            check: check.clone(),
+            outcome: Outcome::Nothing,
+        })
+        .collect();
+    for r in reports.iter().filter(|r| r.check.next_check.is_some()) {
+        events.push(HealthEvent {
+            object: EventObject::Machine(r.machine.clone()),
+            warning: false,
+            reason: ev::DETECTED_UNHEALTHY,
+            action: ev::ACTION_HEALTH_CHECK,
+            message: format!(
+                "Machine {} is likely to go unhealthy",
+                target_string(mhc, &r.machine)
+            ),
+        });
+    }
+
+    let mut backoff = Backoff::from_mhc(mhc);
+    backoff.prune(now);
+    let mut remediations = Vec::new();
+    let mut delete_requests = Vec::new();
+
+    if !allowed {
+        let (reason, message) = if spec.errors.is_empty() {
+            (
+                cond::TOO_MANY_UNHEALTHY,
+                format!(
+                    "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {})",
+                    max_unhealthy_text(max)
+                ),
+            )
+        } else {
+            (
+                cond::INVALID_CONFIGURATION,
+                format!(
+                    "Remediation is not allowed, the spec cannot be read: {}",
+                    spec.errors.join("; ")
+                ),
+            )
+        };
+        status::set(
+            &mut st,
+            &ConditionUpdate::false_(
+                cond::REMEDIATION_ALLOWED,
+                reason,
+                severity::WARNING,
+                &message,
+            ),
+            now,
+        );
+        events.push(HealthEvent {
+            object: EventObject::Mhc,
+            warning: true,
+            reason: ev::REMEDIATION_RESTRICTED,
+            action: ev::ACTION_REMEDIATE,
+            message: if spec.errors.is_empty() {
+                format!(
+                    "Remediation restricted due to exceeded number of unhealthy machines (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {})",
+                    max_unhealthy_text(max)
+                )
+            } else {
+                message.clone()
+            },
+        });
+        for &i in &health.need_remediation {
+            reports[i].outcome = Outcome::ShortCircuited;
+        }
+    } else {
+        status::set(
+            &mut st,
+            &ConditionUpdate::true_(cond::REMEDIATION_ALLOWED),
+            now,
+        );
+        let members = control_plane_members(input, &spec);
+        let mut first_cp: Option<String> = None;
+        let mut held_cp: Option<(Held, String)> = None;
+        let mut template_trouble: Option<String> = None;
+        for &i in &health.need_remediation {
+            let t = &targets[i];
+            let m = t.machine;
+            let machine = name(m);
+            let why = health.checks[i]
+                .unhealthy
+                .clone()
+                .expect("needs remediation");
+            let way = remediation::choose_way(mhc, m, input.remediation_template, has_request(m));
+            let outcome = match way {
+                Way::Underway => Outcome::Underway,
+                Way::NoController => {
+                    events.push(HealthEvent {
+                        object: EventObject::Machine(machine.clone()),
+                        warning: false,
+                        reason: ev::SKIPPED_NO_CONTROLLER,
+                        action: ev::ACTION_REMEDIATE,
+                        message: format!(
+                            "Machine {} has no controller owner, skipping remediation",
+                            target_string(mhc, &machine)
+                        ),
+                    });
+                    Outcome::SkippedNoController
+                }
+                Way::TemplateUnavailable(e) => {
+                    template_trouble.get_or_insert(e.clone());
+                    Outcome::TemplateUnavailable(e)
+                }
+                Way::Act(action) => {
+                    let hold = matches!(action, RemediationAction::DeleteMachine)
+                        .then(|| backoff.hold(m, now))
+                        .flatten();
+                    let gate = if reports[i].control_plane {
+                        remediation::control_plane_gate(
+                            &machine,
+                            &members,
+                            input.cpms_replacement_in_progress,
+                            first_cp.as_deref(),
+                        )
+                    } else {
+                        Ok(())
+                    };
+                    if let Some((left, count)) = hold {
+                        waits.push(left);
+                        events.push(HealthEvent {
+                            object: EventObject::Machine(machine.clone()),
+                            warning: true,
+                            reason: ev::REMEDIATION_BACKOFF,
+                            action: ev::ACTION_REMEDIATE,
+                            message: format!(
+                                "Machine {} is unhealthy ({}) but replaces a machine remediated {count} time(s) in a row; remediation waits {} more",
+                                target_string(mhc, &machine),
+                                why.describe(),
+                                targets::fmt_duration(Duration::from_secs(left.as_secs_f64().ceil() as u64))
+                            ),
+                        });
+                        Outcome::BackingOff(left)
+                    } else if let Err(held) = gate {
+                        let message = held.message(&machine);
+                        events.push(HealthEvent {
+                            object: EventObject::Machine(machine.clone()),
+                            warning: true,
+                            reason: ev::CONTROL_PLANE_REMEDIATION_HELD,
+                            action: ev::ACTION_REMEDIATE,
+                            message: message.clone(),
+                        });
+                        held_cp.get_or_insert((held.clone(), message));
+                        Outcome::Held(held)
+                    } else {
+                        if reports[i].control_plane {
+                            first_cp.get_or_insert(machine.clone());
+                        }
+                        if matches!(action, RemediationAction::DeleteMachine) {
+                            backoff.record(m, now);
+                        }
+                        remediations.push(Remediation {
+                            machine: machine.clone(),
+                            why: why.clone(),
+                            action: action.clone(),
+                            event: HealthEvent {
+                                object: EventObject::Machine(machine.clone()),
+                                warning: false,
+                                reason: ev::MACHINE_REMEDIATED,
+                                action: ev::ACTION_REMEDIATE,
+                                message: format!(
+                                    "Machine {} has been remediated by {} ({})",
+                                    target_string(mhc, &machine),
+                                    action.describe(),
+                                    why.describe()
+                                ),
+                            },
+                        });
+                        Outcome::Remediate(action)
+                    }
+                }
+            };
+            reports[i].outcome = outcome;
+        }
+
+        if reports.iter().any(|r| r.control_plane) {
+            match &held_cp {
+                Some((held, message)) => status::set(
+                    &mut st,
+                    &ConditionUpdate::false_(
+                        cond::CONTROL_PLANE_REMEDIATION_ALLOWED,
+                        held.reason(),
+                        severity::WARNING,
+                        message,
+                    ),
+                    now,
+                ),
+                None => status::set(
+                    &mut st,
+                    &ConditionUpdate::true_(cond::CONTROL_PLANE_REMEDIATION_ALLOWED),
+                    now,
+                ),
+            }
+        }
+        if template_ref.is_some() {
+            match (&template_trouble, input.remediation_template) {
+                (Some(e), _) => {
+                    waits.push(TEMPLATE_RETRY);
+                    status::set(
+                        &mut st,
+                        &ConditionUpdate::false_(
+                            cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE,
+                            cond::EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND,
+                            severity::ERROR,
+                            e,
+                        ),
+                        now,
+                    );
+                }
+                (None, Some(_)) => status::set(
+                    &mut st,
+                    &ConditionUpdate::true_(cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE),
+                    now,
+                ),
+                (None, None) => {}
+            }
+        }
+    }
+    // Requests of machines passing again are deleted even when short-circuited (upstream skips
+    // that, and since outstanding requests count as unhealthy, it could never recover).
+    if let Some(tref) = template_ref {
+        for &i in &health.passing {
+            if has_request(targets[i].machine) {
+                delete_requests.push(remediation::request_ref(tref, &name(targets[i].machine)));
+            }
+        }
+    }
+    if !reports.iter().any(|r| r.control_plane) {
+        status::remove(&mut st, cond::CONTROL_PLANE_REMEDIATION_ALLOWED);
+    }
+    if template_ref.is_none() {
+        status::remove(&mut st, cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE);
+        status::remove(&mut st, cond::EXTERNAL_REMEDIATION_REQUEST_AVAILABLE);
+    }
+
+    HealthPlan {
+        paused: false,
+        status: Some(st),
+        backoff_annotation: backoff.to_annotation(),
+        remediations,
+        delete_requests,
+        events,
+        targets: reports,
+        short_circuited: !allowed,
+        requeue: waits.into_iter().min().map(|d| d.max(MIN_REQUEUE)),
+    }
+}
+
+/// Every control plane machine of the namespace, judged by this MHC's rules (whether or not the
+/// selector picks it) plus a Ready node.
+fn control_plane_members(input: &HealthInput<'_>, spec: &Spec) -> Vec<ControlPlaneMember> {
+    let ns = input.mhc.metadata.namespace.as_deref();
+    input
+        .machines
+        .iter()
+        .filter(|m| ns.is_none() || m.metadata.namespace.as_deref() == ns)
+        .filter(|m| is_control_plane_machine(m))
+        .map(|m| {
+            let node = targets::node_of(m, input.nodes);
+            let t = Target { machine: m, node };
+            let check = targets::needs_remediation(&t, &spec.rules, spec.startup, &input.now);
+            let deleting = targets::is_deleting(m);
+            let healthy = !deleting
+                && targets::phase_of(m) != Some(phase::FAILED)
+                && matches!(node, NodeState::Found(n) if targets::node_ready(n))
+                && check.unhealthy.is_none()
+                && check.next_check.is_none();
+            ControlPlaneMember {
+                name: name(m),
+                deleting,
+                healthy,
+            }
+        })
+        .collect()
+}
+
+fn name(m: &Machine) -> String {
+    m.metadata.name.clone().unwrap_or_default()
+}
+
+/// MAO's `target.string()` without the node: `namespace/mhc/machine`.
+fn target_string(mhc: &MachineHealthCheck, machine: &str) -> String {
+    format!(
+        "{}/{}/{machine}",
+        mhc.metadata.namespace.as_deref().unwrap_or_default(),
+        mhc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests;
