@@ -1165,7 +1165,7 @@ proptest! {
     fn requeue_is_never_shorter_than_a_second(w in world(), offset_ms in 0i64..400_000) {
         let m = world_mhc(&w);
         let now = Time(jiff::Timestamp::from_millisecond(T0 * 1000 + offset_ms).unwrap());
-        let p = plan_at(&m, &w.machines, &w.nodes, w.replacing, now);
+        let p = plan_at(&m, &w.machines, &w.nodes, w.replacing, now.clone());
         if let Some(r) = p.requeue {
             prop_assert!(r >= MIN_REQUEUE);
         }
