@@ -105,6 +105,7 @@ mod tests {
 
     /// MAO `TestGetMaxUnhealthy` (the floor cases).
     #[test]
+    #[allow(clippy::type_complexity)]
     fn test_get_max_unhealthy() {
         let cases: [(&str, Option<IntOrString>, u64, Result<u64, ()>); 5] = [
             ("when maxUnhealthy is nil", None, 7, Ok(7)),

@@ -8,18 +8,11 @@ use crate::api::machine_health_check::MachineHealthCheckStatus;
 
 /// Condition types and reasons (openshift/api `machine/v1beta1`; ours are marked).
 pub mod condition {
-    /// Whether remediation is allowed (False when short-circuited).
-    pub const REMEDIATION_ALLOWED: &str = "RemediationAllowed";
-    /// Too many selected machines are not healthy.
-    pub const TOO_MANY_UNHEALTHY: &str = "TooManyUnhealthy";
-    /// The remediation template could be read.
-    pub const EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE: &str =
-        "ExternalRemediationTemplateAvailable";
-    pub const EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND: &str = "ExternalRemediationTemplateNotFound";
-    /// The remediation request could be created.
-    pub const EXTERNAL_REMEDIATION_REQUEST_AVAILABLE: &str = "ExternalRemediationRequestAvailable";
-    pub const EXTERNAL_REMEDIATION_REQUEST_CREATION_FAILED: &str =
-        "ExternalRemediationRequestCreationFailed";
+    pub use crate::api::conditions::mhc::{
+        EXTERNAL_REMEDIATION_REQUEST_AVAILABLE, EXTERNAL_REMEDIATION_REQUEST_CREATION_FAILED,
+        EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE, EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND,
+        REMEDIATION_ALLOWED, TOO_MANY_UNHEALTHY,
+    };
 
     /// Ours: `maxUnhealthy`, `nodeStartupTimeout` or a condition timeout cannot be read (admission
     /// rejects these; an object stored before it existed can still carry one). No remediation.
@@ -42,12 +35,14 @@ pub mod condition {
 
 /// Event reasons (MAO's, then ours).
 pub mod event {
-    /// Short-circuited (on the MHC).
-    pub const REMEDIATION_RESTRICTED: &str = "RemediationRestricted";
+    /// `RemediationRestricted`: short-circuited (on the MHC); `SkippedNoController`: no
+    /// controller owns the machine, nothing would replace it (on the Machine).
+    pub use crate::api::conditions::mhc::{
+        REMEDIATION_RESTRICTED_EVENT as REMEDIATION_RESTRICTED,
+        SKIPPED_NO_CONTROLLER_EVENT as SKIPPED_NO_CONTROLLER,
+    };
     /// A target will become unhealthy unless it recovers (on the Machine).
     pub const DETECTED_UNHEALTHY: &str = "DetectedUnhealthy";
-    /// No controller owns the machine: nothing would replace it (on the Machine).
-    pub const SKIPPED_NO_CONTROLLER: &str = "SkippedNoController";
     /// The machine was remediated (on the Machine; recorded once the action succeeded).
     pub const MACHINE_REMEDIATED: &str = "MachineRemediated";
     /// Deleting the machine failed (the shell records it).

@@ -304,7 +304,7 @@ pub fn fmt_duration(d: Duration) -> String {
         return "0s".into();
     }
     if ns < 1_000_000_000 {
-        return if ns % 1_000_000 == 0 {
+        return if ns.is_multiple_of(1_000_000) {
             format!("{}ms", ns / 1_000_000)
         } else {
             format!("{ns}ns")

@@ -191,6 +191,24 @@ fn plan_at(
     })
 }
 
+fn plan_with(
+    m: &MachineHealthCheck,
+    machines: &[Machine],
+    nodes: &[Node],
+    template: &serde_json::Value,
+    requests: &BTreeSet<String>,
+) -> HealthPlan {
+    plan_health(&HealthInput {
+        mhc: m,
+        machines,
+        nodes,
+        cpms_replacement_in_progress: false,
+        remediation_template: Some(template),
+        remediation_requests: requests,
+        now: now(),
+    })
+}
+
 fn deleted(p: &HealthPlan) -> Vec<&str> {
     p.remediations
         .iter()
@@ -555,15 +573,7 @@ fn remediation_template_creates_the_request_as_upstream() {
         node("node-b", "True", ago(400)),
     ];
     let requests = BTreeSet::from(["b".to_string()]);
-    let p = plan_health(&HealthInput {
-        mhc: &m,
-        machines: &machines,
-        nodes: &nodes,
-        cpms_replacement_in_progress: false,
-        remediation_template: Some(&template),
-        remediation_requests: &requests,
-        now: now(),
-    });
+    let p = plan_with(&m, &machines, &nodes, &template, &requests);
     let RemediationAction::CreateRequest(obj) = &p.remediations[0].action else {
         panic!("{:?}", p.remediations)
     };
@@ -850,15 +860,7 @@ fn max_unhealthy_bounds_external_remediation() {
         node("node-c", "True", ago(4000)),
     ];
     let requests = BTreeSet::from(["a".to_string()]);
-    let p = plan_health(&HealthInput {
-        mhc: &m,
-        machines: &machines,
-        nodes: &nodes,
-        cpms_replacement_in_progress: false,
-        remediation_template: Some(&template),
-        remediation_requests: &requests,
-        now: now(),
-    });
+    let p = plan_with(&m, &machines, &nodes, &template, &requests);
     assert!(p.short_circuited);
     assert!(p.remediations.is_empty());
 
@@ -1179,6 +1181,8 @@ proptest! {
             if let Some(r2) = q.requeue {
                 prop_assert!(r2 >= MIN_REQUEUE);
             }
+            // The requeue is there because a verdict changes by then.
+            prop_assert_ne!(verdicts(&p), verdicts(&q));
         }
     }
 
@@ -1193,6 +1197,28 @@ proptest! {
         prop_assert!(p.events.is_empty());
         prop_assert_eq!(p.requeue, None);
     }
+}
+
+#[allow(clippy::type_complexity)]
+fn verdicts(
+    p: &HealthPlan,
+) -> Vec<(
+    String,
+    bool,
+    Option<Unhealthy>,
+    std::mem::Discriminant<Outcome>,
+)> {
+    p.targets
+        .iter()
+        .map(|t| {
+            (
+                t.machine.clone(),
+                t.healthy,
+                t.check.unhealthy.clone(),
+                std::mem::discriminant(&t.outcome),
+            )
+        })
+        .collect()
 }
 
 fn p_now(t: &Time) -> i128 {
