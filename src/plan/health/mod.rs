@@ -20,6 +20,24 @@
 //! * [`max_unhealthy`] — the short-circuit;
 //! * [`remediation`] — the way per machine, backoff, control plane gate;
 //! * [`status`] — conditions, events, status.
+//!
+//! # For the shells
+//! Gather a [`HealthInput`] (the MHC; every Machine of its namespace; the Nodes; whether the
+//! CPMS is replacing a machine; the remediation template object and which machines have a
+//! request, when the MHC names a template; `now`) and call [`plan_health`]. Then, unless
+//! [`HealthPlan::paused`]:
+//! 1. write [`HealthPlan::status`] when it differs; set [`BACKOFF_ANNOTATION`] on the MHC to
+//!    [`HealthPlan::backoff_annotation`] (remove it when `None`);
+//! 2. carry out [`HealthPlan::remediations`] (delete the Machine through the normal deletion
+//!    lifecycle / add the annotation / create the request) and record each one's `event` once
+//!    it succeeded (on failure: [`status::event::MACHINE_DELETION_FAILED`], or
+//!    [`status::request_creation_failed`] for a request);
+//! 3. delete [`HealthPlan::delete_requests`];
+//! 4. record [`HealthPlan::events`];
+//! 5. requeue after [`HealthPlan::requeue`] if set (else wait for a watch event: MHC, Machine,
+//!    Node, ControlPlaneMachineSet changes).
+//!
+//! [`HealthPlan::targets`] and [`HealthPlan::short_circuited`] feed the MHC table and metrics.
 pub mod max_unhealthy;
 pub mod remediation;
 pub mod status;
@@ -277,16 +295,29 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
             outcome: Outcome::Nothing,
         })
         .collect();
-    for r in reports.iter().filter(|r| r.check.next_check.is_some()) {
+    for (t, r) in targets.iter().zip(&reports) {
+        let Some(next) = r.check.next_check else {
+            continue;
+        };
+        let node = targets::node_ref_name(t.machine).unwrap_or_default();
         events.push(HealthEvent {
             object: EventObject::Machine(r.machine.clone()),
             warning: false,
             reason: ev::DETECTED_UNHEALTHY,
             action: ev::ACTION_HEALTH_CHECK,
-            message: format!(
-                "Machine {} is likely to go unhealthy",
-                target_string(mhc, &r.machine)
-            ),
+            message: if node.is_empty() {
+                format!(
+                    "Machine {} has no node yet; unhealthy in {} unless it joins",
+                    target_string(mhc, &r.machine),
+                    targets::fmt_wait(next)
+                )
+            } else {
+                format!(
+                    "Machine {} has unhealthy node {node}; remediation in {} unless it recovers",
+                    target_string(mhc, &r.machine),
+                    targets::fmt_wait(next)
+                )
+            },
         });
     }
 
@@ -403,7 +434,7 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
                                 "Machine {} is unhealthy ({}) but replaces a machine remediated {count} time(s) in a row; remediation waits {} more",
                                 target_string(mhc, &machine),
                                 why.describe(),
-                                targets::fmt_duration(Duration::from_secs(left.as_secs_f64().ceil() as u64))
+                                targets::fmt_wait(left)
                             ),
                         });
                         Outcome::BackingOff(left)

@@ -297,6 +297,13 @@ pub fn health_check_targets(
     out
 }
 
+/// A wait, rounded up to whole seconds, as Go prints it.
+pub fn fmt_wait(d: Duration) -> String {
+    fmt_duration(Duration::from_secs(
+        d.as_secs() + u64::from(d.subsec_nanos() > 0),
+    ))
+}
+
 /// A duration as Go prints the common cases (`5m0s`, `300ms`, `1h0m0s`).
 pub fn fmt_duration(d: Duration) -> String {
     let ns = d.as_nanos();

@@ -1045,6 +1045,7 @@ struct World {
     max_unhealthy: Option<IntOrString>,
     replacing: bool,
     select_all: bool,
+    external: bool,
 }
 
 fn world() -> impl Strategy<Value = World> {
@@ -1064,8 +1065,9 @@ fn world() -> impl Strategy<Value = World> {
         ],
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(specs, max_unhealthy, replacing, select_all)| {
+        .prop_map(|(specs, max_unhealthy, replacing, select_all, external)| {
             let mut machines = Vec::new();
             let mut nodes = Vec::new();
             for (i, (cp, health, secs, deleting, labelled)) in specs.into_iter().enumerate() {
@@ -1107,6 +1109,7 @@ fn world() -> impl Strategy<Value = World> {
                 max_unhealthy,
                 replacing,
                 select_all,
+                external,
             }
         })
 }
@@ -1117,6 +1120,12 @@ fn world_mhc(w: &World) -> MachineHealthCheck {
         m.spec.selector = None;
     }
     m.spec.max_unhealthy = w.max_unhealthy.clone();
+    if w.external {
+        m.metadata.annotations = Some(BTreeMap::from([(
+            REMEDIATION_STRATEGY_ANNOTATION.to_string(),
+            "external-baremetal".to_string(),
+        )]));
+    }
     m
 }
 
@@ -1223,4 +1232,28 @@ fn verdicts(
 
 fn p_now(t: &Time) -> i128 {
     t.0.as_nanosecond()
+}
+
+#[test]
+fn durations_print_as_go_does() {
+    use targets::{fmt_duration, fmt_wait};
+    assert_eq!(fmt_duration(Duration::from_secs(300)), "5m0s");
+    assert_eq!(fmt_duration(Duration::from_secs(3600)), "1h0m0s");
+    assert_eq!(fmt_duration(Duration::from_millis(300)), "300ms");
+    assert_eq!(fmt_duration(Duration::from_millis(1500)), "1.5s");
+    assert_eq!(fmt_duration(Duration::ZERO), "0s");
+    assert_eq!(fmt_wait(Duration::from_millis(59_001)), "1m0s");
+}
+
+#[test]
+fn detected_unhealthy_says_when() {
+    let m = mhc(&[("foo", "bar")]);
+    let p = plan(&m, &[machine("a")], &[node("node-a", "False", ago(200))]);
+    assert_eq!(p.events.len(), 1);
+    assert_eq!(p.events[0].reason, ev::DETECTED_UNHEALTHY);
+    assert_eq!(
+        p.events[0].message,
+        "Machine openshift-machine-api/test/a has unhealthy node node-a; remediation in 1m40s unless it recovers"
+    );
+    assert_eq!(p.requeue, Some(Duration::from_secs(100)));
 }
