@@ -618,13 +618,19 @@ fn remediation_template_creates_the_request_as_upstream() {
     );
 }
 
+/// A template MHC with `maxUnhealthy: 1` and a minimal template object.
+fn template_mhc_max_one() -> (MachineHealthCheck, serde_json::Value) {
+    let mut m = template_mhc();
+    m.spec.max_unhealthy = Some(IntOrString::Int(1));
+    let template = json!({"kind": "SelfNodeRemediationTemplate", "spec": {"template": {}}});
+    (m, template)
+}
+
 #[test]
 fn requests_are_cleaned_up_even_when_short_circuited() {
     // Upstream skips the cleanup when short-circuited; as outstanding requests count as
     // unhealthy, that would never recover. a and b passed again, c is unhealthy.
-    let mut m = template_mhc();
-    m.spec.max_unhealthy = Some(IntOrString::Int(1));
-    let template = json!({"kind": "SelfNodeRemediationTemplate", "spec": {"template": {}}});
+    let (m, template) = template_mhc_max_one();
     let machines = [machine("a"), machine("b"), machine("c")];
     let nodes = [
         node("node-a", "True", ago(10)),
@@ -849,9 +855,7 @@ fn failing_replacement_backs_off_exponentially() {
 /// external remediation too (upstream counted template-requested machines healthy).
 #[test]
 fn max_unhealthy_bounds_external_remediation() {
-    let mut m = template_mhc();
-    m.spec.max_unhealthy = Some(IntOrString::Int(1));
-    let template = json!({"kind": "SelfNodeRemediationTemplate", "spec": {"template": {}}});
+    let (m, template) = template_mhc_max_one();
     // a is under remediation (request exists, node Ready again meanwhile), b goes unhealthy.
     let machines = [machine("a"), machine("b"), machine("c")];
     let nodes = [
