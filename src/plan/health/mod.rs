@@ -250,38 +250,42 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
     if is_paused(mhc) {
         return HealthPlan::paused();
     }
-    let now = &input.now;
     let spec = parse_spec(mhc);
     let template_ref = mhc.spec.remediation_template.as_ref();
-    let has_request = |m: &Machine| {
-        template_ref.is_some()
-            && m.metadata
-                .name
-                .as_ref()
-                .is_some_and(|n| input.remediation_requests.contains(n))
-    };
+    let has_request = |m: &Machine| has_request(input, m);
 
     let targets = targets::select_targets(mhc, input.machines, input.nodes);
-    let health =
-        targets::health_check_targets(&targets, &spec.rules, spec.startup, &has_request, now);
+    let health = targets::health_check_targets(
+        &targets,
+        &spec.rules,
+        spec.startup,
+        &has_request,
+        &input.now,
+    );
     let expected = targets.len() as u64;
     let healthy = health.healthy.len() as u64;
-    let unhealthy = max_unhealthy::unhealthy_count(expected, healthy);
     let max = mhc.spec.max_unhealthy.as_ref();
-    let allowed =
-        spec.errors.is_empty() && max_unhealthy::is_allowed_remediation(max, expected, healthy);
+    let valid = spec.errors.is_empty();
+    let allowed = valid && max_unhealthy::is_allowed_remediation(max, expected, healthy);
     let counts = status::Counts {
         expected,
         healthy,
-        remediations_allowed: if spec.errors.is_empty() {
+        remediations_allowed: if valid {
             max_unhealthy::remediations_allowed(max, expected, healthy)
         } else {
             0
         },
     };
-    let mut st = status::with_counts(mhc.status.as_ref(), counts);
-    let mut events = Vec::new();
-    let mut waits: Vec<Duration> = health.next_checks.clone();
+    let mut backoff = Backoff::from_mhc(mhc);
+    backoff.prune(&input.now);
+    let mut pass = Pass {
+        input,
+        status: status::with_counts(mhc.status.as_ref(), counts),
+        events: Vec::new(),
+        waits: health.next_checks.clone(),
+        backoff,
+        remediations: Vec::new(),
+    };
 
     let mut reports: Vec<TargetReport> = targets
         .iter()
@@ -296,260 +300,317 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
         })
         .collect();
     for (t, r) in targets.iter().zip(&reports) {
-        let Some(next) = r.check.next_check else {
-            continue;
-        };
-        let node = targets::node_ref_name(t.machine).unwrap_or_default();
-        events.push(HealthEvent {
-            object: EventObject::Machine(r.machine.clone()),
-            warning: false,
-            reason: ev::DETECTED_UNHEALTHY,
-            action: ev::ACTION_HEALTH_CHECK,
-            message: if node.is_empty() {
-                format!(
-                    "Machine {} has no node yet; unhealthy in {} unless it joins",
-                    target_string(mhc, &r.machine),
-                    targets::fmt_wait(next)
-                )
-            } else {
-                format!(
-                    "Machine {} has unhealthy node {node}; remediation in {} unless it recovers",
-                    target_string(mhc, &r.machine),
-                    targets::fmt_wait(next)
-                )
-            },
-        });
+        if let Some(next) = r.check.next_check {
+            pass.detected_unhealthy(t, next);
+        }
     }
 
-    let mut backoff = Backoff::from_mhc(mhc);
-    backoff.prune(now);
-    let mut remediations = Vec::new();
-    let mut delete_requests = Vec::new();
-
-    if !allowed {
-        let (reason, message) = if spec.errors.is_empty() {
-            (
-                cond::TOO_MANY_UNHEALTHY,
-                format!(
-                    "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {})",
-                    max_unhealthy_text(max)
-                ),
-            )
-        } else {
-            (
-                cond::INVALID_CONFIGURATION,
-                format!(
-                    "Remediation is not allowed, the spec cannot be read: {}",
-                    spec.errors.join("; ")
-                ),
-            )
-        };
-        status::set(
-            &mut st,
-            &ConditionUpdate::false_(
-                cond::REMEDIATION_ALLOWED,
-                reason,
-                severity::WARNING,
-                &message,
-            ),
-            now,
-        );
-        events.push(HealthEvent {
-            object: EventObject::Mhc,
-            warning: true,
-            reason: ev::REMEDIATION_RESTRICTED,
-            action: ev::ACTION_REMEDIATE,
-            message: if spec.errors.is_empty() {
-                format!(
-                    "Remediation restricted due to exceeded number of unhealthy machines (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {})",
-                    max_unhealthy_text(max)
-                )
-            } else {
-                message.clone()
-            },
-        });
-        for &i in &health.need_remediation {
-            reports[i].outcome = Outcome::ShortCircuited;
-        }
-    } else {
-        status::set(
-            &mut st,
-            &ConditionUpdate::true_(cond::REMEDIATION_ALLOWED),
-            now,
-        );
+    if allowed {
+        pass.set(&ConditionUpdate::true_(cond::REMEDIATION_ALLOWED));
         let members = control_plane_members(input, &spec);
         let mut first_cp: Option<String> = None;
         let mut held_cp: Option<(Held, String)> = None;
         let mut template_trouble: Option<String> = None;
         for &i in &health.need_remediation {
-            let t = &targets[i];
-            let m = t.machine;
-            let machine = name(m);
             let why = health.checks[i]
                 .unhealthy
                 .clone()
                 .expect("needs remediation");
-            let way = remediation::choose_way(mhc, m, input.remediation_template, has_request(m));
-            let outcome = match way {
-                Way::Underway => Outcome::Underway,
-                Way::NoController => {
-                    events.push(HealthEvent {
-                        object: EventObject::Machine(machine.clone()),
-                        warning: false,
-                        reason: ev::SKIPPED_NO_CONTROLLER,
-                        action: ev::ACTION_REMEDIATE,
-                        message: format!(
-                            "Machine {} has no controller owner, skipping remediation",
-                            target_string(mhc, &machine)
-                        ),
-                    });
-                    Outcome::SkippedNoController
-                }
-                Way::TemplateUnavailable(e) => {
-                    template_trouble.get_or_insert(e.clone());
-                    Outcome::TemplateUnavailable(e)
-                }
-                Way::Act(action) => {
-                    let hold = matches!(action, RemediationAction::DeleteMachine)
-                        .then(|| backoff.hold(m, now))
-                        .flatten();
-                    let gate = if reports[i].control_plane {
-                        remediation::control_plane_gate(
-                            &machine,
-                            &members,
-                            input.cpms_replacement_in_progress,
-                            first_cp.as_deref(),
-                        )
-                    } else {
-                        Ok(())
-                    };
-                    if let Some((left, count)) = hold {
-                        waits.push(left);
-                        events.push(HealthEvent {
-                            object: EventObject::Machine(machine.clone()),
-                            warning: true,
-                            reason: ev::REMEDIATION_BACKOFF,
-                            action: ev::ACTION_REMEDIATE,
-                            message: format!(
-                                "Machine {} is unhealthy ({}) but replaces a machine remediated {count} time(s) in a row; remediation waits {} more",
-                                target_string(mhc, &machine),
-                                why.describe(),
-                                targets::fmt_wait(left)
-                            ),
-                        });
-                        Outcome::BackingOff(left)
-                    } else if let Err(held) = gate {
-                        let message = held.message(&machine);
-                        events.push(HealthEvent {
-                            object: EventObject::Machine(machine.clone()),
-                            warning: true,
-                            reason: ev::CONTROL_PLANE_REMEDIATION_HELD,
-                            action: ev::ACTION_REMEDIATE,
-                            message: message.clone(),
-                        });
-                        held_cp.get_or_insert((held.clone(), message));
-                        Outcome::Held(held)
-                    } else {
-                        if reports[i].control_plane {
-                            first_cp.get_or_insert(machine.clone());
-                        }
-                        if matches!(action, RemediationAction::DeleteMachine) {
-                            backoff.record(m, now);
-                        }
-                        remediations.push(Remediation {
-                            machine: machine.clone(),
-                            why: why.clone(),
-                            action: action.clone(),
-                            event: HealthEvent {
-                                object: EventObject::Machine(machine.clone()),
-                                warning: false,
-                                reason: ev::MACHINE_REMEDIATED,
-                                action: ev::ACTION_REMEDIATE,
-                                message: format!(
-                                    "Machine {} has been remediated by {} ({})",
-                                    target_string(mhc, &machine),
-                                    action.describe(),
-                                    why.describe()
-                                ),
-                            },
-                        });
-                        Outcome::Remediate(action)
-                    }
+            let gate = |first: Option<&str>| {
+                if reports[i].control_plane {
+                    remediation::control_plane_gate(
+                        &reports[i].machine,
+                        &members,
+                        input.cpms_replacement_in_progress,
+                        first,
+                    )
+                } else {
+                    Ok(())
                 }
             };
+            let outcome = pass.remediate(targets[i].machine, why, gate(first_cp.as_deref()));
+            match &outcome {
+                Outcome::Remediate(_) if reports[i].control_plane => {
+                    first_cp.get_or_insert(reports[i].machine.clone());
+                }
+                Outcome::Held(h) => {
+                    held_cp.get_or_insert((h.clone(), h.message(&reports[i].machine)));
+                }
+                Outcome::TemplateUnavailable(e) => {
+                    template_trouble.get_or_insert(e.clone());
+                }
+                _ => {}
+            }
             reports[i].outcome = outcome;
         }
-
         if reports.iter().any(|r| r.control_plane) {
-            match &held_cp {
-                Some((held, message)) => status::set(
-                    &mut st,
-                    &ConditionUpdate::false_(
-                        cond::CONTROL_PLANE_REMEDIATION_ALLOWED,
-                        held.reason(),
-                        severity::WARNING,
-                        message,
-                    ),
-                    now,
-                ),
-                None => status::set(
-                    &mut st,
-                    &ConditionUpdate::true_(cond::CONTROL_PLANE_REMEDIATION_ALLOWED),
-                    now,
-                ),
-            }
+            pass.control_plane_condition(held_cp);
         }
         if template_ref.is_some() {
-            match (&template_trouble, input.remediation_template) {
-                (Some(e), _) => {
-                    waits.push(TEMPLATE_RETRY);
-                    status::set(
-                        &mut st,
-                        &ConditionUpdate::false_(
-                            cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE,
-                            cond::EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND,
-                            severity::ERROR,
-                            e,
-                        ),
-                        now,
-                    );
-                }
-                (None, Some(_)) => status::set(
-                    &mut st,
-                    &ConditionUpdate::true_(cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE),
-                    now,
-                ),
-                (None, None) => {}
-            }
+            pass.template_condition(template_trouble);
+        }
+    } else {
+        pass.restrict(&spec, expected, healthy);
+        for &i in &health.need_remediation {
+            reports[i].outcome = Outcome::ShortCircuited;
         }
     }
+
     // Requests of machines passing again are deleted even when short-circuited (upstream skips
     // that, and since outstanding requests count as unhealthy, it could never recover).
-    if let Some(tref) = template_ref {
-        for &i in &health.passing {
-            if has_request(targets[i].machine) {
-                delete_requests.push(remediation::request_ref(tref, &name(targets[i].machine)));
-            }
-        }
-    }
+    let delete_requests = template_ref
+        .map(|tref| {
+            health
+                .passing
+                .iter()
+                .map(|&i| targets[i].machine)
+                .filter(|m| has_request(m))
+                .map(|m| remediation::request_ref(tref, &name(m)))
+                .collect()
+        })
+        .unwrap_or_default();
     if !reports.iter().any(|r| r.control_plane) {
-        status::remove(&mut st, cond::CONTROL_PLANE_REMEDIATION_ALLOWED);
+        status::remove(&mut pass.status, cond::CONTROL_PLANE_REMEDIATION_ALLOWED);
     }
     if template_ref.is_none() {
-        status::remove(&mut st, cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE);
-        status::remove(&mut st, cond::EXTERNAL_REMEDIATION_REQUEST_AVAILABLE);
+        status::remove(
+            &mut pass.status,
+            cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE,
+        );
+        status::remove(
+            &mut pass.status,
+            cond::EXTERNAL_REMEDIATION_REQUEST_AVAILABLE,
+        );
     }
 
     HealthPlan {
         paused: false,
-        status: Some(st),
-        backoff_annotation: backoff.to_annotation(),
-        remediations,
+        status: Some(pass.status),
+        backoff_annotation: pass.backoff.to_annotation(),
+        remediations: pass.remediations,
         delete_requests,
-        events,
+        events: pass.events,
         targets: reports,
         short_circuited: !allowed,
-        requeue: waits.into_iter().min().map(|d| d.max(MIN_REQUEUE)),
+        requeue: pass.waits.into_iter().min().map(|d| d.max(MIN_REQUEUE)),
+    }
+}
+
+/// A remediation request exists for the machine (only when the MHC names a template).
+fn has_request(input: &HealthInput<'_>, m: &Machine) -> bool {
+    input.mhc.spec.remediation_template.is_some()
+        && m.metadata
+            .name
+            .as_ref()
+            .is_some_and(|n| input.remediation_requests.contains(n))
+}
+
+/// What one pass accumulates.
+struct Pass<'i, 'a> {
+    input: &'i HealthInput<'a>,
+    status: MachineHealthCheckStatus,
+    events: Vec<HealthEvent>,
+    /// Candidate requeues.
+    waits: Vec<Duration>,
+    backoff: Backoff,
+    remediations: Vec<Remediation>,
+}
+
+impl Pass<'_, '_> {
+    fn set(&mut self, update: &ConditionUpdate<'_>) {
+        status::set(&mut self.status, update, &self.input.now);
+    }
+
+    fn event(&mut self, object: EventObject, warning: bool, reason: &'static str, message: String) {
+        self.events.push(HealthEvent {
+            object,
+            warning,
+            reason,
+            action: ev::ACTION_REMEDIATE,
+            message,
+        });
+    }
+
+    /// `namespace/mhc/machine`, as MAO's `target.string()` without the node.
+    fn target(&self, machine: &str) -> String {
+        let mhc = &self.input.mhc.metadata;
+        format!(
+            "{}/{}/{machine}",
+            mhc.namespace.as_deref().unwrap_or_default(),
+            mhc.name.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// MAO's `DetectedUnhealthy`: a target will be unhealthy in `next` unless it recovers.
+    fn detected_unhealthy(&mut self, t: &Target<'_>, next: Duration) {
+        let machine = name(t.machine);
+        let node = targets::node_ref_name(t.machine).unwrap_or_default();
+        let message = if node.is_empty() {
+            format!(
+                "Machine {} has no node yet; unhealthy in {} unless it joins",
+                self.target(&machine),
+                targets::fmt_wait(next)
+            )
+        } else {
+            format!(
+                "Machine {} has unhealthy node {node}; remediation in {} unless it recovers",
+                self.target(&machine),
+                targets::fmt_wait(next)
+            )
+        };
+        self.events.push(HealthEvent {
+            object: EventObject::Machine(machine),
+            warning: false,
+            reason: ev::DETECTED_UNHEALTHY,
+            action: ev::ACTION_HEALTH_CHECK,
+            message,
+        });
+    }
+
+    /// Short-circuited (too many unhealthy) or the spec cannot be read.
+    fn restrict(&mut self, spec: &Spec, expected: u64, healthy: u64) {
+        let unhealthy = max_unhealthy::unhealthy_count(expected, healthy);
+        let max = max_unhealthy_text(self.input.mhc.spec.max_unhealthy.as_ref());
+        let counts = format!("(total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {max})");
+        let (reason, message, event) = if spec.errors.is_empty() {
+            (
+                cond::TOO_MANY_UNHEALTHY,
+                format!(
+                    "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy {counts}"
+                ),
+                format!(
+                    "Remediation restricted due to exceeded number of unhealthy machines {counts}"
+                ),
+            )
+        } else {
+            let m = format!(
+                "Remediation is not allowed, the spec cannot be read: {}",
+                spec.errors.join("; ")
+            );
+            (cond::INVALID_CONFIGURATION, m.clone(), m)
+        };
+        self.set(&ConditionUpdate::false_(
+            cond::REMEDIATION_ALLOWED,
+            reason,
+            severity::WARNING,
+            &message,
+        ));
+        self.event(EventObject::Mhc, true, ev::REMEDIATION_RESTRICTED, event);
+    }
+
+    /// One target that needs remediation, remediation being allowed: its way, then the backoff
+    /// (deletions only), then the control plane `gate`.
+    fn remediate(&mut self, m: &Machine, why: Unhealthy, gate: Result<(), Held>) -> Outcome {
+        let input = self.input;
+        let machine = name(m);
+        let way = remediation::choose_way(
+            input.mhc,
+            m,
+            input.remediation_template,
+            has_request(input, m),
+        );
+        let action = match way {
+            Way::Underway => return Outcome::Underway,
+            Way::TemplateUnavailable(e) => return Outcome::TemplateUnavailable(e),
+            Way::NoController => {
+                let message = format!(
+                    "Machine {} has no controller owner, skipping remediation",
+                    self.target(&machine)
+                );
+                self.event(
+                    EventObject::Machine(machine),
+                    false,
+                    ev::SKIPPED_NO_CONTROLLER,
+                    message,
+                );
+                return Outcome::SkippedNoController;
+            }
+            Way::Act(action) => action,
+        };
+        let deletes = matches!(action, RemediationAction::DeleteMachine);
+        if let Some((left, count)) = deletes.then(|| self.backoff.hold(m, &input.now)).flatten() {
+            self.waits.push(left);
+            let message = format!(
+                "Machine {} is unhealthy ({}) but replaces a machine remediated {count} time(s) in a row; remediation waits {} more",
+                self.target(&machine),
+                why.describe(),
+                targets::fmt_wait(left)
+            );
+            self.event(
+                EventObject::Machine(machine),
+                true,
+                ev::REMEDIATION_BACKOFF,
+                message,
+            );
+            return Outcome::BackingOff(left);
+        }
+        if let Err(held) = gate {
+            let message = held.message(&machine);
+            self.event(
+                EventObject::Machine(machine),
+                true,
+                ev::CONTROL_PLANE_REMEDIATION_HELD,
+                message,
+            );
+            return Outcome::Held(held);
+        }
+        if deletes {
+            self.backoff.record(m, &input.now);
+        }
+        let message = format!(
+            "Machine {} has been remediated by {} ({})",
+            self.target(&machine),
+            action.describe(),
+            why.describe()
+        );
+        self.remediations.push(Remediation {
+            machine: machine.clone(),
+            why,
+            action: action.clone(),
+            event: HealthEvent {
+                object: EventObject::Machine(machine),
+                warning: false,
+                reason: ev::MACHINE_REMEDIATED,
+                action: ev::ACTION_REMEDIATE,
+                message,
+            },
+        });
+        Outcome::Remediate(action)
+    }
+
+    /// Ours: whether a control plane remediation was held back, and why (the first one).
+    fn control_plane_condition(&mut self, held: Option<(Held, String)>) {
+        match held {
+            Some((held, message)) => self.set(&ConditionUpdate::false_(
+                cond::CONTROL_PLANE_REMEDIATION_ALLOWED,
+                held.reason(),
+                severity::WARNING,
+                &message,
+            )),
+            None => self.set(&ConditionUpdate::true_(
+                cond::CONTROL_PLANE_REMEDIATION_ALLOWED,
+            )),
+        }
+    }
+
+    /// `ExternalRemediationTemplateAvailable`: False when the template could not be used (and
+    /// look again later: no watch sees it appear), True once it was read.
+    fn template_condition(&mut self, trouble: Option<String>) {
+        match (trouble, self.input.remediation_template) {
+            (Some(e), _) => {
+                self.waits.push(TEMPLATE_RETRY);
+                self.set(&ConditionUpdate::false_(
+                    cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE,
+                    cond::EXTERNAL_REMEDIATION_TEMPLATE_NOT_FOUND,
+                    severity::ERROR,
+                    &e,
+                ));
+            }
+            (None, Some(_)) => self.set(&ConditionUpdate::true_(
+                cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE,
+            )),
+            (None, None) => {}
+        }
     }
 }
 
@@ -583,15 +644,6 @@ fn control_plane_members(input: &HealthInput<'_>, spec: &Spec) -> Vec<ControlPla
 
 fn name(m: &Machine) -> String {
     m.metadata.name.clone().unwrap_or_default()
-}
-
-/// MAO's `target.string()` without the node: `namespace/mhc/machine`.
-fn target_string(mhc: &MachineHealthCheck, machine: &str) -> String {
-    format!(
-        "{}/{}/{machine}",
-        mhc.metadata.namespace.as_deref().unwrap_or_default(),
-        mhc.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 #[cfg(test)]
