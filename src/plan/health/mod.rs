@@ -156,11 +156,17 @@ pub struct HealthPlan {
 }
 
 impl HealthPlan {
-    fn paused() -> Self {
+    /// Paused: nothing changes (the backoff annotation stays as it is).
+    fn paused(mhc: &MachineHealthCheck) -> Self {
         HealthPlan {
             paused: true,
             status: None,
-            backoff_annotation: None,
+            backoff_annotation: mhc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(BACKOFF_ANNOTATION))
+                .cloned(),
             remediations: Vec::new(),
             delete_requests: Vec::new(),
             events: Vec::new(),
@@ -248,7 +254,7 @@ fn max_unhealthy_text(v: Option<&IntOrString>) -> String {
 pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
     let mhc = input.mhc;
     if is_paused(mhc) {
-        return HealthPlan::paused();
+        return HealthPlan::paused(mhc);
     }
     let spec = parse_spec(mhc);
     let template_ref = mhc.spec.remediation_template.as_ref();

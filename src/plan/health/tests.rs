@@ -463,8 +463,17 @@ fn paused_mhc_does_nothing() {
         "cluster.x-k8s.io/paused".to_string(),
         String::new(),
     )]));
+    with_backoff(&mut m, "MachineSet/workers", 1, ago(99_999));
     let p = plan(&m, &[machine("a")], &[node("node-a", "False", ago(4000))]);
     assert!(p.paused);
+    assert_eq!(
+        p.backoff_annotation.as_ref(),
+        m.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(BACKOFF_ANNOTATION)
+    );
     assert!(p.status.is_none() && p.remediations.is_empty() && p.events.is_empty());
     assert_eq!(p.requeue, None);
 }
