@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod credentials;
 pub mod failure;
+pub mod health;
 pub mod machine;
 pub mod placement;
 pub mod selector;
