@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::mapping::{self, MappedMachine, map_indexes};
-use super::machine_value;
+use super::{machine_value, updates};
 use super::tests::{World, cpms};
 use crate::api::control_plane_machine_set::ControlPlaneMachineSetStrategyType as Kind;
 
@@ -126,7 +126,8 @@ proptest! {
         let n = ms2.len().max(1);
         ms2.rotate_left((seed as usize) % n);
         if seed % 2 == 0 { ms2.reverse(); }
-        listed2.rotate_left((seed as usize / 3) % listed2.len().max(1));
+        let k = (seed as usize / 3) % listed2.len().max(1);
+        listed2.rotate_left(k);
         if seed % 3 == 0 { listed2.reverse(); }
         prop_assert_eq!(map_indexes(c.replicas, &listed2, &ms2), want.clone());
         // Through the whole planner too.
@@ -144,7 +145,18 @@ proptest! {
         let machines: Vec<Spec> = c.machines.iter().filter(|m| seen.insert(m.0)).map(|&(i, z, _, _, o)| (i, z, true, false, o)).collect();
         let c = Case { machines, ..c };
         let mut w = world(&c);
-        w.converge(60);
+        // Under OnDelete the user deletes what the plan says needs deleting, one at a time.
+        for _ in 0..12 {
+            w.converge(60);
+            let p = w.plan();
+            let Some(n) = p.notes.iter().find(|n| n.message == updates::note::REQUIRES_DELETE_BEFORE_UPDATE) else {
+                break;
+            };
+            let now = w.now.clone();
+            if let Some(m) = w.machines.iter_mut().find(|m| m.metadata.name.as_deref() == Some(n.machine.as_str())) {
+                m.metadata.deletion_timestamp = Some(now);
+            }
+        }
         let p = w.plan();
         prop_assert!(p.create.is_empty() && p.delete.is_empty(), "not converged: {:?}", p.notes);
         prop_assert_eq!(w.machines.len() as i32, c.replicas);
