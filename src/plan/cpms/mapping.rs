@@ -131,15 +131,12 @@ pub fn map_indexes(
         if deleting_only.contains(&idy) {
             continue;
         }
-        let Some(idx) = candidates
-            .iter()
-            .find(|(_, c)| *c == d)
-            .map(|(i, _)| *i)
-        else {
+        let Some(idx) = candidates.iter().find(|(_, c)| *c == d).map(|(i, _)| *i) else {
             continue;
         };
         if idx != idy
-            && let (Some(a), Some(b)) = (candidates.get(&idx).cloned(), candidates.get(&idy).cloned())
+            && let (Some(a), Some(b)) =
+                (candidates.get(&idx).cloned(), candidates.get(&idy).cloned())
         {
             candidates.insert(idx, b);
             candidates.insert(idy, a);
@@ -176,11 +173,15 @@ fn balance(
 ) {
     loop {
         let counts: Vec<(usize, &String)> = domains.iter().map(|d| (count(out, d), *d)).collect();
-        let Some(&(hi, most)) = counts.iter().max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)))
+        let Some(&(hi, most)) = counts
+            .iter()
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)))
         else {
             return;
         };
-        let Some(&(lo, least)) = counts.iter().min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)))
+        let Some(&(lo, least)) = counts
+            .iter()
+            .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)))
         else {
             return;
         };
@@ -270,7 +271,11 @@ mod tests {
             expect(&[(0, B), (1, A), (2, C)])
         );
         // index 0 deleting, all machines in a
-        let ms = vec![deleting("machine-0", A), m("machine-1", A), m("machine-2", A)];
+        let ms = vec![
+            deleting("machine-0", A),
+            m("machine-1", A),
+            m("machine-2", A),
+        ];
         assert_eq!(
             map_indexes(3, &[A, B, C], &ms),
             expect(&[(0, B), (1, A), (2, C)])
@@ -289,239 +294,100 @@ mod tests {
         );
     }
 
-    struct Vector {
-        name: &'static str,
-        replicas: i32,
-        domains: &'static [&'static str],
-        machines: Vec<MappedMachine>,
-        expected: Vec<(i32, &'static str)>,
-    }
-
-    /// CPMSO `mapping_test.go`, "mappingMachineIndexesToFailureDomains": "should map failure
-    /// domains to indexes" (AWS zones us-east-1a/b/c/d renamed to vSphere zones a/b/c/d).
-    #[test]
-    fn upstream_should_map_failure_domains_to_indexes() {
-        let named = |pairs: &[(&str, &str)]| -> Vec<MappedMachine> {
-            pairs.iter().map(|(n, d)| m(n, d)).collect()
-        };
-        let vectors = vec![
-            Vector {
-                name: "with no failure domains defined, returns an empty mapping",
-                replicas: 3,
-                domains: &[],
-                machines: machines(&[A, B, C]),
-                expected: vec![],
-            },
-            Vector {
-                name: "with three failure domains matching three machines in order (a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "with three failure domains matching three machines in a order (b,c,a)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: machines(&[B, C, A]),
-                expected: seq(&[B, C, A]),
-            },
-            Vector {
-                name: "with three failure domains matching three machines in a order (b,a,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: machines(&[B, A, C]),
-                expected: seq(&[B, A, C]),
-            },
-            Vector {
-                name: "with three failure domains matching five machines in order (a,b,c,a,b)",
-                replicas: 5,
-                domains: &[A, B, C],
-                machines: machines(&[A, B, C, A, B]),
-                expected: seq(&[A, B, C, A, B]),
-            },
-            Vector {
-                name: "with three failure domains matching five machines in order (b,c,a,c,b)",
-                replicas: 5,
-                domains: &[A, B, C],
-                machines: machines(&[B, C, A, C, B]),
-                expected: seq(&[B, C, A, C, B]),
-            },
-            Vector {
-                name: "with three failure domains matching five machines in order (b,a,c,c,a)",
-                replicas: 5,
-                domains: &[A, B, C],
-                machines: machines(&[B, A, C, C, A]),
-                expected: seq(&[B, A, C, C, A]),
-            },
-            Vector {
-                name: "with a machine in an unrecognised failure domain (failure domains ordered a,b)",
-                replicas: 3,
-                domains: &[A, B],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, A]),
-            },
-            Vector {
-                name: "with a machine in an unrecognised failure domain (failure domains ordered b,a)",
-                replicas: 3,
-                domains: &[B, A],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, A]),
-            },
-            Vector {
-                name: "with multiple machines in unrecognised failure domains ",
-                replicas: 3,
-                domains: &[A],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, A, A]),
-            },
-            Vector {
-                name: "with multiple machines in the same failure domain",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: machines(&[B, B, C]),
-                expected: seq(&[B, A, C]),
-            },
-            Vector {
-                name: "with duplicate failure domains at the beginning of the Control Plane Machine Set",
-                replicas: 3,
-                domains: &[A, A, B, C],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "with duplicate failure domains at the end of the Control Plane Machine Set",
-                replicas: 3,
-                domains: &[A, B, C, C],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "with duplicate failure domains in the middle of the Control Plane Machine Set",
-                replicas: 3,
-                domains: &[A, B, B, C],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "with multiple duplicate failure domains in the Control Plane Machine Set",
-                replicas: 3,
-                domains: &[A, A, B, B, B, C, C],
-                machines: machines(&[A, B, C]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "when rebalancing indexes and an index only contains deleted machines",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: vec![deleting("machine-0", A), m("machine-1", A), m("machine-2", A)],
-                expected: seq(&[B, A, C]),
-            },
-            Vector {
-                name: "with a machine name does not indicate its index (a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[("machine-a", A), ("machine-1", B), ("machine-2", C)]),
-                expected: seq(&[A, B, C]),
-            },
-            Vector {
-                name: "with a machine name does not indicate its index (b,c,a)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[("machine-a", B), ("machine-1", C), ("machine-2", A)]),
-                expected: seq(&[B, C, A]),
-            },
-            Vector {
-                name: "when the machine mappings are unbalanced, should rebalance the failure domains (c,b,a,c,c)",
-                replicas: 5,
-                domains: &[A, B, C],
-                machines: machines(&[C, B, A, C, C]),
-                expected: seq(&[C, B, A, A, C]),
-            },
-            Vector {
-                name: "with three failure domains matching three machines indexed from 3 (a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[("machine-3", A), ("machine-4", B), ("machine-5", C)]),
-                expected: vec![(3, A), (4, B), (5, C)],
-            },
-            Vector {
-                name: "with three failure domains matching three machines that are not sequentially indexed (a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[("machine-0", A), ("machine-2", B), ("machine-4", C)]),
-                expected: vec![(0, A), (2, B), (4, C)],
-            },
-            Vector {
-                name: "with three failure domains matching four machines that are not sequentially indexed (b,a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[
-                    ("machine-1", B),
-                    ("machine-4", A),
-                    ("machine-6", B),
-                    ("machine-9", C),
-                ]),
-                expected: vec![(1, B), (4, A), (6, B), (9, C)],
-            },
-            Vector {
-                name: "with three failure domains matching five machines that are not sequentially indexed (c,a,a,b,c)",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[
-                    ("machine-2", C),
-                    ("machine-3", A),
-                    ("machine-5", A),
-                    ("machine-8", B),
-                    ("machine-13", C),
-                ]),
-                expected: vec![(2, C), (3, A), (5, A), (8, B), (13, C)],
-            },
-            Vector {
-                name: "with three failure domains matching five machines which duplicate indexes",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[
-                    ("machine-3", A),
-                    ("machine-replacement-3", A),
-                    ("machine-4", B),
-                    ("machine-replacement-4", B),
-                    ("machine-5", C),
-                ]),
-                expected: vec![(3, A), (4, B), (5, C)],
-            },
-            Vector {
-                name: "with three failure domains matching 7 machines which duplicate indexes",
-                replicas: 3,
-                domains: &[A, B, C],
-                machines: named(&[
-                    ("machine-0", A),
-                    ("machine-replacement-0", A),
-                    ("machine-3", A),
-                    ("machine-replacement-3", A),
-                    ("machine-4", B),
-                    ("machine-replacement-4", B),
-                    ("machine-5", C),
-                ]),
-                expected: vec![(0, A), (3, A), (4, B), (5, C)],
-            },
-            Vector {
-                name: "with four failure domains matching three machines, but skipping the first failure domain",
-                replicas: 3,
-                domains: &[A, B, C, D],
-                machines: machines(&[B, C, D]),
-                expected: seq(&[B, C, D]),
-            },
-        ];
-        for v in vectors {
+    /// Runs a table: one vector a line, `name => replicas => listed domains => machines =>
+    /// expected`; domains are letters (`a` is `zone-a`), machines `name:domain` (`!` after the
+    /// domain: being deleted), expected `index:domain`.
+    fn run(table: &str) {
+        let zone = |l: &str| format!("zone-{l}");
+        for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let f: Vec<&str> = line.split(" => ").collect();
+            let [name, replicas, listed, ms, want] = f[..] else {
+                panic!("bad line {line}");
+            };
+            let listed: Vec<String> = listed
+                .split_whitespace()
+                .filter(|t| *t != "-")
+                .map(zone)
+                .collect();
+            let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+            let ms: Vec<MappedMachine> = ms
+                .split_whitespace()
+                .map(|t| {
+                    let (n, d) = t.split_once(':').expect("name:domain");
+                    let mut x = m(n, &zone(d.trim_end_matches('!')));
+                    x.deleting = d.ends_with('!');
+                    x
+                })
+                .collect();
+            let want: BTreeMap<i32, String> = want
+                .split_whitespace()
+                .filter(|t| *t != "-")
+                .map(|t| {
+                    let (i, d) = t.split_once(':').expect("index:domain");
+                    (i.parse().unwrap(), zone(d))
+                })
+                .collect();
             assert_eq!(
-                map_indexes(v.replicas, v.domains, &v.machines),
-                expect(&v.expected),
-                "{}",
-                v.name
+                map_indexes(replicas.parse().unwrap(), &listed, &ms),
+                want,
+                "{name}"
             );
         }
     }
+
+    /// CPMSO `mapping_test.go`, "mappingMachineIndexesToFailureDomains": "should map failure
+    /// domains to indexes" (AWS zones us-east-1a/b/c/d as vSphere zones a/b/c/d). Upstream's two
+    /// "returns an empty mapping" entries are one here (no domains: no mapping).
+    const MAPPING_VECTORS: &str = "
+        with no failure domains defined, returns an empty mapping => 3 => - => machine-0:a machine-1:b machine-2:c => -
+        with three failure domains matching three machines in order (a,b,c) => 3 => a b c => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        with three failure domains matching three machines in a order (b,c,a) => 3 => a b c => machine-0:b machine-1:c machine-2:a => 0:b 1:c 2:a
+        with three failure domains matching three machines in a order (b,a,c) => 3 => a b c => machine-0:b machine-1:a machine-2:c => 0:b 1:a 2:c
+        with three failure domains matching five machines in order (a,b,c,a,b) => 5 => a b c => machine-0:a machine-1:b machine-2:c machine-3:a machine-4:b => 0:a 1:b 2:c 3:a 4:b
+        with three failure domains matching five machines in order (b,c,a,c,b) => 5 => a b c => machine-0:b machine-1:c machine-2:a machine-3:c machine-4:b => 0:b 1:c 2:a 3:c 4:b
+        with three failure domains matching five machines in order (b,a,c,c,a) => 5 => a b c => machine-0:b machine-1:a machine-2:c machine-3:c machine-4:a => 0:b 1:a 2:c 3:c 4:a
+        with a machine in an unrecognised failure domain (failure domains ordered a,b) => 3 => a b => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:a
+        with a machine in an unrecognised failure domain (failure domains ordered b,a) => 3 => b a => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:a
+        with multiple machines in unrecognised failure domains => 3 => a => machine-0:a machine-1:b machine-2:c => 0:a 1:a 2:a
+        with multiple machines in the same failure domain => 3 => a b c => machine-0:b machine-1:b machine-2:c => 0:b 1:a 2:c
+        with duplicate failure domains at the beginning of the Control Plane Machine Set => 3 => a a b c => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        with duplicate failure domains at the end of the Control Plane Machine Set => 3 => a b c c => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        with duplicate failure domains in the middle of the Control Plane Machine Set => 3 => a b b c => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        with multiple duplicate failure domains in the Control Plane Machine Set => 3 => a a b b b c c => machine-0:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        when rebalancing indexes and an index only contains deleted machines => 3 => a b c => machine-0:a! machine-1:a machine-2:a => 0:b 1:a 2:c
+        with a machine name does not indicate its index (a,b,c) => 3 => a b c => machine-a:a machine-1:b machine-2:c => 0:a 1:b 2:c
+        with a machine name does not indicate its index (b,c,a) => 3 => a b c => machine-a:b machine-1:c machine-2:a => 0:b 1:c 2:a
+        when the machine mappings are unbalanced, should rebalance the failure domains (c,b,a,c,c) => 5 => a b c => machine-0:c machine-1:b machine-2:a machine-3:c machine-4:c => 0:c 1:b 2:a 3:a 4:c
+        with three failure domains matching three machines indexed from 3 (a,b,c) => 3 => a b c => machine-3:a machine-4:b machine-5:c => 3:a 4:b 5:c
+        with three failure domains matching three machines that are not sequentially indexed (a,b,c) => 3 => a b c => machine-0:a machine-2:b machine-4:c => 0:a 2:b 4:c
+        with three failure domains matching four machines that are not sequentially indexed (b,a,b,c) => 3 => a b c => machine-1:b machine-4:a machine-6:b machine-9:c => 1:b 4:a 6:b 9:c
+        with three failure domains matching five machines that are not sequentially indexed (c,a,a,b,c) => 3 => a b c => machine-2:c machine-3:a machine-5:a machine-8:b machine-13:c => 2:c 3:a 5:a 8:b 13:c
+        with three failure domains matching five machines which duplicate indexes => 3 => a b c => machine-3:a machine-replacement-3:a machine-4:b machine-replacement-4:b machine-5:c => 3:a 4:b 5:c
+        with three failure domains matching 7 machines which duplicate indexes => 3 => a b c => machine-0:a machine-replacement-0:a machine-3:a machine-replacement-3:a machine-4:b machine-replacement-4:b machine-5:c => 0:a 3:a 4:b 5:c
+        with four failure domains matching three machines, but skipping the first failure domain => 3 => a b c d => machine-0:b machine-1:c machine-2:d => 0:b 1:c 2:d
+    ";
+
+    #[test]
+    fn upstream_should_map_failure_domains_to_indexes() {
+        assert_eq!(
+            MAPPING_VECTORS
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count(),
+            26
+        );
+        run(MAPPING_VECTORS);
+    }
+
+    /// Name, replicas, listed domains, domains in use, machine indexes, expected base.
+    type BaseCase = (
+        &'static str,
+        usize,
+        &'static [&'static str],
+        BTreeSet<String>,
+        usize,
+        Vec<(i32, &'static str)>,
+    );
 
     /// CPMSO `mapping_test.go`, "createBaseFailureDomainMapping": "should map the failure domains
     /// based on the replicas" (a selection; the order of the input never matters).
@@ -529,17 +395,87 @@ mod tests {
     fn upstream_create_base_failure_domain_mapping() {
         let used = |ds: &[&str]| ds.iter().map(|d| d.to_string()).collect::<BTreeSet<_>>();
         let all = used(&[A, B, C]);
-        let cases: Vec<(&str, usize, &[&str], BTreeSet<String>, usize, Vec<(i32, &str)>)> = vec![
-            ("with three replicas and three failure domains (order b,c,a)", 3, &[B, C, A], all.clone(), 3, seq(&[A, B, C])),
-            ("with three replicas and one failure domains", 3, &[A], used(&[A]), 3, seq(&[A, A, A])),
-            ("with three replicas and two failure domains (order b,a)", 3, &[B, A], used(&[A, B]), 3, seq(&[A, B, A])),
-            ("with five replicas and three failure domains (order b,c,a)", 5, &[B, C, A], all.clone(), 5, seq(&[A, B, C, A, B])),
-            ("with five replicas and two failure domains (order b,a)", 5, &[B, A], used(&[A, B]), 5, seq(&[A, B, A, B, A])),
-            ("with three replicas but a machine count of five", 3, &[A, B, C], all.clone(), 5, seq(&[A, B, C, A, B])),
-            ("with four replicas but a machine count of 2", 4, &[A, B, C], used(&[A, B]), 2, vec![(0, A), (1, B), (2, C), (3, A)]),
-            ("with 3 replicas but a machine count of 1 (machine b)", 3, &[A, B, C], used(&[B]), 1, seq(&[B, A, C])),
-            ("with 3 replicas but a machine count of 1 (machine c)", 3, &[A, B, C], used(&[C]), 1, seq(&[C, A, B])),
-            ("with five failure domains and three machines, should prioritise machine domains", 5, &[A, B, C, D, "zone-e"], used(&[B, C, D]), 3, vec![(0, B), (1, C), (2, D), (3, A), (4, "zone-e")]),
+        let cases: Vec<BaseCase> = vec![
+            (
+                "with three replicas and three failure domains (order b,c,a)",
+                3,
+                &[B, C, A],
+                all.clone(),
+                3,
+                seq(&[A, B, C]),
+            ),
+            (
+                "with three replicas and one failure domains",
+                3,
+                &[A],
+                used(&[A]),
+                3,
+                seq(&[A, A, A]),
+            ),
+            (
+                "with three replicas and two failure domains (order b,a)",
+                3,
+                &[B, A],
+                used(&[A, B]),
+                3,
+                seq(&[A, B, A]),
+            ),
+            (
+                "with five replicas and three failure domains (order b,c,a)",
+                5,
+                &[B, C, A],
+                all.clone(),
+                5,
+                seq(&[A, B, C, A, B]),
+            ),
+            (
+                "with five replicas and two failure domains (order b,a)",
+                5,
+                &[B, A],
+                used(&[A, B]),
+                5,
+                seq(&[A, B, A, B, A]),
+            ),
+            (
+                "with three replicas but a machine count of five",
+                3,
+                &[A, B, C],
+                all.clone(),
+                5,
+                seq(&[A, B, C, A, B]),
+            ),
+            (
+                "with four replicas but a machine count of 2",
+                4,
+                &[A, B, C],
+                used(&[A, B]),
+                2,
+                vec![(0, A), (1, B), (2, C), (3, A)],
+            ),
+            (
+                "with 3 replicas but a machine count of 1 (machine b)",
+                3,
+                &[A, B, C],
+                used(&[B]),
+                1,
+                seq(&[B, A, C]),
+            ),
+            (
+                "with 3 replicas but a machine count of 1 (machine c)",
+                3,
+                &[A, B, C],
+                used(&[C]),
+                1,
+                seq(&[C, A, B]),
+            ),
+            (
+                "with five failure domains and three machines, should prioritise machine domains",
+                5,
+                &[A, B, C, D, "zone-e"],
+                used(&[B, C, D]),
+                3,
+                vec![(0, B), (1, C), (2, D), (3, A), (4, "zone-e")],
+            ),
         ];
         for (name, replicas, domains, in_use, count, expected) in cases {
             assert_eq!(

@@ -227,7 +227,11 @@ fn desired(input: &CpmsInput<'_>, mapping: &BTreeMap<i32, String>, index: i32) -
 }
 
 /// Ready (reference §2) and, within the NotReady grace, how long it still counts.
-fn readiness(m: &Machine, nodes: &BTreeMap<String, NodeState>, now: &Time) -> (bool, Option<Duration>) {
+fn readiness(
+    m: &Machine,
+    nodes: &BTreeMap<String, NodeState>,
+    now: &Time,
+) -> (bool, Option<Duration>) {
     let Some(node) = m
         .status
         .as_ref()
@@ -246,7 +250,10 @@ fn readiness(m: &Machine, nodes: &BTreeMap<String, NodeState>, now: &Time) -> (b
             let elapsed = now.0.as_second() - since.0.as_second();
             let grace = NODE_NOT_READY_GRACE.as_secs() as i64;
             if (0..grace).contains(&elapsed) {
-                (true, Some(Duration::from_secs((grace - elapsed) as u64 + 1)))
+                (
+                    true,
+                    Some(Duration::from_secs((grace - elapsed) as u64 + 1)),
+                )
             } else {
                 (false, None)
             }
@@ -352,7 +359,10 @@ fn spec_problems(input: &CpmsInput<'_>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let replicas = spec.replicas_or_default();
     if replicas != 3 && replicas != 5 {
-        out.push(("spec.replicas".into(), format!("must be 3 or 5, not {replicas}")));
+        out.push((
+            "spec.replicas".into(),
+            format!("must be 3 or 5, not {replicas}"),
+        ));
     }
     let Some(t) = spec.template.machines_v1beta1_machine_openshift_io.as_ref() else {
         out.push((TEMPLATE_PATH.into(), "required".into()));
@@ -416,9 +426,13 @@ fn unusable_domains(input: &CpmsInput<'_>) -> Vec<String> {
             if !s.exists {
                 None
             } else if !s.control_plane {
-                Some(format!("{d}: controlPlane is false, its machines are moved out by the rollout"))
+                Some(format!(
+                    "{d}: controlPlane is false, its machines are moved out by the rollout"
+                ))
             } else if !s.ready || s.fill.is_none() {
-                Some(format!("{d}: not ready, its machines stay but no new machine is created there"))
+                Some(format!(
+                    "{d}: not ready, its machines stay but no new machine is created there"
+                ))
             } else {
                 None
             }
@@ -448,7 +462,10 @@ fn gate(input: &CpmsInput<'_>, obs: &Observed, n: Counters) -> Option<(&'static 
     }
     let any_machine = obs.indexed.values().any(|v| !v.is_empty());
     if any_machine && n.ready == 0 {
-        return Some((c::NO_READY_MACHINES, "No ready control plane machines found".into()));
+        return Some((
+            c::NO_READY_MACHINES,
+            "No ready control plane machines found".into(),
+        ));
     }
     let node_names: BTreeSet<String> = selected(input.cpms, input.machines)
         .iter()
@@ -461,7 +478,10 @@ fn gate(input: &CpmsInput<'_>, obs: &Observed, n: Counters) -> Option<(&'static 
         .map(|(name, _)| name)
         .collect();
     if !unmanaged.is_empty() {
-        return Some((c::UNMANAGED_NODES, format!("Found {} unmanaged node(s)", unmanaged.len())));
+        return Some((
+            c::UNMANAGED_NODES,
+            format!("Found {} unmanaged node(s)", unmanaged.len()),
+        ));
     }
     let replicas = input.cpms.spec.replicas_or_default();
     let indexes = obs.indexed.len() as i32;
@@ -477,7 +497,10 @@ fn gate(input: &CpmsInput<'_>, obs: &Observed, n: Counters) -> Option<(&'static 
             if updated > 1 {
                 return Some((
                     c::EXCESS_UPDATED_REPLICAS,
-                    format!("Observed {} updated machine(s) in excess for index {i}", updated - 1),
+                    format!(
+                        "Observed {} updated machine(s) in excess for index {i}",
+                        updated - 1
+                    ),
                 ));
             }
         }
@@ -488,7 +511,9 @@ fn gate(input: &CpmsInput<'_>, obs: &Observed, n: Counters) -> Option<(&'static 
         .filter(|ms| ms.iter().any(|m| m.needs_replacement()))
         .map(|ms| {
             ms.iter()
-                .filter(|m| m.pending() && m.error_message.as_deref().is_some_and(|e| !e.is_empty()))
+                .filter(|m| {
+                    m.pending() && m.error_message.as_deref().is_some_and(|e| !e.is_empty())
+                })
                 .count()
         })
         .sum();
@@ -547,9 +572,10 @@ fn new_machine(input: &CpmsInput<'_>, name: String, provider: Value) -> Machine 
 }
 
 fn where_(domain: &Option<String>) -> String {
-    domain
-        .as_ref()
-        .map_or_else(|| "the template's placement".into(), |d| format!("failure domain {d}"))
+    domain.as_ref().map_or_else(
+        || "the template's placement".into(),
+        |d| format!("failure domain {d}"),
+    )
 }
 
 /// Plans one pass.
@@ -563,9 +589,19 @@ pub fn plan(input: &CpmsInput<'_>) -> CpmsPlan {
     if !cpms.spec.vsphere_failure_domains().is_empty() {
         let bad = unusable_domains(input);
         conds.push(if bad.is_empty() {
-            Cond::new(status::FAILURE_DOMAINS_USABLE, STATUS_TRUE, c::AS_EXPECTED, "")
+            Cond::new(
+                status::FAILURE_DOMAINS_USABLE,
+                STATUS_TRUE,
+                c::AS_EXPECTED,
+                "",
+            )
         } else {
-            Cond::new(status::FAILURE_DOMAINS_USABLE, STATUS_FALSE, status::UNUSABLE_FAILURE_DOMAINS, bad.join("; "))
+            Cond::new(
+                status::FAILURE_DOMAINS_USABLE,
+                STATUS_FALSE,
+                status::UNUSABLE_FAILURE_DOMAINS,
+                bad.join("; "),
+            )
         });
     }
     let mut out = CpmsPlan {
@@ -659,7 +695,10 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
         out.events.push(CpmsEvent {
             warning: false,
             reason: event::DELETE,
-            message: format!("Deleting machine {name} of index {index} in {}{by}", where_(&domain)),
+            message: format!(
+                "Deleting machine {name} of index {index} in {}{by}",
+                where_(&domain)
+            ),
         });
         out.delete.push(MachineDelete {
             index: *index,
@@ -674,7 +713,9 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
         let Some(provider) = desired(input, &obs.mapping, *index) else {
             continue;
         };
-        let seed = input.seed.wrapping_add((k as u64).wrapping_mul(0x1000_0001));
+        let seed = input
+            .seed
+            .wrapping_add((k as u64).wrapping_mul(0x1000_0001));
         let name = naming::fresh_name(&prefix, seed, *index, &|n| taken.contains(n));
         taken.insert(name.clone());
         let replaces = obs.indexed[index]
@@ -688,7 +729,10 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
         out.events.push(CpmsEvent {
             warning: false,
             reason: event::CREATE,
-            message: format!("Creating machine {name} for index {index} in {}{why}", where_(&domain)),
+            message: format!(
+                "Creating machine {name} for index {index} in {}{why}",
+                where_(&domain)
+            ),
         });
         out.create.push(MachineCreate {
             index: *index,

@@ -25,7 +25,11 @@ pub fn rand5(seed: u64) -> String {
 
 /// The name prefix: `spec.machineNamePrefix`, else `<cluster id>-<role>` from the template labels.
 pub fn prefix(spec: &ControlPlaneMachineSetSpec) -> String {
-    if let Some(p) = spec.machine_name_prefix.as_deref().filter(|p| !p.is_empty()) {
+    if let Some(p) = spec
+        .machine_name_prefix
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
         return p.to_string();
     }
     let empty = BTreeMap::new();
@@ -44,14 +48,18 @@ pub fn machine_name(prefix: &str, rand5: &str, index: i32) -> String {
 }
 
 /// A fresh name for `index`: the `n`th draw from `seed` that no existing machine uses.
-pub fn fresh_name(
-    prefix: &str,
-    seed: u64,
-    index: i32,
-    taken: &dyn Fn(&str) -> bool,
-) -> String {
+pub fn fresh_name(prefix: &str, seed: u64, index: i32, taken: &dyn Fn(&str) -> bool) -> String {
     (0u64..)
-        .map(|n| machine_name(prefix, &rand5(seed.wrapping_add(n.wrapping_mul(7919)).wrapping_add(index as u64)), index))
+        .map(|n| {
+            machine_name(
+                prefix,
+                &rand5(
+                    seed.wrapping_add(n.wrapping_mul(7919))
+                        .wrapping_add(index as u64),
+                ),
+                index,
+            )
+        })
         .find(|name| !taken(name))
         .unwrap_or_default()
 }

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::mapping::{self, MappedMachine, map_indexes};
+use super::tests::{World, cpms, value_mut};
 use super::{machine_value, updates};
-use super::tests::{World, cpms};
 use crate::api::control_plane_machine_set::ControlPlaneMachineSetStrategyType as Kind;
 
 const ZONES: [&str; 5] = ["a", "b", "c", "d", "e"];
@@ -26,7 +26,16 @@ fn case() -> impl Strategy<Value = Case> {
     (
         prop_oneof![Just(3), Just(5)],
         prop::collection::vec(0usize..5, 1..6),
-        prop::collection::vec((0usize..5, 0usize..5, any::<bool>(), any::<bool>(), any::<bool>()), 0..8),
+        prop::collection::vec(
+            (
+                0usize..5,
+                0usize..5,
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            0..8,
+        ),
         prop_oneof![Just(Kind::RollingUpdate), Just(Kind::OnDelete)],
     )
         .prop_map(|(replicas, listed, machines, strategy)| Case {
@@ -49,7 +58,7 @@ fn world(c: &Case) -> World {
         w.add(&name, ZONES[*zone]);
         let m = w.machines.last_mut().unwrap();
         if *outdated {
-            m.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap()["numCPUs"] = json!(2);
+            value_mut(m)["numCPUs"] = json!(2);
         }
         if *deleting {
             m.metadata.deletion_timestamp = Some(w.now.clone());

@@ -128,32 +128,23 @@ pub fn domain_of(spec: &Value, fills: &BTreeMap<String, ZoneFill>) -> String {
         .unwrap_or_default()
 }
 
-fn without_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
-        o => o.clone(),
-    }
-}
-
 /// Fields compared as inventory references.
 const PATH_FIELDS: [&str; 4] = ["datacenter", "datastore", "folder", "resourcePool"];
 
 /// The provider spec as compared: webhook defaults applied, nulls and empty strings dropped,
 /// `apiVersion`/`kind`/`metadata` ignored, devices reduced to what the domain and IPAM own.
 fn normalise(v: &Value) -> Map<String, Value> {
-    let mut v = without_nulls(v);
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        // Go reads `null` as the zero value; so does the comparison (top level; the workspace and
+        // devices are reduced below).
+        m.retain(|_, v| !v.is_null() && v.as_str() != Some(""));
+    }
     crate::webhook::provider_spec::default(&mut v, "");
     let mut m = v.as_object().cloned().unwrap_or_default();
     for k in ["apiVersion", "kind", "metadata"] {
         m.remove(k);
     }
-    m.retain(|_, v| v.as_str() != Some(""));
     if let Some(Value::Object(ws)) = m.get_mut("workspace") {
         ws.retain(|_, v| v.as_str().is_some_and(|s| !s.is_empty()));
     }
@@ -207,13 +198,11 @@ pub fn diff(desired: &Value, actual: &Value) -> Vec<String> {
                     .filter_map(|v| v.and_then(Value::as_object))
                     .flat_map(|o| o.keys().cloned())
                     .collect();
-                fields.iter().all(|field| {
-                    match (f(x, field), f(y, field)) {
-                        (Some(p), Some(q)) if PATH_FIELDS.contains(&field.as_str()) => {
-                            same_path(&p, &q)
-                        }
-                        (p, q) => p == q,
+                fields.iter().all(|field| match (f(x, field), f(y, field)) {
+                    (Some(p), Some(q)) if PATH_FIELDS.contains(&field.as_str()) => {
+                        same_path(&p, &q)
                     }
+                    (p, q) => p == q,
                 })
             }
             "network" => {
@@ -226,7 +215,11 @@ pub fn diff(desired: &Value, actual: &Value) -> Vec<String> {
                 let (dx, dy) = (devs(x), devs(y));
                 dx.len() == dy.len()
                     && dx.iter().zip(&dy).all(|(p, q)| {
-                        let name = |d: &Value| d.get("networkName").and_then(Value::as_str).map(str::to_string);
+                        let name = |d: &Value| {
+                            d.get("networkName")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        };
                         let same_name = match (name(p), name(q)) {
                             (Some(a), Some(b)) => same_path(&a, &b),
                             (a, b) => a == b,
@@ -248,43 +241,23 @@ pub fn diff(desired: &Value, actual: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::machine::Workspace;
+    use crate::plan::cpms::tests::{fill, template_spec};
     use serde_json::json;
 
-    pub(crate) fn fill(zone: &str) -> ZoneFill {
-        ZoneFill {
-            workspace: Workspace {
-                server: Some("vcenter.example.com".into()),
-                datacenter: Some("/dc1".into()),
-                folder: Some("/dc1/vm".into()),
-                datastore: Some(format!("/dc1/datastore/ds-{zone}")),
-                resource_pool: Some(format!("/dc1/host/cluster-{zone}/Resources")),
-                vm_group: None,
-            },
-            networks: vec![format!("/dc1/network/net-{zone}")],
-            region: "region".into(),
-            zone: zone.into(),
-        }
-    }
-
+    /// The shared template, with domain-owned fields the domain must override.
     fn template() -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "VSphereMachineProviderSpec",
-            "template": "/dc1/vm/rhcos-template",
-            "numCPUs": 4,
-            "memoryMiB": 16384,
-            "diskGiB": 120,
-            "userDataSecret": {"name": "master-user-data"},
-            "credentialsSecret": {"name": "vsphere-cloud-credentials"},
-            "workspace": {"folder": "/dc1/vm/other", "resourcePool": "/dc1/host/x/Resources"},
-            "network": {"devices": [{"networkName": "template-net"}]}
-        })
+        let mut t = template_spec();
+        t["workspace"] =
+            json!({"folder": "/dc1/vm/other", "resourcePool": "/dc1/host/x/Resources"});
+        t
     }
 
     #[test]
     fn paths_clean_like_go() {
-        assert_eq!(clean_path("/dc1/host/c1//Resources/"), "/dc1/host/c1/Resources");
+        assert_eq!(
+            clean_path("/dc1/host/c1//Resources/"),
+            "/dc1/host/c1/Resources"
+        );
         assert_eq!(clean_path("/a/./b/../c"), "/a/c");
         assert_eq!(clean_path(""), ".");
         assert!(same_path("rhcos", "/dc1/vm/rhcos"));
@@ -294,9 +267,12 @@ mod tests {
     #[test]
     fn injection_replaces_the_workspace_and_network_names() {
         let v = inject(&template(), &fill("a"));
-        assert_eq!(v["workspace"]["resourcePool"], "/dc1/host/cluster-a/Resources");
+        assert_eq!(v["workspace"]["resourcePool"], "/dc1/host/cl-a/Resources");
         assert_eq!(v["workspace"]["folder"], "/dc1/vm");
-        assert_eq!(v["network"]["devices"], json!([{"networkName": "/dc1/network/net-a"}]));
+        assert_eq!(
+            v["network"]["devices"],
+            json!([{"networkName": "/dc1/network/net-a"}])
+        );
         assert_eq!(v["numCPUs"], 4);
     }
 
@@ -320,7 +296,7 @@ mod tests {
     fn bug_template_path_vs_name_is_no_rollout() {
         let desired = inject(&template(), &fill("a"));
         let mut machine = desired.clone();
-        machine["template"] = json!("rhcos-template");
+        machine["template"] = json!("rhcos");
         assert!(diff(&desired, &machine).is_empty());
         machine["template"] = json!("rhcos-other");
         assert_eq!(diff(&desired, &machine).len(), 1);
@@ -333,13 +309,13 @@ mod tests {
         let desired = inject(&template(), &fill("a"));
         // An installer-made machine: names not paths, `//` in the pool, bare network name.
         let machine = json!({
-            "template": "rhcos-template",
+            "template": "rhcos",
             "numCPUs": 4, "memoryMiB": 16384, "diskGiB": 120,
             "userDataSecret": {"name": "master-user-data"},
             "credentialsSecret": {"name": "vsphere-cloud-credentials"},
             "workspace": {
-                "server": "vcenter.example.com", "datacenter": "dc1", "folder": "/dc1/vm",
-                "datastore": "/dc1/datastore/ds-a", "resourcePool": "/dc1/host/cluster-a//Resources"
+                "server": "vc.example.com", "datacenter": "dc1", "folder": "/dc1/vm",
+                "datastore": "/dc1/datastore/ds-a", "resourcePool": "/dc1/host/cl-a//Resources"
             },
             "network": {"devices": [{"networkName": "net-a"}]},
             "metadata": {"creationTimestamp": null}
@@ -359,6 +335,9 @@ mod tests {
         let desired = inject(&template(), &fill("a"));
         let mut machine = desired.clone();
         machine["numCPUs"] = json!(8);
-        assert_eq!(diff(&desired, &machine), vec!["numCPUs: 4 != 8".to_string()]);
+        assert_eq!(
+            diff(&desired, &machine),
+            vec!["numCPUs: 4 != 8".to_string()]
+        );
     }
 }

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::updates::MachineInfo;
-use crate::api::conditions::{ConditionUpdate, MetaCondition, STATUS_FALSE, STATUS_TRUE, cpms as c, set_meta_condition};
+use crate::api::conditions::{
+    ConditionUpdate, MetaCondition, STATUS_FALSE, STATUS_TRUE, cpms as c, set_meta_condition,
+};
 
 /// **Ours**: whether every listed failure domain can take control plane machines now.
 pub const FAILURE_DOMAINS_USABLE: &str = "FailureDomainsUsable";
@@ -52,7 +54,12 @@ pub struct Cond {
 }
 
 impl Cond {
-    pub fn new(type_: &'static str, status: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(
+        type_: &'static str,
+        status: &'static str,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Cond {
             type_,
             status,
@@ -84,14 +91,20 @@ pub fn conditions(n: Counters, desired: i32) -> Vec<Cond> {
             c::PROGRESSING,
             STATUS_TRUE,
             c::NEEDS_UPDATE_REPLICAS,
-            format!("Observed {} replica(s) in need of update", desired - n.updated),
+            format!(
+                "Observed {} replica(s) in need of update",
+                desired - n.updated
+            ),
         )
     } else if desired < n.ready {
         Cond::new(
             c::PROGRESSING,
             STATUS_TRUE,
             c::EXCESS_REPLICAS,
-            format!("Waiting for {} old replica(s) to be removed", n.ready - n.updated),
+            format!(
+                "Waiting for {} old replica(s) to be removed",
+                n.ready - n.updated
+            ),
         )
     } else {
         Cond::new(c::PROGRESSING, STATUS_FALSE, c::ALL_REPLICAS_UPDATED, "")

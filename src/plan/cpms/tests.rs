@@ -11,8 +11,8 @@ use super::*;
 use crate::api::conditions::find_meta;
 use crate::api::control_plane_machine_set::{
     ControlPlaneMachineSetSpec, ControlPlaneMachineSetStrategy, ControlPlaneMachineSetTemplate,
-    ControlPlaneMachineSetTemplateObjectMeta, FailureDomains, OpenShiftMachineV1Beta1MachineTemplate,
-    VSphereFailureDomainRef,
+    ControlPlaneMachineSetTemplateObjectMeta, FailureDomains,
+    OpenShiftMachineV1Beta1MachineTemplate, VSphereFailureDomainRef,
 };
 use crate::api::machine::{
     CLUSTER_ID_LABEL, MACHINE_ROLE_LABEL, MACHINE_TYPE_LABEL, MachineSpec, MachineStatus, Workspace,
@@ -67,7 +67,9 @@ pub(crate) fn cpms(domains: &[&str], strategy: Strategy) -> ControlPlaneMachineS
         vsphere: Some(
             domains
                 .iter()
-                .map(|d| VSphereFailureDomainRef { name: d.to_string() })
+                .map(|d| VSphereFailureDomainRef {
+                    name: d.to_string(),
+                })
                 .collect(),
         ),
         ..FailureDomains::default()
@@ -132,6 +134,18 @@ pub(crate) fn at(second: i64) -> Time {
     Time(jiff::Timestamp::from_second(second).unwrap())
 }
 
+/// Running on the node of that name.
+pub(crate) fn running(node: &str) -> MachineStatus {
+    MachineStatus {
+        phase: Some(phase::RUNNING.into()),
+        node_ref: Some(ObjectReference {
+            name: Some(node.into()),
+            ..ObjectReference::default()
+        }),
+        ..MachineStatus::default()
+    }
+}
+
 /// A machine of the CPMS in `zone`, Running with a Ready node named after it.
 pub(crate) fn machine(name: &str, zone: &str, created: i64) -> Machine {
     let value = spec::inject(&template_spec(), &fill(zone));
@@ -149,14 +163,7 @@ pub(crate) fn machine(name: &str, zone: &str, created: i64) -> Machine {
         creation_timestamp: Some(at(created)),
         ..ObjectMeta::default()
     };
-    m.status = Some(MachineStatus {
-        phase: Some(phase::RUNNING.into()),
-        node_ref: Some(ObjectReference {
-            name: Some(name.into()),
-            ..ObjectReference::default()
-        }),
-        ..MachineStatus::default()
-    });
+    m.status = Some(running(name));
     m
 }
 
@@ -262,14 +269,7 @@ impl World {
                 .iter_mut()
                 .find(|m| m.metadata.name.as_deref() == Some(name.as_str()))
             {
-                m.status = Some(MachineStatus {
-                    phase: Some(phase::RUNNING.into()),
-                    node_ref: Some(ObjectReference {
-                        name: Some(name.clone()),
-                        ..ObjectReference::default()
-                    }),
-                    ..MachineStatus::default()
-                });
+                m.status = Some(running(&name));
             }
             self.node(&name, true);
         }
@@ -311,8 +311,36 @@ impl World {
     }
 }
 
+/// The CPMS machine template.
+pub(crate) fn template_of(
+    c: &mut ControlPlaneMachineSet,
+) -> &mut OpenShiftMachineV1Beta1MachineTemplate {
+    let t = c
+        .spec
+        .template
+        .machines_v1beta1_machine_openshift_io
+        .as_mut();
+    t.expect("machine template")
+}
+
+/// The CPMS template's provider spec.
+pub(crate) fn template_mut(c: &mut ControlPlaneMachineSet) -> &mut Value {
+    let p = template_of(c).spec.provider_spec.as_mut();
+    p.and_then(|p| p.value.as_mut())
+        .expect("template provider spec")
+}
+
+/// A machine's provider spec.
+pub(crate) fn value_mut(m: &mut Machine) -> &mut Value {
+    let p = m.spec.provider_spec.as_mut();
+    p.and_then(|p| p.value.as_mut()).expect("provider spec")
+}
+
 fn three_zones() -> World {
-    let mut w = World::new(cpms(&["a", "b", "c"], Strategy::RollingUpdate), &["a", "b", "c"]);
+    let mut w = World::new(
+        cpms(&["a", "b", "c"], Strategy::RollingUpdate),
+        &["a", "b", "c"],
+    );
     w.add("ocp-master-0", "a");
     w.add("ocp-master-1", "b");
     w.add("ocp-master-2", "c");
@@ -325,28 +353,51 @@ fn cond<'p>(p: &'p CpmsPlan, t: &str) -> &'p crate::api::conditions::MetaConditi
 
 #[test]
 fn a_fresh_cpms_creates_one_machine_per_domain() {
-    let w = World::new(cpms(&["a", "b", "c"], Strategy::RollingUpdate), &["a", "b", "c"]);
+    let w = World::new(
+        cpms(&["a", "b", "c"], Strategy::RollingUpdate),
+        &["a", "b", "c"],
+    );
     let p = w.plan();
     assert_eq!(p.refused, None);
-    let got: Vec<(i32, Option<&str>)> = p.create.iter().map(|c| (c.index, c.domain.as_deref())).collect();
+    let got: Vec<(i32, Option<&str>)> = p
+        .create
+        .iter()
+        .map(|c| (c.index, c.domain.as_deref()))
+        .collect();
     assert_eq!(got, [(0, Some("a")), (1, Some("b")), (2, Some("c"))]);
     let m = &p.create[1].machine;
     let name = m.metadata.name.as_deref().unwrap();
-    assert!(name.starts_with("ocp-master-") && name.ends_with("-1"), "{name}");
+    assert!(
+        name.starts_with("ocp-master-") && name.ends_with("-1"),
+        "{name}"
+    );
     assert_eq!(name.len(), "ocp-master-".len() + 5 + 2);
     assert_eq!(m.metadata.labels.as_ref(), Some(&labels()));
     assert_eq!(m.metadata.namespace.as_deref(), Some(NS));
     let owner = &m.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("ControlPlaneMachineSet", "cpms-uid", Some(true)));
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("ControlPlaneMachineSet", "cpms-uid", Some(true))
+    );
     let v = machine_value(m);
     assert_eq!(v["workspace"]["resourcePool"], "/dc1/host/cl-b/Resources");
-    assert_eq!(v["network"]["devices"], json!([{"networkName": "/dc1/network/net-b"}]));
+    assert_eq!(
+        v["network"]["devices"],
+        json!([{"networkName": "/dc1/network/net-b"}])
+    );
     assert_eq!(v["numCPUs"], 4);
     // Each create is an event naming index and domain.
-    assert!(p.events[1].message.contains("index 1 in failure domain b"), "{:?}", p.events);
+    assert!(
+        p.events[1].message.contains("index 1 in failure domain b"),
+        "{:?}",
+        p.events
+    );
     assert_eq!(p.status.replicas, Some(0));
     assert_eq!(p.status.unavailable_replicas, Some(3));
-    assert_eq!(cond(&p, c::AVAILABLE).message, "Missing 3 available replica(s)");
+    assert_eq!(
+        cond(&p, c::AVAILABLE).message,
+        "Missing 3 available replica(s)"
+    );
 }
 
 #[test]
@@ -356,7 +407,12 @@ fn steady_state_plans_nothing_and_reports_upstream_status() {
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
     assert_eq!(p.status.observed_generation, Some(2));
     assert_eq!(
-        (p.status.replicas, p.status.ready_replicas, p.status.updated_replicas, p.status.unavailable_replicas),
+        (
+            p.status.replicas,
+            p.status.ready_replicas,
+            p.status.updated_replicas,
+            p.status.unavailable_replicas
+        ),
         (Some(3), Some(3), Some(3), Some(0))
     );
     assert_eq!(cond(&p, c::AVAILABLE).reason, c::ALL_REPLICAS_AVAILABLE);
@@ -370,20 +426,30 @@ fn steady_state_plans_nothing_and_reports_upstream_status() {
 #[test]
 fn a_vertical_scale_rolls_out_one_index_at_a_time() {
     let mut w = three_zones();
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap()["numCPUs"] = json!(8);
+    template_mut(&mut w.cpms)["numCPUs"] = json!(8);
     let before = w.cpms.clone();
     let mut order = Vec::new();
     for _ in 0..30 {
         let p = w.plan();
         assert_eq!(w.cpms, before, "the planner never changes the CPMS");
         assert!(w.machines.len() <= 4);
-        assert!(p.create.len() + p.delete.len() <= 1, "one step at a time: {p:?}");
+        assert!(
+            p.create.len() + p.delete.len() <= 1,
+            "one step at a time: {p:?}"
+        );
         for c in &p.create {
-            order.push(format!("create {} {}", c.index, c.domain.as_deref().unwrap()));
+            order.push(format!(
+                "create {} {}",
+                c.index,
+                c.domain.as_deref().unwrap()
+            ));
         }
         for d in &p.delete {
-            order.push(format!("delete {} {}", d.index, d.domain.as_deref().unwrap()));
+            order.push(format!(
+                "delete {} {}",
+                d.index,
+                d.domain.as_deref().unwrap()
+            ));
         }
         w.apply(&p);
         if p.create.is_empty() && p.delete.is_empty() && p.requeue.is_none() {
@@ -393,7 +459,14 @@ fn a_vertical_scale_rolls_out_one_index_at_a_time() {
     }
     assert_eq!(
         order,
-        ["create 0 a", "delete 0 a", "create 1 b", "delete 1 b", "create 2 c", "delete 2 c"]
+        [
+            "create 0 a",
+            "delete 0 a",
+            "create 1 b",
+            "delete 1 b",
+            "create 2 c",
+            "delete 2 c"
+        ]
     );
     assert_eq!(w.zones(), ["a", "b", "c"]);
     assert!(w.machines.iter().all(|m| machine_value(m)["numCPUs"] == 8));
@@ -402,8 +475,7 @@ fn a_vertical_scale_rolls_out_one_index_at_a_time() {
 #[test]
 fn a_replacement_is_deleted_only_once_ready_and_then_requeues_by_need() {
     let mut w = three_zones();
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap()["numCPUs"] = json!(8);
+    template_mut(&mut w.cpms)["numCPUs"] = json!(8);
     let p = w.plan();
     assert_eq!(p.create.len(), 1);
     w.apply(&p);
@@ -457,15 +529,17 @@ fn duplicate_domains_change_nothing() {
 fn no_spurious_rollout_from_template_name_or_paths() {
     let mut w = three_zones();
     for m in &mut w.machines {
-        let v = m.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap();
+        let v = value_mut(m);
         v["template"] = json!("rhcos");
         v["workspace"]["datacenter"] = json!("dc1");
-        let pool = v["workspace"]["resourcePool"].as_str().unwrap().replace("/Resources", "//Resources");
+        let pool = v["workspace"]["resourcePool"]
+            .as_str()
+            .unwrap()
+            .replace("/Resources", "//Resources");
         v["workspace"]["resourcePool"] = json!(pool);
     }
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    let tv = t.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap();
-    tv["workspace"] = json!({"folder": "/dc1/vm/elsewhere", "resourcePool": "/dc1/host/x/Resources"});
+    template_mut(&mut w.cpms)["workspace"] =
+        json!({"folder": "/dc1/vm/elsewhere", "resourcePool": "/dc1/host/x/Resources"});
     let p = w.plan();
     assert!(p.create.is_empty() && p.delete.is_empty(), "{:?}", p.notes);
     assert_eq!(p.status.updated_replicas, Some(3));
@@ -475,13 +549,16 @@ fn no_spurious_rollout_from_template_name_or_paths() {
 fn on_delete_replaces_a_deleted_machine_in_its_domain_and_never_deletes() {
     let mut w = three_zones();
     w.cpms = cpms(&["a", "b", "c"], Strategy::OnDelete);
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap()["numCPUs"] = json!(8);
+    template_mut(&mut w.cpms)["numCPUs"] = json!(8);
     let p = w.plan();
     assert!(p.create.is_empty() && p.delete.is_empty());
     w.machines[1].metadata.deletion_timestamp = Some(w.now.clone());
     let p = w.plan();
-    let got: Vec<(i32, Option<&str>)> = p.create.iter().map(|c| (c.index, c.domain.as_deref())).collect();
+    let got: Vec<(i32, Option<&str>)> = p
+        .create
+        .iter()
+        .map(|c| (c.index, c.domain.as_deref()))
+        .collect();
     assert_eq!(got, [(1, Some("b"))]);
     assert_eq!(p.create[0].replaces.as_deref(), Some("ocp-master-1"));
     assert!(p.delete.is_empty());
@@ -531,10 +608,21 @@ fn refused(w: &World, reason: &str, field: &str) {
     assert_eq!(p.refused, Some(reason), "{:?}", p.status.conditions);
     assert!(p.create.is_empty() && p.delete.is_empty() && p.adopt.is_empty());
     let d = cond(&p, c::DEGRADED);
-    assert_eq!((d.status.as_str(), d.reason.as_str()), (STATUS_TRUE, reason));
-    assert!(d.message.contains(field), "{} does not name {field}", d.message);
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        (STATUS_TRUE, reason)
+    );
+    assert!(
+        d.message.contains(field),
+        "{} does not name {field}",
+        d.message
+    );
     assert_eq!(cond(&p, c::PROGRESSING).reason, c::OPERATOR_DEGRADED);
-    assert!(p.events.iter().any(|e| e.warning && e.message.contains(field)));
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.warning && e.message.contains(field))
+    );
 }
 
 #[test]
@@ -544,8 +632,11 @@ fn bad_input_is_refused_naming_the_field() {
     refused(&w, status::INVALID_SPEC, "failureDomains.vsphere[2].name");
 
     let mut w = three_zones();
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.failure_domains.as_mut().unwrap().vsphere = Some(vec![]);
+    template_of(&mut w.cpms)
+        .failure_domains
+        .as_mut()
+        .unwrap()
+        .vsphere = Some(vec![]);
     refused(&w, status::INVALID_SPEC, "failureDomains.vsphere");
 
     let mut w = three_zones();
@@ -553,8 +644,10 @@ fn bad_input_is_refused_naming_the_field() {
     refused(&w, status::INVALID_SPEC, "spec.replicas");
 
     let mut w = three_zones();
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.metadata.labels.insert(CLUSTER_ID_LABEL.into(), "other".into());
+    template_of(&mut w.cpms)
+        .metadata
+        .labels
+        .insert(CLUSTER_ID_LABEL.into(), "other".into());
     refused(&w, status::INVALID_SPEC, "metadata.labels");
 }
 
@@ -582,8 +675,7 @@ fn refusal_gates_follow_upstream() {
     refused(&w, c::EXCESS_UPDATED_REPLICAS, "for index 0");
     // A failed replacement while the outdated machine is still there.
     let mut w = three_zones();
-    let t = w.cpms.spec.template.machines_v1beta1_machine_openshift_io.as_mut().unwrap();
-    t.spec.provider_spec.as_mut().unwrap().value.as_mut().unwrap()["numCPUs"] = json!(8);
+    template_mut(&mut w.cpms)["numCPUs"] = json!(8);
     let p = w.plan();
     w.apply(&p);
     let last = w.machines.last_mut().unwrap();
@@ -592,7 +684,11 @@ fn refusal_gates_follow_upstream() {
         phase: Some(phase::FAILED.into()),
         ..MachineStatus::default()
     });
-    refused(&w, c::FAILED_REPLACEMENT, "1 replacement machine(s) in error state");
+    refused(
+        &w,
+        c::FAILED_REPLACEMENT,
+        "1 replacement machine(s) in error state",
+    );
 }
 
 #[test]
@@ -625,7 +721,11 @@ fn a_not_ready_domain_keeps_its_machines_but_gets_no_new_one() {
     w.machines[1].metadata.deletion_timestamp = Some(w.now.clone());
     let p = w.plan();
     assert!(p.create.is_empty(), "{p:?}");
-    assert!(p.notes.iter().any(|n| n.message == updates::note::DOMAIN_HELD));
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.message == updates::note::DOMAIN_HELD)
+    );
     w.domains.get_mut("b").unwrap().ready = true;
     assert_eq!(w.plan().create.len(), 1);
 }
@@ -649,7 +749,8 @@ fn a_node_not_ready_within_the_grace_still_counts_and_requeues_at_its_end() {
     let p = w.plan();
     assert_eq!(p.status.ready_replicas, Some(3));
     assert_eq!(p.requeue, Some(Duration::from_secs(19 * 60 + 1)));
-    w.nodes.get_mut("ocp-master-1").unwrap().ready_transition = Some(at(w.now.0.as_second() - 21 * 60));
+    w.nodes.get_mut("ocp-master-1").unwrap().ready_transition =
+        Some(at(w.now.0.as_second() - 21 * 60));
     let p = w.plan();
     assert_eq!(p.status.ready_replicas, Some(2));
     // Not ready for good: upstream's wait for the node (OCPBUGS-10032).
@@ -664,6 +765,14 @@ fn without_domains_the_template_is_used_as_it_is() {
     assert_eq!(p.create.len(), 3);
     assert!(p.create.iter().all(|c| c.domain.is_none()));
     assert_eq!(machine_value(&p.create[0].machine), template_spec());
-    assert!(p.create[0].machine.metadata.name.as_deref().unwrap().starts_with("cp-"));
+    assert!(
+        p.create[0]
+            .machine
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("cp-")
+    );
     assert!(p.events[0].message.contains("the template's placement"));
 }

@@ -162,12 +162,13 @@ fn deletion_candidate<'m>(ms: &[&'m MachineInfo]) -> Option<&'m MachineInfo> {
     }
     // Prefer a machine already being deleted: then the rule waits instead of deleting a second.
     let pick = |set: Vec<&'m MachineInfo>| -> Option<&'m MachineInfo> {
-        set.iter()
-            .find(|m| m.deleting)
-            .or(set.first())
-            .copied()
+        set.iter().find(|m| m.deleting).or(set.first()).copied()
     };
-    let outdated: Vec<&MachineInfo> = ms.iter().copied().filter(|m| m.needs_replacement()).collect();
+    let outdated: Vec<&MachineInfo> = ms
+        .iter()
+        .copied()
+        .filter(|m| m.needs_replacement())
+        .collect();
     let updated: Vec<&MachineInfo> = ms.iter().copied().filter(|m| m.updated()).collect();
     let mut candidate = None;
     if !outdated.is_empty() && !updated.is_empty() {
@@ -310,76 +311,68 @@ pub(crate) mod tests {
             ..m
         }
     }
-    fn deleted(m: MachineInfo) -> MachineInfo {
-        MachineInfo {
-            deleting: true,
-            ..m
-        }
-    }
-    fn older(m: MachineInfo) -> MachineInfo {
-        MachineInfo {
-            created: Some(Time(jiff::Timestamp::UNIX_EPOCH)),
-            ..m
-        }
-    }
-    fn newer(m: MachineInfo) -> MachineInfo {
-        MachineInfo {
-            created: Some(Time(jiff::Timestamp::from_second(60).unwrap())),
-            ..m
-        }
+
+    /// One machine of a table: `<kind>:<name>`, kind `u` updated, `p` pending, `o` outdated and
+    /// ready, `n` outdated and not ready; `x` after it: being deleted; `<`/`>` before it: older /
+    /// newer. The index is the name's.
+    fn parse_machine(token: &str) -> MachineInfo {
+        let (kind, name) = token.split_once(':').expect("kind:name");
+        let idx = super::super::mapping::name_index(name).expect("indexed name");
+        let mut m = match kind.trim_matches(['<', '>', 'x']) {
+            "u" => updated(idx, name),
+            "p" => pending(idx, name),
+            "o" => outdated(updated(idx, name)),
+            "n" => outdated(outdated_non_ready(idx, name)),
+            k => panic!("unknown kind {k}"),
+        };
+        m.deleting = kind.ends_with('x');
+        let second = match kind.chars().next() {
+            Some('<') => Some(0),
+            Some('>') => Some(60),
+            _ => None,
+        };
+        m.created = second.map(|s| Time(jiff::Timestamp::from_second(s).unwrap()));
+        m
     }
 
-    pub(crate) struct Case {
-        pub name: &'static str,
-        pub machines: Vec<(i32, Vec<MachineInfo>)>,
-        pub create: &'static [i32],
-        pub delete: &'static [&'static str],
-        pub requeue: bool,
-        /// A fresh (uncached) read shows a replacement already: the shell's check skips the create.
-        pub stale: bool,
-    }
-
-    fn case(
-        name: &'static str,
-        machines: Vec<(i32, Vec<MachineInfo>)>,
-        create: &'static [i32],
-        delete: &'static [&'static str],
-        requeue: bool,
-    ) -> Case {
-        Case {
-            name,
-            machines,
-            create,
-            delete,
-            requeue,
-            stale: false,
-        }
-    }
-
-    fn three(i0: Vec<MachineInfo>, i1: Vec<MachineInfo>, i2: Vec<MachineInfo>) -> Vec<(i32, Vec<MachineInfo>)> {
-        vec![(0, i0), (1, i1), (2, i2)]
-    }
-
-    fn run(strategy: Strategy, cases: Vec<Case>) {
-        for c in cases {
-            let indexed: BTreeMap<i32, Vec<MachineInfo>> = c.machines.iter().cloned().collect();
+    /// Runs a table: one case a line, `name => index: machines | … => creates => deletes =>
+    /// flags` (`-` for none; flags `requeue`, `stale`: a fresh read shows a replacement, so the
+    /// shell's check vetoes the create).
+    fn run(strategy: Strategy, table: &str) {
+        let list = |s: &str| -> Vec<String> {
+            s.split_whitespace()
+                .filter(|t| *t != "-")
+                .map(str::to_string)
+                .collect()
+        };
+        for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let f: Vec<&str> = line.split(" => ").collect();
+            let [name, machines, create, delete, flags] = f[..] else {
+                panic!("bad line {line}");
+            };
+            let indexed: BTreeMap<i32, Vec<MachineInfo>> = machines
+                .split('|')
+                .map(|ix| {
+                    let (i, ms) = ix.split_once(':').expect("index: machines");
+                    (
+                        i.trim().parse().unwrap(),
+                        ms.split_whitespace().map(parse_machine).collect(),
+                    )
+                })
+                .collect();
             let before = indexed.clone();
             let plan = plan_updates(strategy, 3, &indexed, &BTreeSet::new());
-            assert_eq!(plan.create, c.create, "{}: creates", c.name);
-            let deleted: Vec<&str> = plan.delete.iter().map(|(_, n)| n.as_str()).collect();
-            assert_eq!(deleted, c.delete, "{}: deletes", c.name);
-            assert_eq!(plan.requeue, c.requeue, "{}: requeue", c.name);
-            assert_eq!(indexed, before, "{}: input untouched", c.name);
-            if c.stale {
-                // The uncached read shows an up-to-date replacement in the index: no creation.
+            let creates: Vec<String> = plan.create.iter().map(i32::to_string).collect();
+            assert_eq!(creates, list(create), "{name}: creates");
+            let deleted: Vec<String> = plan.delete.iter().map(|(_, n)| n.clone()).collect();
+            assert_eq!(deleted, list(delete), "{name}: deletes");
+            assert_eq!(plan.requeue, flags.contains("requeue"), "{name}: requeue");
+            assert_eq!(indexed, before, "{name}: input untouched");
+            if flags.contains("stale") {
                 for idx in &plan.create {
                     let mut fresh = indexed.get(idx).cloned().unwrap_or_default();
                     fresh.push(updated(*idx, "machine-replacement"));
-                    assert!(
-                        !super::super::index_needs_machine(&fresh),
-                        "{}: fresh read must veto the create",
-                        c.name
-                    );
+                    assert!(!super::super::index_needs_machine(&fresh), "{name}: veto");
                 }
             }
         }
@@ -388,75 +381,83 @@ pub(crate) mod tests {
     /// CPMSO `updates_test.go` "When the update strategy is RollingUpdate": "should implement the
     /// update strategy based on the MachineInfo". Entries that only differ upstream by the error
     /// the mock returns plan the same (errors are the executor's).
-    #[test]
-    fn upstream_rolling_update_table() {
-        let u = updated;
-        let o = |i, n| outdated(updated(i, n));
-        let cases = vec![
-            case("with no updates required", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in a single index", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            Case { stale: true, ..case("with updates required in a single index, but actually the machine cache was stale, and so no creation needed", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false) },
-            case("with updates required in a single index, and an error occurs", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates required in a single index, but the replacement machine is pending", three(vec![u(0, "machine-0")], vec![o(1, "machine-1"), pending(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates required in a single index, and the replacement machine is ready", three(vec![u(0, "machine-0")], vec![o(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &["machine-1"], false),
-            case("with updates required in a single index, and the replacement machine is ready, and an error occurs", three(vec![u(0, "machine-0")], vec![o(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &["machine-1"], false),
-            case("with updates required in a single index, and the replacement machine is ready, and the old machine is already deleted", three(vec![u(0, "machine-0")], vec![deleted(o(1, "machine-1")), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in a single index, and the outdated index is not ready", three(vec![u(0, "machine-0")], vec![outdated(outdated_non_ready(1, "machine-1"))], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates are required in multiple indexes", three(vec![o(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[0], &[], false),
-            case("with updates are required in multiple indexes, but the replacement machine is pending", three(vec![o(0, "machine-0"), pending(0, "machine-replacement-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates are required in multiple indexes, but the replacement machine is pending, and a later index is not ready", three(vec![o(0, "machine-0"), pending(0, "machine-replacement-0")], vec![outdated(outdated_non_ready(1, "machine-1"))], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates are required in multiple indexes, and the replacement machine is ready", three(vec![o(0, "machine-0"), u(0, "machine-replacement-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[], &["machine-0"], false),
-            case("with updates required in multiple indexes, and the replacement machine is ready, and the old machine is already deleted", three(vec![deleted(o(0, "machine-0")), u(0, "machine-replacement-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with an empty index", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![]), &[2], &[], false),
-            case("with a pending machine in an index", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![pending(2, "machine-replacement-2")]), &[], &[], true),
-            case("with a missing index, and other indexes needing updates", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![]), &[1, 2], &[], false),
-            case("with a pending machine in an index, and other indexes needing updates", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![pending(2, "machine-replacement-2")]), &[1], &[], true),
-            case("with a missing index, and other indexes needing updates, and their replacement machines are ready", three(vec![o(0, "machine-0"), u(0, "machine-replacement-0")], vec![o(1, "machine-1"), u(1, "machine-replacement-1")], vec![]), &[], &["machine-0", "machine-1"], false),
-            case("with a missing index, and other indexes needing updates, and their replacement machines are ready, and one machine is already deleted", three(vec![deleted(o(0, "machine-0")), u(0, "machine-replacement-0")], vec![o(1, "machine-1"), u(1, "machine-replacement-1")], vec![]), &[], &["machine-1"], false),
-            case("with an extra index, hitting maxSurge", vec![(0, vec![o(0, "machine-0")]), (1, vec![o(1, "machine-1")]), (2, vec![o(2, "machine-2")]), (3, vec![o(3, "machine-3")])], &[], &[], false),
-            case("with an extra updated machine in a single index", three(vec![older(u(0, "machine-older-extra-0")), newer(u(0, "machine-0"))], vec![u(1, "machine-1")], vec![u(2, "machine-2")]), &[], &["machine-older-extra-0"], false),
-            case("with extra updated machines in multiple indexes", three(vec![older(u(0, "machine-older-extra-0")), newer(u(0, "machine-0"))], vec![older(u(1, "machine-older-extra-1")), newer(u(1, "machine-1"))], vec![u(2, "machine-2")]), &[], &["machine-older-extra-0", "machine-older-extra-1"], false),
-            case("with an index not starting at zero, and no updates required", vec![(1, vec![u(1, "machine-1")]), (2, vec![u(2, "machine-2")]), (3, vec![u(3, "machine-3")])], &[], &[], false),
-            case("with a working configuration, then a faulty configuration applied, and now rolled back", three(vec![o(0, "machine-0"), outdated_non_ready(0, "machine-replacement-0")], vec![o(1, "machine-1")], vec![o(2, "machine-2")]), &[], &["machine-replacement-0"], false),
-            case("with no updates required, but a machine has been deleted", three(vec![u(0, "machine-0")], vec![deleted(u(1, "machine-1"))], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with no updates required, but a machine has been deleted, and its replacement is pending", three(vec![u(0, "machine-0")], vec![deleted(u(1, "machine-1")), pending(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with no updates required, but a machine has been deleted, and its replacement is ready", three(vec![u(0, "machine-0")], vec![deleted(u(1, "machine-1")), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], false),
-        ];
-        run(Strategy::RollingUpdate, cases);
-    }
+    const ROLLING_UPDATE: &str = "
+        with no updates required => 0: u:machine-0 | 1: u:machine-1 | 2: u:machine-2 => - => - => -
+        with updates required in a single index => 0: u:machine-0 | 1: o:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in a single index, but actually the machine cache was stale, and so no creation needed => 0: u:machine-0 | 1: o:machine-1 | 2: u:machine-2 => 1 => - => stale
+        with updates required in a single index, and an error occurs => 0: u:machine-0 | 1: o:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in a single index, but the replacement machine is pending => 0: u:machine-0 | 1: o:machine-1 p:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with updates required in a single index, and the replacement machine is ready => 0: u:machine-0 | 1: o:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => machine-1 => -
+        with updates required in a single index, and the replacement machine is ready, and an error occurs => 0: u:machine-0 | 1: o:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => machine-1 => -
+        with updates required in a single index, and the replacement machine is ready, and the old machine is already deleted => 0: u:machine-0 | 1: ox:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => -
+        with updates required in a single index, and the outdated index is not ready => 0: u:machine-0 | 1: n:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates are required in multiple indexes => 0: o:machine-0 | 1: o:machine-1 | 2: u:machine-2 => 0 => - => -
+        with updates are required in multiple indexes, but the replacement machine is pending => 0: o:machine-0 p:machine-replacement-0 | 1: o:machine-1 | 2: u:machine-2 => - => - => requeue
+        with updates are required in multiple indexes, but the replacement machine is pending, and a later index is not ready => 0: o:machine-0 p:machine-replacement-0 | 1: n:machine-1 | 2: u:machine-2 => - => - => requeue
+        with updates are required in multiple indexes, and the replacement machine is ready => 0: o:machine-0 u:machine-replacement-0 | 1: o:machine-1 | 2: u:machine-2 => - => machine-0 => -
+        with updates required in multiple indexes, and the replacement machine is ready, and the old machine is already deleted => 0: ox:machine-0 u:machine-replacement-0 | 1: o:machine-1 | 2: u:machine-2 => - => - => -
+        with an empty index => 0: u:machine-0 | 1: u:machine-1 | 2: => 2 => - => -
+        with a pending machine in an index => 0: u:machine-0 | 1: u:machine-1 | 2: p:machine-replacement-2 => - => - => requeue
+        with a missing index, and other indexes needing updates => 0: u:machine-0 | 1: o:machine-1 | 2: => 1 2 => - => -
+        with a pending machine in an index, and other indexes needing updates => 0: u:machine-0 | 1: o:machine-1 | 2: p:machine-replacement-2 => 1 => - => requeue
+        with a missing index, and other indexes needing updates, and their replacement machines are ready => 0: o:machine-0 u:machine-replacement-0 | 1: o:machine-1 u:machine-replacement-1 | 2: => - => machine-0 machine-1 => -
+        with a missing index, and other indexes needing updates, and their replacement machines are ready, and one machine is already deleted => 0: ox:machine-0 u:machine-replacement-0 | 1: o:machine-1 u:machine-replacement-1 | 2: => - => machine-1 => -
+        with an extra index, hitting maxSurge => 0: o:machine-0 | 1: o:machine-1 | 2: o:machine-2 | 3: o:machine-3 => - => - => -
+        with an extra updated machine in a single index => 0: <u:machine-older-extra-0 >u:machine-0 | 1: u:machine-1 | 2: u:machine-2 => - => machine-older-extra-0 => -
+        with extra updated machines in multiple indexes => 0: <u:machine-older-extra-0 >u:machine-0 | 1: <u:machine-older-extra-1 >u:machine-1 | 2: u:machine-2 => - => machine-older-extra-0 machine-older-extra-1 => -
+        with an index not starting at zero, and no updates required => 1: u:machine-1 | 2: u:machine-2 | 3: u:machine-3 => - => - => -
+        with a working configuration, then a faulty configuration applied, and now rolled back => 0: o:machine-0 n:machine-replacement-0 | 1: o:machine-1 | 2: o:machine-2 => - => machine-replacement-0 => -
+        with no updates required, but a machine has been deleted => 0: u:machine-0 | 1: ux:machine-1 | 2: u:machine-2 => 1 => - => -
+        with no updates required, but a machine has been deleted, and its replacement is pending => 0: u:machine-0 | 1: ux:machine-1 p:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with no updates required, but a machine has been deleted, and its replacement is ready => 0: u:machine-0 | 1: ux:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => -
+    ";
 
     /// CPMSO `updates_test.go` "When the update strategy is OnDelete": "should implement the
     /// update strategy based on the MachineInfo".
+    const ON_DELETE: &str = "
+        with no updates required => 0: u:machine-0 | 1: u:machine-1 | 2: u:machine-2 => - => - => -
+        with updates required in a single index, and the machine is not yet deleted => 0: u:machine-0 | 1: o:machine-1 | 2: u:machine-2 => - => - => -
+        with updates required in a single index, and the machine has been deleted, but actually the machine cache was stale, and so no creation needed => 0: u:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 1 => - => stale
+        with updates required in a single index, and the machine has been deleted => 0: u:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in a single index, and the machine has been deleted (with no standard machine indexes) => 3: u:machine-3 | 4: ox:machine-4 | 5: u:machine-5 => 4 => - => -
+        with updates required in a single index, and the machine has been deleted, and an error occurrs => 0: u:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in a single index, and replacement machine is pending => 0: u:machine-0 | 1: ox:machine-1 p:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with updates required in a single index, and replacement machine is ready => 0: u:machine-0 | 1: ox:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => -
+        with updates required in multiple indexes, and the machines are not yet deleted => 0: o:machine-0 | 1: o:machine-1 | 2: u:machine-2 => - => - => -
+        with updates required in a multiple indexes, and machine has been deleted, and an error occurrs => 0: o:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in multiple indexes, and a machine has been deleted => 0: o:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 1 => - => -
+        with updates required in multiple indexes, and multiple machines have been deleted => 0: ox:machine-0 | 1: ox:machine-1 | 2: u:machine-2 => 0 1 => - => -
+        with updates required in multiple indexes, and a single machine has been deleted, and the replacement machine is pending => 0: o:machine-0 | 1: ox:machine-1 p:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with updates required in multiple indexes, and multiple machines have been deleted, and the replacement machines are pending => 0: ox:machine-0 p:machine-replacement-0 | 1: ox:machine-1 p:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with updates required in multiple indexes, and a single machine has been deleted, and the replacement machine is ready => 0: o:machine-0 | 1: ox:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => -
+        with updates required in multiple indexes, and multiple machines have been deleted, and a replacement machine is ready, and a replacement machine is pending => 0: ox:machine-0 p:machine-replacement-0 | 1: ox:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => requeue
+        with updates required in multiple indexes, and multiple machines have been deleted, and all replacement machines are ready => 0: ox:machine-0 u:machine-replacement-0 | 1: ox:machine-1 u:machine-replacement-1 | 2: u:machine-2 => - => - => -
+        with an empty index => 0: u:machine-0 | 1: u:machine-1 | 2: => 2 => - => -
+        with a pending machine in an index => 0: u:machine-0 | 1: u:machine-1 | 2: p:machine-replacement-2 => - => - => requeue
+        with a missing index, and other indexes need updating => 0: u:machine-0 | 1: o:machine-1 | 2: => 2 => - => -
+        with a pending machine in an index, and other indexes need updating => 0: u:machine-0 | 1: o:machine-1 | 2: p:machine-replacement-2 => - => - => requeue
+        with no updates required, but a Machine has been deleted => 0: u:machine-0 | 1: u:machine-1 | 2: ux:machine-2 => 2 => - => -
+    ";
+
+    #[test]
+    fn upstream_rolling_update_table() {
+        assert_eq!(
+            ROLLING_UPDATE
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count(),
+            28
+        );
+        run(Strategy::RollingUpdate, ROLLING_UPDATE);
+    }
+
     #[test]
     fn upstream_on_delete_table() {
-        let u = updated;
-        let o = |i, n| outdated(updated(i, n));
-        let d = |i, n| deleted(outdated(updated(i, n)));
-        let cases = vec![
-            case("with no updates required", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in a single index, and the machine is not yet deleted", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            Case { stale: true, ..case("with updates required in a single index, and the machine has been deleted, but actually the machine cache was stale, and so no creation needed", three(vec![u(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false) },
-            case("with updates required in a single index, and the machine has been deleted", three(vec![u(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates required in a single index, and the machine has been deleted (with no standard machine indexes)", vec![(3, vec![u(3, "machine-3")]), (4, vec![d(4, "machine-4")]), (5, vec![u(5, "machine-5")])], &[4], &[], false),
-            case("with updates required in a single index, and the machine has been deleted, and an error occurrs", three(vec![u(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates required in a single index, and replacement machine is pending", three(vec![u(0, "machine-0")], vec![d(1, "machine-1"), pending(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates required in a single index, and replacement machine is ready", three(vec![u(0, "machine-0")], vec![d(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in multiple indexes, and the machines are not yet deleted", three(vec![o(0, "machine-0")], vec![o(1, "machine-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in a multiple indexes, and machine has been deleted, and an error occurrs", three(vec![o(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates required in multiple indexes, and a machine has been deleted", three(vec![o(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[1], &[], false),
-            case("with updates required in multiple indexes, and multiple machines have been deleted", three(vec![d(0, "machine-0")], vec![d(1, "machine-1")], vec![u(2, "machine-2")]), &[0, 1], &[], false),
-            case("with updates required in multiple indexes, and a single machine has been deleted, and the replacement machine is pending", three(vec![o(0, "machine-0")], vec![d(1, "machine-1"), pending(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates required in multiple indexes, and multiple machines have been deleted, and the replacement machines are pending", three(vec![d(0, "machine-0"), pending(0, "machine-replacement-0")], vec![d(1, "machine-1"), pending(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates required in multiple indexes, and a single machine has been deleted, and the replacement machine is ready", three(vec![o(0, "machine-0")], vec![d(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with updates required in multiple indexes, and multiple machines have been deleted, and a replacement machine is ready, and a replacement machine is pending", three(vec![d(0, "machine-0"), pending(0, "machine-replacement-0")], vec![d(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], true),
-            case("with updates required in multiple indexes, and multiple machines have been deleted, and all replacement machines are ready", three(vec![d(0, "machine-0"), u(0, "machine-replacement-0")], vec![d(1, "machine-1"), u(1, "machine-replacement-1")], vec![u(2, "machine-2")]), &[], &[], false),
-            case("with an empty index", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![]), &[2], &[], false),
-            case("with a pending machine in an index", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![pending(2, "machine-replacement-2")]), &[], &[], true),
-            case("with a missing index, and other indexes need updating", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![]), &[2], &[], false),
-            case("with a pending machine in an index, and other indexes need updating", three(vec![u(0, "machine-0")], vec![o(1, "machine-1")], vec![pending(2, "machine-replacement-2")]), &[], &[], true),
-            case("with no updates required, but a Machine has been deleted", three(vec![u(0, "machine-0")], vec![u(1, "machine-1")], vec![deleted(u(2, "machine-2"))]), &[2], &[], false),
-        ];
-        run(Strategy::OnDelete, cases);
+        assert_eq!(
+            ON_DELETE.lines().filter(|l| !l.trim().is_empty()).count(),
+            22
+        );
+        run(Strategy::OnDelete, ON_DELETE);
     }
 
     /// Upstream notes for the multi-index rolling case: one create, the next index at capacity.
@@ -489,7 +490,10 @@ pub(crate) mod tests {
         for order in [false, true] {
             let mut ms = vec![
                 outdated(updated(1, "machine-1")),
-                deleted(updated(1, "machine-replacement-1")),
+                MachineInfo {
+                    deleting: true,
+                    ..updated(1, "machine-replacement-1")
+                },
             ];
             if order {
                 ms.reverse();
@@ -506,7 +510,9 @@ pub(crate) mod tests {
         }
         // A single machine is never deleted, even if outdated and not ready.
         let indexed: BTreeMap<i32, Vec<MachineInfo>> =
-            [(0, vec![outdated_non_ready(0, "machine-0")])].into_iter().collect();
+            [(0, vec![outdated_non_ready(0, "machine-0")])]
+                .into_iter()
+                .collect();
         let plan = plan_updates(Strategy::RollingUpdate, 1, &indexed, &BTreeSet::new());
         assert!(plan.delete.is_empty());
         assert_eq!(plan.create, [0]);
@@ -515,7 +521,9 @@ pub(crate) mod tests {
     #[test]
     fn held_indexes_get_no_machine() {
         let indexed: BTreeMap<i32, Vec<MachineInfo>> =
-            [(0, vec![updated(0, "machine-0")]), (1, vec![]), (2, vec![])].into_iter().collect();
+            [(0, vec![updated(0, "machine-0")]), (1, vec![]), (2, vec![])]
+                .into_iter()
+                .collect();
         let held: BTreeSet<i32> = [1].into_iter().collect();
         let plan = plan_updates(Strategy::OnDelete, 3, &indexed, &held);
         assert_eq!(plan.create, [2]);
