@@ -776,3 +776,30 @@ fn without_domains_the_template_is_used_as_it_is() {
     );
     assert!(p.events[0].message.contains("the template's placement"));
 }
+
+/// A machine whose name carries no index takes the index its domain is mapped to.
+#[test]
+fn an_unindexed_name_is_placed_by_its_domain() {
+    let mut w = World::new(
+        cpms(&["a", "b", "c"], Strategy::RollingUpdate),
+        &["a", "b", "c"],
+    );
+    w.add("master-a", "a");
+    w.add("ocp-master-1", "b");
+    w.add("ocp-master-2", "c");
+    let p = w.plan();
+    assert_eq!(p.refused, None);
+    assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
+    assert_eq!(p.status.unavailable_replicas, Some(0));
+}
+
+/// Without domains there is no mapping to place such a machine by: refuse, touch nothing.
+#[test]
+fn an_unindexable_machine_is_refused() {
+    let mut w = World::new(cpms(&[], Strategy::RollingUpdate), &[]);
+    w.add("master-a", "a");
+    for m in &mut w.machines {
+        *value_mut(m) = template_spec();
+    }
+    refused(&w, status::UNINDEXED_MACHINES, "master-a");
+}
