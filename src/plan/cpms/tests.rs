@@ -780,13 +780,8 @@ fn without_domains_the_template_is_used_as_it_is() {
 /// A machine whose name carries no index takes the index its domain is mapped to.
 #[test]
 fn an_unindexed_name_is_placed_by_its_domain() {
-    let mut w = World::new(
-        cpms(&["a", "b", "c"], Strategy::RollingUpdate),
-        &["a", "b", "c"],
-    );
-    w.add("master-a", "a");
-    w.add("ocp-master-1", "b");
-    w.add("ocp-master-2", "c");
+    let mut w = three_zones();
+    w.machines[0].metadata.name = Some("master-a".into());
     let p = w.plan();
     assert_eq!(p.refused, None);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:?}");
