@@ -161,6 +161,19 @@ impl KubeOps for LocalCluster {
 
     async fn event(&self, e: EventRecord) {
         let mut s = self.lock();
+        // The same event again in this run is a series (count), as the API server's recorder
+        // aggregates it, not a new line.
+        let from = s.events_before_run.min(s.events.len());
+        if let Some(same) = s.events[from..].iter_mut().find(|x| {
+            x.involved_object.uid == e.regarding.uid
+                && x.involved_object.name == e.regarding.name
+                && x.reason.as_deref() == Some(e.reason.as_str())
+                && x.message.as_deref() == Some(e.message.as_str())
+        }) {
+            same.count = Some(same.count.unwrap_or(1) + 1);
+            same.last_timestamp = Some(self.now.clone());
+            return;
+        }
         let n = s.events.len();
         let name = format!(
             "{}.{:x}",

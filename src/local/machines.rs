@@ -10,14 +10,17 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::cpms::cpms_pass;
 use super::driver::{Options, connect_to};
 use super::kube::LocalCluster;
+use crate::api::VSphereDeploymentZone;
 use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
 use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::credentials::identity_for;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
 use crate::reconcile::machines::{SweepInput, machine_server, sweep};
+use crate::vcenter::Inventory;
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::stats::Snapshot;
 use crate::vcenter::{Credentials, Endpoint};
@@ -57,12 +60,41 @@ pub async fn run_machines(
 ) -> MachineReport {
     let before = sessions.stats().snapshot();
     let mut report = MachineReport::default();
-    if cluster.lock().machines.is_empty() {
-        return report;
+    {
+        let s = cluster.lock();
+        if s.machines.is_empty() && s.machine_sets.is_empty() {
+            return report;
+        }
     }
     let mut wait = Duration::from_millis(200);
+    // The inventory of each server, as last read (by a sweep, or for the machine sets).
+    let mut inventories: BTreeMap<String, Inventory> = BTreeMap::new();
     for round in 0..MAX_ROUNDS {
         report.rounds = round + 1;
+        let mut changed = false;
+        if !cluster.lock().machine_sets.is_empty() {
+            read_missing_inventories(cluster, opts, sessions, &mut inventories).await;
+            let lookup = |z: &VSphereDeploymentZone| {
+                let ep = connect_to(z.spec.server.as_deref().unwrap_or_default(), opts).ok()?;
+                inventories.get(&ep.to_string()).cloned()
+            };
+            let pass = cpms_pass(cluster, &lookup).await;
+            for c in &pass.created {
+                progress(&format!("control plane machine set: created {c}"));
+            }
+            for d in &pass.deleted {
+                progress(&format!("control plane machine set: deleting {d}"));
+            }
+            changed |= pass.changed;
+            report.failed.extend(pass.failed);
+        }
+        // Kubelets register before the sweep, so the sweep links their nodes in the same round
+        // (a control plane node seen unlinked would count as unmanaged).
+        if opts.simulate_nodes {
+            let registered = simulate_nodes(cluster);
+            changed |= !registered.is_empty();
+            report.nodes_registered.extend(registered);
+        }
         let snapshot = cluster.lock().clone();
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
         // Group by the endpoint to connect to.
@@ -91,7 +123,6 @@ pub async fn run_machines(
                 .1
                 .push(m.clone());
         }
-        let mut changed = false;
         for (label, (ep, machines)) in groups {
             if round == 0 {
                 progress(&format!(
@@ -130,16 +161,14 @@ pub async fn run_machines(
                 now: opts.now.clone(),
             };
             let out = sweep(client_ref, cluster, input).await;
+            if let Some(inv) = &out.inventory {
+                inventories.insert(label.clone(), inv.clone());
+            }
             changed |= out.changed();
             report.vcenter_writes.extend(out.vcenter_writes);
             report.failed.extend(out.failed);
             report.backed_off.extend(out.backoff);
             report.vm_paths.extend(out.vm_paths);
-        }
-        if opts.simulate_nodes {
-            let registered = simulate_nodes(cluster);
-            changed |= !registered.is_empty();
-            report.nodes_registered.extend(registered);
         }
         if cluster
             .persist_error
@@ -169,6 +198,48 @@ pub async fn run_machines(
     let _ = cluster.persist();
     report.round_trips = sessions.stats().snapshot().since(&before);
     report
+}
+
+/// Read the inventory of every zone server a machine set names and no sweep has read yet.
+async fn read_missing_inventories(
+    cluster: &LocalCluster,
+    opts: &Options,
+    sessions: &SessionCache,
+    inventories: &mut BTreeMap<String, Inventory>,
+) {
+    let snapshot = cluster.lock().clone();
+    let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
+    for cpms in snapshot.machine_sets.values() {
+        for name in cpms.spec.vsphere_failure_domains() {
+            let Some(z) = snapshot.zones.get(name) else {
+                continue;
+            };
+            let Ok(ep) = connect_to(z.spec.server.as_deref().unwrap_or_default(), opts) else {
+                continue;
+            };
+            let key = ep.to_string();
+            if inventories.contains_key(&key) {
+                continue;
+            }
+            let Ok(id) = identity_for(
+                &key,
+                &clusters,
+                &snapshot.secrets,
+                opts.manager.as_ref(),
+                &opts.tls,
+            ) else {
+                continue;
+            };
+            let Ok(client) =
+                sessions.client(&key, &Credentials::new(id.username, id.password), id.tls)
+            else {
+                continue;
+            };
+            if let Ok(inv) = client.inventory().await {
+                inventories.insert(key, inv);
+            }
+        }
+    }
 }
 
 /// What a kubelet would do for each powered-on machine VM: register a Ready Node named after

@@ -224,6 +224,42 @@ pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> Stri
             &rows,
         ));
     }
+    if !store.machine_sets.is_empty() {
+        let rows: Vec<Vec<String>> = store
+            .machine_sets
+            .iter()
+            .map(|(k, c)| {
+                let st = c.status.clone().unwrap_or_default();
+                let n = |v: Option<i32>| v.unwrap_or(0).to_string();
+                let state = match c.spec.state_or_default() {
+                    crate::api::control_plane_machine_set::ControlPlaneMachineSetState::Active => "Active",
+                    crate::api::control_plane_machine_set::ControlPlaneMachineSetState::Inactive => "Inactive",
+                };
+                vec![
+                    k.clone(),
+                    c.spec.replicas_or_default().to_string(),
+                    n(st.replicas),
+                    n(st.ready_replicas),
+                    n(st.updated_replicas),
+                    n(st.unavailable_replicas),
+                    state.to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &[
+                "CONTROLPLANEMACHINESETS",
+                "DESIRED",
+                "CURRENT",
+                "READY",
+                "UPDATED",
+                "UNAVAILABLE",
+                "STATE",
+            ],
+            &rows,
+        ));
+    }
     let events = store.run_events();
     if !events.is_empty() {
         let rows: Vec<Vec<String>> = events
@@ -278,9 +314,33 @@ pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
     )
 }
 
-/// Why the machines are not all done: one line per machine not Running.
+/// Why the machines are not all done: one line per machine not Running, and per control plane
+/// machine set not fully updated and ready.
 pub fn machines_not_ready(store: &Store, simulate_nodes: bool) -> Vec<String> {
     let mut lines = Vec::new();
+    for (k, c) in &store.machine_sets {
+        let st = c.status.clone().unwrap_or_default();
+        let want = c.spec.replicas_or_default();
+        let degraded = st
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Degraded" && c.status == "True");
+        if let Some(d) = degraded {
+            lines.push(format!(
+                "control plane machine set {k} is degraded: {}: {}",
+                d.reason, d.message
+            ));
+        } else if st.updated_replicas.unwrap_or(0) != want || st.ready_replicas.unwrap_or(0) != want
+        {
+            lines.push(format!(
+                "control plane machine set {k}: {} of {want} replicas ready and updated",
+                st.updated_replicas
+                    .unwrap_or(0)
+                    .min(st.ready_replicas.unwrap_or(0))
+            ));
+        }
+    }
     for (k, m) in &store.machines {
         let st = m.status.as_ref();
         let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or("-");

@@ -62,6 +62,8 @@ pub struct SweepOutcome {
     pub vm_paths: BTreeMap<String, String>,
     /// Machine key → when it wants another look.
     pub requeues: BTreeMap<String, Requeue>,
+    /// The inventory this sweep read (other planners of the same pass reuse it).
+    pub inventory: Option<Inventory>,
 }
 
 impl SweepOutcome {
@@ -274,6 +276,7 @@ pub async fn sweep<K: KubeOps>(
     };
     let Some(g) = g else { return out };
     let client = client.expect("a client when gathered");
+    out.inventory = Some(g.inventory.clone());
 
     // Plan every machine; group joins are collected per cluster.
     let mut plans: Vec<(Machine, MachinePlan)> = Vec::new();

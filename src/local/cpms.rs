@@ -1,0 +1,194 @@
+//! Local mode's control plane machine set pass: the pure planner (`plan::cpms`) run over the
+//! store, its decisions applied through [`KubeOps`] like any other reconciler's: status, owner
+//! references of adopted machines, deletions, and creations — each creation confirmed first
+//! against a fresh read of the store (the planner's stale-cache contract).
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::kube::LocalCluster;
+use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
+use crate::api::{Machine, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::plan::cpms::{CpmsInput, DomainState, NodeState, confirm_create, plan};
+use crate::plan::placement::{DEPLOYMENT_ZONE_LABEL, zone_fill};
+use crate::reconcile::kube::{EventRecord, KubeOps};
+use crate::vcenter::Inventory;
+
+/// What one pass over every CPMS did.
+#[derive(Debug, Default)]
+pub struct CpmsPass {
+    pub created: Vec<String>,
+    pub deleted: Vec<String>,
+    /// Anything written (status, owner references, machines).
+    pub changed: bool,
+    pub failed: Vec<String>,
+}
+
+fn cpms_ref(c: &ControlPlaneMachineSet) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("machine.openshift.io/v1".into()),
+        kind: Some("ControlPlaneMachineSet".into()),
+        name: c.metadata.name.clone(),
+        namespace: c.metadata.namespace.clone(),
+        uid: c.metadata.uid.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// The failure domains a CPMS names, as the planner sees them. `inventory` is the vCenter of
+/// each zone (by its `spec.server`), when it could be read.
+pub fn domain_states(
+    cpms: &ControlPlaneMachineSet,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+    fds: &BTreeMap<String, VSphereFailureDomain>,
+    inventory: &dyn Fn(&VSphereDeploymentZone) -> Option<Inventory>,
+) -> BTreeMap<String, DomainState> {
+    let mut out = BTreeMap::new();
+    for name in cpms.spec.vsphere_failure_domains() {
+        let Some(z) = zones.get(name) else { continue };
+        let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+        let fill = inventory(z).and_then(|inv| zone_fill(z, fd, &inv).ok());
+        out.insert(
+            name.to_string(),
+            DomainState {
+                exists: true,
+                ready: z.status.as_ref().and_then(|s| s.ready) == Some(true),
+                control_plane: z.spec.is_control_plane(),
+                fill,
+            },
+        );
+    }
+    out
+}
+
+/// Node readiness as the planner sees it.
+pub fn node_states(
+    nodes: &BTreeMap<String, k8s_openapi::api::core::v1::Node>,
+) -> BTreeMap<String, NodeState> {
+    nodes
+        .iter()
+        .map(|(name, n)| {
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            (
+                name.clone(),
+                NodeState {
+                    ready: ready.is_some_and(|c| c.status == "True"),
+                    ready_transition: ready.and_then(|c| c.last_transition_time.clone()),
+                    control_plane: labels.contains_key("node-role.kubernetes.io/master")
+                        || labels.contains_key("node-role.kubernetes.io/control-plane"),
+                },
+            )
+        })
+        .collect()
+}
+
+/// One pass over every ControlPlaneMachineSet in the store.
+pub async fn cpms_pass(
+    cluster: &LocalCluster,
+    inventory: &dyn Fn(&VSphereDeploymentZone) -> Option<Inventory>,
+) -> CpmsPass {
+    let mut pass = CpmsPass::default();
+    let snapshot = cluster.lock().clone();
+    let machines: Vec<Machine> = snapshot.machines.values().cloned().collect();
+    let nodes = node_states(&snapshot.nodes);
+    for (k, cpms) in &snapshot.machine_sets {
+        if cpms.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let domains = domain_states(cpms, &snapshot.zones, &snapshot.failure_domains, inventory);
+        let input = CpmsInput {
+            cpms,
+            machines: &machines,
+            domains: &domains,
+            nodes: &nodes,
+            now: &cluster.now,
+            seed: uuid::Uuid::new_v4().as_u128() as u64,
+        };
+        let p = plan(&input);
+        let regarding = cpms_ref(cpms);
+        let ns = cpms
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        // Status and adoption.
+        {
+            let mut s = cluster.lock();
+            if let Some(stored) = s.machine_sets.get_mut(k)
+                && stored.status.as_ref() != Some(&p.status)
+            {
+                stored.status = Some(p.status.clone());
+                pass.changed = true;
+            }
+            for name in &p.adopt {
+                if let Some(m) = s.machines.get_mut(&format!("{ns}/{name}")) {
+                    let refs = m.metadata.owner_references.get_or_insert_with(Vec::new);
+                    if !refs.iter().any(|r| r.controller == Some(true)) {
+                        refs.push(OwnerReference {
+                            api_version: "machine.openshift.io/v1".into(),
+                            kind: "ControlPlaneMachineSet".into(),
+                            name: cpms.metadata.name.clone().unwrap_or_default(),
+                            uid: cpms.metadata.uid.clone().unwrap_or_default(),
+                            controller: Some(true),
+                            block_owner_deletion: Some(true),
+                        });
+                        pass.changed = true;
+                    }
+                }
+            }
+        }
+        for d in &p.delete {
+            match cluster.delete_machine(&ns, &d.name).await {
+                Ok(()) => {
+                    pass.deleted.push(format!("{ns}/{}", d.name));
+                    pass.changed = true;
+                }
+                Err(e) => pass.failed.push(e.to_string()),
+            }
+        }
+        for c in &p.create {
+            // The stale-cache guard: the index must still need a machine in a fresh read.
+            let fresh: Vec<Machine> = cluster.lock().machines.values().cloned().collect();
+            if !confirm_create(&input, &fresh, c) {
+                continue;
+            }
+            let mut m = c.machine.clone();
+            if let Some(domain) = &c.domain {
+                m.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert(DEPLOYMENT_ZONE_LABEL.to_string(), domain.clone());
+            }
+            match cluster.create_machine(&m).await {
+                Ok(created) => {
+                    pass.created.push(format!(
+                        "{ns}/{}",
+                        created.metadata.name.unwrap_or_default()
+                    ));
+                    pass.changed = true;
+                }
+                Err(e) => pass.failed.push(e.to_string()),
+            }
+        }
+        for e in &p.events {
+            cluster
+                .event(EventRecord::new(
+                    regarding.clone(),
+                    e.warning,
+                    e.reason,
+                    &e.message,
+                ))
+                .await;
+        }
+    }
+    if pass.changed {
+        let _ = cluster.persist();
+    }
+    pass
+}
