@@ -1,0 +1,270 @@
+//! The control plane machine set in local mode against a live vcsim: three zones, three
+//! replicas — one VM per compute cluster; a vertical scale rolled out one index at a time (each
+//! index: create → replacement Running → delete the old machine, never two indexes in flight);
+//! a deleted machine replaced in its zone.
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::path::Path;
+use std::process::Command;
+
+use secrecy::SecretString;
+use serde_json::Value;
+use vcsim::Vcsim;
+use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vsphere-provider");
+
+fn zones() -> String {
+    let mut y = String::new();
+    for (z, c) in [("zone-a", 0), ("zone-b", 1), ("zone-c", 2)] {
+        y += &format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereFailureDomain
+metadata: {{name: {z}}}
+spec:
+  region: {{name: region-a, type: Datacenter, tagCategory: k8s-region, autoConfigure: true}}
+  zone: {{name: {z}, type: ComputeCluster, tagCategory: k8s-zone, autoConfigure: true}}
+  topology: {{datacenter: DC0, computeCluster: DC0_C{c}, datastore: LocalDS_0, networks: [VM Network]}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata: {{name: {z}}}
+spec:
+  server: 127.0.0.1
+  failureDomain: {z}
+  placementConstraint: {{resourcePool: DC0_C{c}_RP1, folder: vm}}
+---
+"
+        );
+    }
+    y
+}
+
+fn cpms(cpus: u32) -> String {
+    format!(
+        "apiVersion: machine.openshift.io/v1
+kind: ControlPlaneMachineSet
+metadata: {{name: cluster, namespace: openshift-machine-api}}
+spec:
+  replicas: 3
+  state: Active
+  strategy: {{type: RollingUpdate}}
+  selector:
+    matchLabels:
+      machine.openshift.io/cluster-api-cluster: demo
+      machine.openshift.io/cluster-api-machine-role: master
+      machine.openshift.io/cluster-api-machine-type: master
+  template:
+    machineType: machines_v1beta1_machine_openshift_io
+    machines_v1beta1_machine_openshift_io:
+      failureDomains:
+        platform: VSphere
+        vsphere: [{{name: zone-a}}, {{name: zone-b}}, {{name: zone-c}}]
+      metadata:
+        labels:
+          machine.openshift.io/cluster-api-cluster: demo
+          machine.openshift.io/cluster-api-machine-role: master
+          machine.openshift.io/cluster-api-machine-type: master
+      spec:
+        providerSpec:
+          value:
+            apiVersion: machine.openshift.io/v1beta1
+            kind: VSphereMachineProviderSpec
+            template: DC0_H0_VM0
+            numCPUs: {cpus}
+            memoryMiB: 16384
+            diskGiB: 120
+            network: {{devices: []}}
+            workspace: {{}}
+"
+    )
+}
+
+struct Run {
+    code: i32,
+    list: Value,
+    stderr: String,
+}
+
+fn reconcile(sim: &Vcsim, dir: &Path, state: &Path, extra: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(["reconcile", "-f"])
+        .arg(dir)
+        .args([
+            "--server",
+            sim.url(),
+            "--username",
+            "admin",
+            "--password",
+            "secret",
+        ])
+        .args(["--simulate-nodes", "-o", "json", "--state"])
+        .arg(state)
+        .args(extra)
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    }
+}
+
+fn items<'a>(run: &'a Run, kind: &'a str) -> Vec<&'a Value> {
+    run.list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["kind"] == kind)
+        .collect()
+}
+
+/// Machine name → (deployment zone, uid, numCPUs).
+fn machines(run: &Run) -> Vec<(String, String, String, u64)> {
+    let mut v: Vec<_> = items(run, "Machine")
+        .into_iter()
+        .map(|m| {
+            (
+                m["metadata"]["name"].as_str().unwrap().to_string(),
+                m["metadata"]["labels"]["vsphere-provider.io/deployment-zone"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                m["metadata"]["uid"].as_str().unwrap().to_string(),
+                m["spec"]["providerSpec"]["value"]["numCPUs"]
+                    .as_u64()
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The CPMS events of a run, as (reason, index) in order.
+fn cpms_events(run: &Run) -> Vec<(String, String)> {
+    items(run, "Event")
+        .into_iter()
+        .filter(|e| e["involvedObject"]["kind"] == "ControlPlaneMachineSet")
+        .filter(|e| e["reason"] == "Create" || e["reason"] == "Delete")
+        .map(|e| {
+            let msg = e["message"].as_str().unwrap_or_default();
+            let index = msg
+                .split("index ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or_default()
+                .to_string();
+            (e["reason"].as_str().unwrap().to_string(), index)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn three_replicas_three_clusters_rolled_one_index_at_a_time_and_replaced_in_zone() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    std::fs::create_dir(&m).unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+    let admin = Client::new(
+        sim.url(),
+        Credentials::new("admin", SecretString::from("secret")),
+        ClientOptions::default(),
+    )
+    .unwrap();
+
+    // Three machines, one per zone, each VM in its zone's pool.
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ms = machines(&run);
+    assert_eq!(ms.len(), 3);
+    let zones: Vec<&str> = ms.iter().map(|m| m.1.as_str()).collect();
+    let mut sorted = zones.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["zone-a", "zone-b", "zone-c"]);
+    let inv = admin.inventory().await.unwrap();
+    for (name, zone, uid, _) in &ms {
+        let vm = inv
+            .vm_by_instance_uuid(uid)
+            .unwrap_or_else(|| panic!("no VM for {name}"));
+        let c = match zone.as_str() {
+            "zone-a" => 0,
+            "zone-b" => 1,
+            _ => 2,
+        };
+        let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
+        assert_eq!(
+            inv.path(&pool),
+            Some(format!("/DC0/host/DC0_C{c}/Resources/DC0_C{c}_RP1").as_str()),
+            "{name}"
+        );
+        assert!(
+            name.ends_with(&format!("-{c}")),
+            "index {c} maps to {zone}: {name}"
+        );
+    }
+    let cp = &items(&run, "ControlPlaneMachineSet")[0]["status"];
+    assert_eq!(
+        (cp["readyReplicas"].as_i64(), cp["updatedReplicas"].as_i64()),
+        (Some(3), Some(3))
+    );
+
+    // A vertical scale: one index at a time, the old machine deleted after its replacement.
+    std::fs::write(m.join("cpms.yaml"), cpms(8)).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ev = cpms_events(&run);
+    assert_eq!(
+        ev,
+        [
+            ("Create".to_string(), "0".to_string()),
+            ("Delete".into(), "0".into()),
+            ("Create".into(), "1".into()),
+            ("Delete".into(), "1".into()),
+            ("Create".into(), "2".into()),
+            ("Delete".into(), "2".into()),
+        ],
+        "never two indexes in flight"
+    );
+    let ms2 = machines(&run);
+    assert_eq!(ms2.len(), 3);
+    assert!(ms2.iter().all(|m| m.3 == 8), "{ms2:?}");
+    let inv = admin.inventory().await.unwrap();
+    let vms = inv
+        .iter()
+        .filter(|e| e.kind() == "VirtualMachine" && e.name.starts_with("demo-master"))
+        .count();
+    assert_eq!(vms, 3, "the old VMs are gone");
+
+    // A deleted machine is replaced in its zone.
+    let (victim, zone, _, _) = ms2[1].clone();
+    let run = reconcile(
+        &sim,
+        &m,
+        &state,
+        &["--delete", &format!("machine/{victim}")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ms3 = machines(&run);
+    assert_eq!(ms3.len(), 3);
+    assert!(ms3.iter().all(|m| m.0 != victim));
+    let replacement = ms3
+        .iter()
+        .find(|m| !ms2.iter().any(|o| o.0 == m.0))
+        .unwrap();
+    assert_eq!(replacement.1, zone, "replaced in the same zone");
+
+    // Re-running changes nothing.
+    let again = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(again.code, 0);
+    assert!(
+        again.stderr.contains("0 machine change(s) in vCenter"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(machines(&again), ms3);
+}
