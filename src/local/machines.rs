@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cpms::cpms_pass;
 use super::driver::{Options, connect_to};
+use super::health::health_pass;
 use super::kube::LocalCluster;
 use crate::api::VSphereDeploymentZone;
 use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
@@ -38,6 +39,8 @@ pub struct MachineReport {
     /// Nodes registered by the simulated kubelets.
     pub nodes_registered: Vec<String>,
     pub rounds: usize,
+    /// MachineHealthChecks short-circuited in the last pass.
+    pub short_circuited: BTreeSet<String>,
     /// Machine key → its VM's inventory path (as last read).
     pub vm_paths: BTreeMap<String, String>,
     pub round_trips: Snapshot,
@@ -62,7 +65,7 @@ pub async fn run_machines(
     let mut report = MachineReport::default();
     {
         let s = cluster.lock();
-        if s.machines.is_empty() && s.machine_sets.is_empty() {
+        if s.machines.is_empty() && s.machine_sets.is_empty() && s.health_checks.is_empty() {
             return report;
         }
     }
@@ -94,6 +97,19 @@ pub async fn run_machines(
             let registered = simulate_nodes(cluster);
             changed |= !registered.is_empty();
             report.nodes_registered.extend(registered);
+        }
+        if !cluster.lock().health_checks.is_empty() {
+            let (pass, plans) = health_pass(cluster).await;
+            for r in &pass.remediated {
+                progress(&format!("machine health check: remediating {r}"));
+            }
+            changed |= pass.changed;
+            report.failed.extend(pass.failed);
+            report.short_circuited = plans
+                .iter()
+                .filter(|(_, p)| p.short_circuited)
+                .map(|(k, _)| k.clone())
+                .collect();
         }
         let snapshot = cluster.lock().clone();
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();

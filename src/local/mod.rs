@@ -4,6 +4,7 @@
 pub mod cpms;
 pub mod deletes;
 pub mod driver;
+pub mod health;
 pub mod kube;
 pub mod machines;
 pub mod print;

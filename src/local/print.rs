@@ -260,6 +260,38 @@ pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> Stri
             &rows,
         ));
     }
+    if !store.health_checks.is_empty() {
+        let rows: Vec<Vec<String>> = store
+            .health_checks
+            .iter()
+            .map(|(k, h)| {
+                let st = h.status.clone().unwrap_or_default();
+                vec![
+                    k.clone(),
+                    st.expected_machines.unwrap_or(0).to_string(),
+                    st.current_healthy.unwrap_or(0).to_string(),
+                    st.remediations_allowed.unwrap_or(0).to_string(),
+                    if report.short_circuited.contains(k) {
+                        "True"
+                    } else {
+                        "False"
+                    }
+                    .to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &[
+                "MACHINEHEALTHCHECKS",
+                "EXPECTED",
+                "HEALTHY",
+                "ALLOWED",
+                "SHORT-CIRCUITED",
+            ],
+            &rows,
+        ));
+    }
     let events = store.run_events();
     if !events.is_empty() {
         let rows: Vec<Vec<String>> = events

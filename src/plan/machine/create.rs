@@ -289,7 +289,20 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         .as_ref()
         .and_then(|s| s.addresses.clone())
         .unwrap_or_default();
-    match find_node(provider_id.as_deref(), &addresses, input.nodes) {
+    // A link once made stays while its Node exists (a Node given by hand may lack the
+    // provider ID); else by provider ID, then internal IP.
+    let linked = m
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .and_then(|r| r.name.as_deref())
+        .and_then(|n| {
+            input
+                .nodes
+                .iter()
+                .find(|x| x.metadata.name.as_deref() == Some(n))
+        });
+    match linked.or_else(|| find_node(provider_id.as_deref(), &addresses, input.nodes)) {
         Some(node) => {
             let node_name = node.metadata.name.clone().unwrap_or_default();
             let st = plan.machine.status.get_or_insert_with(Default::default);
