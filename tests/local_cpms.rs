@@ -268,3 +268,119 @@ async fn three_replicas_three_clusters_rolled_one_index_at_a_time_and_replaced_i
     );
     assert_eq!(machines(&again), ms3);
 }
+
+fn mhc(paused: bool) -> String {
+    let ann = if paused {
+        "\n  annotations: {cluster.x-k8s.io/paused: \"\"}"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: machine.openshift.io/v1beta1
+kind: MachineHealthCheck
+metadata:
+  name: control-plane
+  namespace: openshift-machine-api{ann}
+spec:
+  selector:
+    matchLabels:
+      machine.openshift.io/cluster-api-machine-role: master
+  unhealthyConditions:
+  - {{type: Ready, status: \"False\", timeout: 300s}}
+  - {{type: Ready, status: Unknown, timeout: 300s}}
+  maxUnhealthy: 1
+"
+    )
+}
+
+fn not_ready_node(name: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels: {{node-role.kubernetes.io/master: \"\", node-role.kubernetes.io/control-plane: \"\"}}
+status:
+  conditions:
+  - {{type: Ready, status: \"False\", reason: KubeletNotReady, lastTransitionTime: \"2026-11-23T10:00:00Z\"}}
+---
+"
+    )
+}
+
+#[tokio::test]
+async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held_back() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    std::fs::create_dir(&m).unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+    let now = ["--now", "2026-11-23T10:10:00Z"];
+    let run = reconcile(&sim, &m, &state, &now);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ms = machines(&run);
+
+    // Paused: a NotReady node past its timeout changes nothing.
+    std::fs::write(m.join("mhc.yaml"), mhc(true)).unwrap();
+    std::fs::write(m.join("node.yaml"), not_ready_node(&ms[0].0)).unwrap();
+    let run = reconcile(&sim, &m, &state, &now);
+    assert_eq!(machines(&run), ms, "a paused check remediates nothing");
+
+    // One NotReady control plane node: its machine is deleted through the lifecycle and
+    // replaced in the same zone.
+    std::fs::write(m.join("mhc.yaml"), mhc(false)).unwrap();
+    let run = reconcile(&sim, &m, &state, &now);
+    let after = machines(&run);
+    assert_eq!(after.len(), 3, "{}", run.stderr);
+    assert!(
+        after.iter().all(|x| x.0 != ms[0].0),
+        "remediated: {after:?}"
+    );
+    let replacement = after
+        .iter()
+        .find(|x| !ms.iter().any(|o| o.0 == x.0))
+        .unwrap();
+    assert_eq!(replacement.1, ms[0].1, "replaced in the same zone");
+    assert!(
+        items(&run, "Event")
+            .iter()
+            .any(|e| e["reason"] == "MachineRemediated")
+    );
+    let inv = Client::new(
+        sim.url(),
+        Credentials::new("admin", SecretString::from("secret")),
+        ClientOptions::default(),
+    )
+    .unwrap()
+    .inventory()
+    .await
+    .unwrap();
+    assert!(
+        inv.vm_by_instance_uuid(&ms[0].2).is_none(),
+        "the old VM is destroyed"
+    );
+    assert!(inv.vm_by_instance_uuid(&replacement.2).is_some());
+
+    // Two NotReady control plane nodes: nothing is deleted, and the check says why.
+    std::fs::remove_file(m.join("node.yaml")).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    let healthy = machines(&run);
+    let two = format!(
+        "{}{}",
+        not_ready_node(&healthy[0].0),
+        not_ready_node(&healthy[1].0)
+    );
+    std::fs::write(m.join("node.yaml"), two).unwrap();
+    let run = reconcile(&sim, &m, &state, &["--now", "2030-01-01T00:00:00Z"]);
+    assert_eq!(machines(&run), healthy, "nothing deleted: {}", run.stderr);
+    let reasons: Vec<&str> = items(&run, "Event")
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"RemediationRestricted"), "{reasons:?}");
+    let mhc = &items(&run, "MachineHealthCheck")[0]["status"];
+    assert_eq!(mhc["remediationsAllowed"], 0);
+    assert_eq!(mhc["expectedMachines"], 3);
+}

@@ -24,6 +24,10 @@ use crate::api::{
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
 
+/// The label and annotation keys a manifest set on the object last time (JSON), so a key
+/// dropped from the manifest is dropped from the object, as `kubectl apply` does.
+pub const LAST_APPLIED_ANNOTATION: &str = "vsphere-provider.io/last-applied-keys";
+
 /// Events kept in the state file (the newest).
 const EVENTS_KEPT: usize = 2000;
 
@@ -113,17 +117,39 @@ where
             s["metadata"]["generation"] = (g + 1).into();
         }
     }
+    // Labels and annotations: as `kubectl apply`, a key the manifest set last time and no
+    // longer sets is removed; keys the controllers set (region/zone labels, instance state,
+    // remediation backoff) are kept.
+    let previous: serde_json::Value = s["metadata"]["annotations"]
+        .get(LAST_APPLIED_ANNOTATION)
+        .and_then(|v| v.as_str())
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    let mut applied = serde_json::Map::new();
     for field in ["labels", "annotations"] {
-        if let Some(serde_json::Value::Object(mine)) = m["metadata"].get(field).cloned() {
-            let target = &mut s["metadata"][field];
-            if !target.is_object() {
-                *target = serde_json::Value::Object(Default::default());
+        let mine = match m["metadata"].get(field) {
+            Some(serde_json::Value::Object(o)) => o.clone(),
+            _ => serde_json::Map::new(),
+        };
+        let target = &mut s["metadata"][field];
+        if !target.is_object() {
+            *target = serde_json::Value::Object(Default::default());
+        }
+        if let Some(t) = target.as_object_mut() {
+            for gone in previous[field].as_array().into_iter().flatten() {
+                if let Some(k) = gone.as_str()
+                    && !mine.contains_key(k)
+                {
+                    t.remove(k);
+                }
             }
-            if let Some(t) = target.as_object_mut() {
-                t.extend(mine);
-            }
+            let keys: Vec<serde_json::Value> = mine.keys().cloned().map(Into::into).collect();
+            applied.insert(field.to_string(), keys.into());
+            t.extend(mine);
         }
     }
+    s["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] =
+        serde_json::Value::String(serde_json::Value::Object(applied).to_string());
     serde_json::from_value(s).unwrap_or_else(|_| stored.clone())
 }
 
@@ -234,18 +260,21 @@ impl Store {
     /// Continue from a state file: stored objects stay (with everything the controllers
     /// wrote); the manifests overlay what they say. New objects get their identity now.
     pub fn with_state(mut self, state: Option<&Store>, now: &Time) -> Self {
-        if let Some(st) = state {
+        let empty = Store::default();
+        {
+            let st = state.unwrap_or(&empty);
             fn merge<T: Serialize + DeserializeOwned + Clone>(
                 mine: &mut BTreeMap<String, T>,
                 stored: &BTreeMap<String, T>,
                 spec_keys: &[&str],
             ) {
+                for (k, m) in mine.iter_mut() {
+                    // What the manifest applies, recorded as `kubectl apply` would.
+                    let base = stored.get(k).cloned().unwrap_or_else(|| m.clone());
+                    *m = overlay(&base, m, spec_keys);
+                }
                 for (k, s) in stored {
-                    let merged = match mine.get(k) {
-                        Some(m) => overlay(s, m, spec_keys),
-                        None => s.clone(),
-                    };
-                    mine.insert(k.clone(), merged);
+                    mine.entry(k.clone()).or_insert_with(|| s.clone());
                 }
             }
             merge(&mut self.failure_domains, &st.failure_domains, &["spec"]);
