@@ -7,7 +7,11 @@
 #   3. the same again with one deliberately broken zone, to show its condition;
 #   4. machines: three Machines placed by zone name get VMs in three compute clusters (with
 #      simulated kubelets), then one is deleted through its lifecycle, a preDrain hook shown
-#      blocking, then removed.
+#      blocking, then removed;
+#   5. a control plane machine set of 3 over the three zones: a vertical scale rolled out one
+#      index at a time, a deleted machine replaced in its zone;
+#   6. a machine health check: one NotReady control plane node → its machine replaced in the
+#      same zone; two NotReady → nothing deleted, the check says why.
 # Safe to re-run. Everything it starts is stopped on exit.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -157,5 +161,59 @@ banner "the hook is removed: drain, power off, destroy, Node deleted, finalizer 
 machines ""
 "$BIN" reconcile -f "$work/machines" --state "$state" --simulate-nodes
 "$BIN" inventory 2>/dev/null | grep -E 'master-[0-9]' || true
+
+cp_dir="$work/cpms"
+cp_state="$work/cpms.json"
+mkdir -p "$cp_dir"
+cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml "$cp_dir/"
+cpms() { # NUM_CPUS
+	sed -e '/lifecycleHooks:/,/owner: clusteroperator\/etcd/d' -e "s/numCPUs: 2/numCPUs: $1/" \
+		config/samples/controlplanemachineset.yaml >"$cp_dir/cpms.yaml"
+}
+names() { jq -r '.items[] | select(.kind == "Machine") | .metadata.name' "$cp_state" | sort; }
+not_ready() { # NODE...
+	local n
+	for n in "$@"; do
+		cat <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  labels: {node-role.kubernetes.io/master: "", node-role.kubernetes.io/control-plane: ""}
+status:
+  conditions:
+  - {type: Ready, status: "False", reason: KubeletNotReady, lastTransitionTime: "2026-01-01T00:00:00Z"}
+---
+YAML
+	done >"$cp_dir/nodes.yaml"
+}
+
+banner "a control plane machine set of 3 replicas over zone-a, zone-b, zone-c"
+cpms 2
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes
+
+banner "vertical scale: numCPUs 2 -> 4, rolled out one index at a time"
+cpms 4
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes | sed -n '/^CONTROLPLANE/,/^done/p'
+
+banner "delete $(names | head -1): replaced in its zone"
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes --delete "machine/$(names | head -1)" |
+	sed -n '/^MACHINES/,/^EVENTS/p'
+
+banner "machine health check: $(names | head -1)'s node NotReady for hours -> remediated, replaced in its zone"
+cp config/samples/machinehealthcheck.yaml "$cp_dir/"
+not_ready "$(names | head -1)"
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes --now 2026-01-01T01:00:00Z |
+	sed -n '/^MACHINES/,/^done/p' || true
+
+banner "two control plane nodes NotReady: nothing is deleted, the health check says why"
+rm "$cp_dir/nodes.yaml"
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes --now 2026-01-01T01:00:00Z >/dev/null || true
+# shellcheck disable=SC2046
+not_ready $(names | head -2)
+set +e
+"$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes --now 2026-01-01T02:00:00Z |
+	sed -n '/^MACHINEHEALTHCHECKS/,/^done/p'
+set -e
 
 banner "done"

@@ -34,16 +34,15 @@ fn mhc_ref(h: &MachineHealthCheck) -> ObjectReference {
     }
 }
 
-/// Whether a control plane machine set of `ns` is replacing machines (more machines than
-/// replicas, or fewer updated than wanted): no control plane remediation meanwhile.
+/// Whether a control plane machine set of `ns` is replacing a machine (it has more machines
+/// than replicas: a replacement was created and its predecessor not yet removed): no control
+/// plane remediation meanwhile. (Fewer ready replicas than wanted is not a replacement: an
+/// unhealthy machine is exactly that, and must stay remediable.)
 fn replacement_in_progress(cluster: &LocalCluster, ns: &str) -> bool {
     cluster.lock().machine_sets.values().any(|c| {
-        if c.metadata.namespace.as_deref() != Some(ns) {
-            return false;
-        }
-        let st = c.status.clone().unwrap_or_default();
-        let want = c.spec.replicas_or_default();
-        st.replicas.unwrap_or(0) > want || st.updated_replicas.unwrap_or(0) < want
+        c.metadata.namespace.as_deref() == Some(ns)
+            && c.status.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+                > c.spec.replicas_or_default()
     })
 }
 
