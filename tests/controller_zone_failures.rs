@@ -37,6 +37,7 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         clusters: Cache::from_objects([]),
         machines: Cache::from_objects([]),
         nodes: Cache::from_objects([]),
+        machine_sets: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

@@ -25,6 +25,7 @@ pub mod backoff;
 pub mod cache;
 pub mod cluster;
 pub mod context;
+pub mod cpms;
 pub mod credentials;
 pub mod entry;
 pub mod error;

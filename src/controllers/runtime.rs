@@ -14,9 +14,10 @@ use kube::runtime::watcher;
 use super::cache::Cache;
 use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
-use super::{Context, Health, Shared, Shutdown, cluster, entry, leader, machine, zone};
+use super::{Context, Health, Shared, Shutdown, cluster, cpms, entry, leader, machine, zone};
 use k8s_openapi::api::core::v1::Node;
 
+use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
@@ -78,12 +79,15 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
 
     // One watch per kind; the triggers are subscribed before the watches start.
     let (zone_deleted, deleted_zones) = futures::channel::mpsc::unbounded();
-    let (zone_store, [zone_trigger, zone_to_clusters]) =
-        watch_kind::<VSphereDeploymentZone, 2>(&client, Some(zone_deleted), &mut tasks);
+    let (zone_store, [zone_trigger, zone_to_clusters, zone_to_sets]) =
+        watch_kind::<VSphereDeploymentZone, 3>(&client, Some(zone_deleted), &mut tasks);
     let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
     let (cluster_store, [cluster_trigger]) =
         watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
-    let (machine_store, [machine_trigger]) = watch_kind::<Machine, 1>(&client, None, &mut tasks);
+    let (machine_store, [machine_trigger, machine_to_sets]) =
+        watch_kind::<Machine, 2>(&client, None, &mut tasks);
+    let (set_store, [set_trigger]) =
+        watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
     let (node_store, []) = watch_kind::<Node, 0>(&client, None, &mut tasks);
 
     let stores = Stores {
@@ -92,6 +96,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         clusters: Cache::over(cluster_store.clone()),
         machines: Cache::over(machine_store.clone()),
         nodes: Cache::over(node_store),
+        machine_sets: Cache::over(set_store.clone()),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
@@ -109,6 +114,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let ctx = Arc::new(Context::new(shared, stores.clone()));
 
     let machine_ctx = ctx.clone();
+    let set_ctx = ctx.clone();
+    let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();
     let zone_controller = Controller::for_shared_stream(
         skip_status_only_changes(zone_trigger, zone_store.clone()),
@@ -176,9 +183,43 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         futures::future::ready(())
     });
 
+    // A set is woken by its own changes and by those of the machines it owns.
+    let set_controller = Controller::for_shared_stream(
+        skip_status_only_changes(set_trigger, set_store.clone()),
+        set_store,
+    )
+    .watches_shared_stream(machine_to_sets, |m: Arc<DeserializeGuard<Machine>>| {
+        m.0.as_ref().map(cpms::sets_owning).unwrap_or_default()
+    })
+    .watches_shared_stream(
+        zone_to_sets,
+        move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
+            cpms::sets_naming(
+                &sets_for_zone.state(),
+                &z.meta().name.clone().unwrap_or_default(),
+            )
+        },
+    )
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        |c, ctx| entry::reconcile(cpms::CONTROLLER, cpms::reconcile, c, ctx),
+        |c, e, ctx| entry::error_policy(cpms::CONTROLLER, cpms::error_policy, c, e, ctx),
+        set_ctx,
+    )
+    .for_each(|result| {
+        log_controller_result(cpms::CONTROLLER, result);
+        futures::future::ready(())
+    });
+
     tracing::info!("controllers started");
     let controllers = async {
-        futures::join!(zone_controller, cluster_controller, machine_controller);
+        futures::join!(
+            zone_controller,
+            cluster_controller,
+            machine_controller,
+            set_controller
+        );
     };
     if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {
         tracing::warn!(

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 use super::cache::Cache;
+use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// The caches the reconcilers read.
@@ -16,6 +17,7 @@ pub struct Stores {
     pub clusters: Cache<VSphereCluster>,
     pub machines: Cache<Machine>,
     pub nodes: Cache<Node>,
+    pub machine_sets: Cache<ControlPlaneMachineSet>,
 }
 
 /// A cache as the readiness check sees it, whatever its kind.
@@ -47,13 +49,14 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 5] {
+    pub fn each(&self) -> [&dyn Loading; 6] {
         [
             &self.zones,
             &self.failure_domains,
             &self.clusters,
             &self.machines,
             &self.nodes,
+            &self.machine_sets,
         ]
     }
 

@@ -231,6 +231,7 @@ pub fn context_with(
             clusters: Cache::from_objects(clusters),
             machines: Cache::from_objects(machines),
             nodes: Cache::from_objects([]),
+            machine_sets: Cache::from_objects([]),
         },
     )
 }
