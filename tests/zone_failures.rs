@@ -97,12 +97,18 @@ async fn an_unanswered_auto_configure_write_is_retrying_and_a_refused_one_failed
     // not, and the zone says autoConfigure failed either way.
     let busy = verdict_with(FaultKind::Http503, "~action=attach").await;
     let refused = verdict_with(FaultKind::NotAuthenticated, "~action=attach").await;
-    assert_eq!(reason(&busy), "AutoConfigureFailed");
+    // Upstream's reason for a refused tag change is the region (or zone) being misconfigured;
+    // the region's attachment runs first. That it was autoConfigure is in the message.
+    assert_eq!(reason(&busy), "FailureDomainRegionMisconfigured");
     assert_eq!(
         reason(&refused),
-        "AutoConfigureFailed",
+        "FailureDomainRegionMisconfigured",
         "the same reason string"
     );
+    for v in [&busy, &refused] {
+        let message = v.first_problem().unwrap().1;
+        assert!(message.starts_with("autoConfigure failed: "), "{message}");
+    }
 
     assert_eq!(busy.state(), ZoneState::Retrying, "{busy:?}");
     assert!(

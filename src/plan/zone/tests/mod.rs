@@ -3,6 +3,7 @@
 //! (groups and the VM-host rule). The fixtures below build the views.
 mod host_groups;
 mod placement;
+mod reasons;
 mod tags;
 
 pub(super) use std::collections::BTreeMap;
