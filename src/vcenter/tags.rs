@@ -111,45 +111,82 @@ impl Client {
         wanted: &BTreeSet<(String, String)>,
         tag_ids: &BTreeSet<String>,
     ) -> Result<()> {
+        // The gets are independent: each batch below goes out concurrently
+        // ([`Client::read_all`]), so a cold catalog costs a few round-trip latencies, not one
+        // per name. The requests are the same as one at a time: every id read once.
+        //
         // Tags found attached first: usually they are the wanted ones, and reading them (and
         // their categories) costs less than listing every category and its tags.
-        for id in tag_ids {
-            if catalog.tags.contains_key(id) {
-                continue;
-            }
-            if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
-                if !catalog.categories.contains_key(&t.category_id)
-                    && let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)?
-                {
-                    catalog.insert_category(c);
-                }
-                catalog.insert_tag(t);
+        let unknown: Vec<&String> = tag_ids
+            .iter()
+            .filter(|id| !catalog.tags.contains_key(*id))
+            .collect();
+        let found: Vec<Tag> = self
+            .read_all(unknown, |id| async move {
+                ignore_not_found(self.get_tag(id).await)
+            })
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut categories: Vec<&str> = Vec::new();
+        for t in &found {
+            if !catalog.categories.contains_key(&t.category_id)
+                && !categories.contains(&t.category_id.as_str())
+            {
+                categories.push(&t.category_id);
             }
         }
+        self.read_categories(catalog, categories).await?;
+        found.into_iter().for_each(|t| catalog.insert_tag(t));
+
         if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
-            for id in self.list_categories().await? {
-                if !catalog.categories.contains_key(&id)
-                    && let Some(c) = ignore_not_found(self.get_category(&id).await)?
-                {
-                    catalog.insert_category(c);
-                }
-            }
+            let ids = self.list_categories().await?;
+            let unknown: Vec<&str> = ids
+                .iter()
+                .filter(|id| !catalog.categories.contains_key(*id))
+                .map(String::as_str)
+                .collect();
+            self.read_categories(catalog, unknown).await?;
         }
         let stale: BTreeSet<String> = wanted
             .iter()
             .filter(|(c, t)| catalog.tag(c, t).is_none())
             .filter_map(|(c, _)| catalog.category(c).map(|c| c.id.clone()))
             .collect();
-        for cat_id in stale {
-            for id in self.list_tags_for_category(&cat_id).await? {
-                if !catalog.tags.contains_key(&id)
-                    && let Some(t) = ignore_not_found(self.get_tag(&id).await)?
-                {
-                    catalog.insert_tag(t);
-                }
+        let lists = self
+            .read_all(&stale, |cat_id| self.list_tags_for_category(cat_id))
+            .await?;
+        let mut unknown: Vec<&String> = Vec::new();
+        for id in lists.iter().flatten() {
+            if !catalog.tags.contains_key(id) && !unknown.contains(&id) {
+                unknown.push(id);
             }
-            catalog.complete.insert(cat_id);
         }
+        let found = self
+            .read_all(unknown, |id| async move {
+                ignore_not_found(self.get_tag(id).await)
+            })
+            .await?;
+        found
+            .into_iter()
+            .flatten()
+            .for_each(|t| catalog.insert_tag(t));
+        catalog.complete.extend(stale);
+        Ok(())
+    }
+
+    /// Read these categories concurrently into the catalog (one deleted meanwhile is skipped).
+    async fn read_categories(&self, catalog: &mut TagCatalog, ids: Vec<&str>) -> Result<()> {
+        let found = self
+            .read_all(ids, |id| async move {
+                ignore_not_found(self.get_category(id).await)
+            })
+            .await?;
+        found
+            .into_iter()
+            .flatten()
+            .for_each(|c| catalog.insert_category(c));
         Ok(())
     }
 }
