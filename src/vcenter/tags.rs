@@ -121,14 +121,9 @@ impl Client {
             .iter()
             .filter(|id| !catalog.tags.contains_key(*id))
             .collect();
-        let found: Vec<Tag> = self
-            .read_all(unknown, |id| async move {
-                ignore_not_found(self.get_tag(id).await)
-            })
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
+        let found = self
+            .get_each(unknown.iter().map(|id| id.as_str()), |id| self.get_tag(id))
+            .await?;
         let mut categories: Vec<&str> = Vec::new();
         for t in &found {
             if !catalog.categories.contains_key(&t.category_id)
@@ -164,30 +159,37 @@ impl Client {
             }
         }
         let found = self
-            .read_all(unknown, |id| async move {
-                ignore_not_found(self.get_tag(id).await)
-            })
+            .get_each(unknown.iter().map(|id| id.as_str()), |id| self.get_tag(id))
             .await?;
-        found
-            .into_iter()
-            .flatten()
-            .for_each(|t| catalog.insert_tag(t));
+        found.into_iter().for_each(|t| catalog.insert_tag(t));
         catalog.complete.extend(stale);
         Ok(())
     }
 
-    /// Read these categories concurrently into the catalog (one deleted meanwhile is skipped).
+    /// Read these categories concurrently into the catalog.
     async fn read_categories(&self, catalog: &mut TagCatalog, ids: Vec<&str>) -> Result<()> {
+        let found = self.get_each(ids, |id| self.get_category(id)).await?;
+        found.into_iter().for_each(|c| catalog.insert_category(c));
+        Ok(())
+    }
+
+    /// `get` each id, concurrently ([`Client::read_all`]); one deleted since it was listed is
+    /// skipped.
+    async fn get_each<'a, T, Fut>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        get: impl Fn(&'a str) -> Fut,
+    ) -> Result<Vec<T>>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let found = self
-            .read_all(ids, |id| async move {
-                ignore_not_found(self.get_category(id).await)
+            .read_all(ids, |id| {
+                let read = get(id);
+                async move { ignore_not_found(read.await) }
             })
             .await?;
-        found
-            .into_iter()
-            .flatten()
-            .for_each(|c| catalog.insert_category(c));
-        Ok(())
+        Ok(found.into_iter().flatten().collect())
     }
 }
 

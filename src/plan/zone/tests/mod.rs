@@ -105,6 +105,20 @@ impl World {
         self
     }
 
+    /// As [`World::tagged`], but the region tag is attached to nothing.
+    pub(super) fn region_untagged() -> Self {
+        Self::new()
+            .category("cat-r", "k8s-region")
+            .category("cat-z", "k8s-zone")
+            .tag("t-r", "region-a", "cat-r", &[])
+            .tag(
+                "t-z",
+                "zone-a",
+                "cat-z",
+                &[m("ClusterComputeResource", "c-0")],
+            )
+    }
+
     /// Region DC0 (Datacenter) and zone C0 (ComputeCluster) tagged properly.
     pub(super) fn tagged() -> Self {
         Self::new()

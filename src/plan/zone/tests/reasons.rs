@@ -345,16 +345,7 @@ fn scenarios() -> Vec<(&'static str, ZoneVerdict)> {
             Ok(&tagged.view),
         ),
     );
-    let untagged_region = World::new()
-        .category("cat-r", "k8s-region")
-        .category("cat-z", "k8s-zone")
-        .tag("t-r", "region-a", "cat-r", &[])
-        .tag(
-            "t-z",
-            "zone-a",
-            "cat-z",
-            &[m("ClusterComputeResource", "c-0")],
-        );
+    let untagged_region = World::region_untagged();
     add(
         "region tag not attached",
         plan_zone(
@@ -363,16 +354,15 @@ fn scenarios() -> Vec<(&'static str, ZoneVerdict)> {
             Ok(&untagged_region.view),
         ),
     );
-    let other = World::tagged().category("cat-o", "other").tag(
-        "t-o",
-        "zone-b",
-        "cat-o",
-        &[m("ClusterComputeResource", "c-0")],
-    );
     let mut f = cc_fd(false);
-    f.spec.zone.name = "zone-b".into();
+    f.spec.zone.tag_category = "no-such-category".into();
     add(
-        "zone tag in another category",
+        "zone category missing",
+        plan_zone(&dz(None, None), Some(&f), Ok(&tagged.view)),
+    );
+    let (other, f) = region_tag_in_another_category();
+    add(
+        "region tag in another category",
         plan_zone(&dz(None, None), Some(&f), Ok(&other.view)),
     );
     let mut f = cc_fd(false);
@@ -544,52 +534,47 @@ fn every_reason_the_zone_planner_emits_is_upstreams_or_a_listed_difference() {
     }
 }
 
+/// The region tag `region-b` exists only in category `other` (attached to the datacenter).
+fn region_tag_in_another_category() -> (World, VSphereFailureDomain) {
+    let dc = [m("Datacenter", "dc-1")];
+    let w = World::tagged()
+        .category("cat-o", "other")
+        .tag("t-o", "region-b", "cat-o", &dc);
+    let mut f = cc_fd(false);
+    f.spec.region.name = "region-b".into();
+    (w, f)
+}
+
+/// The failure domain check of a zone with no placement constraint: reasons and message.
+fn fd_check(w: &World, f: &VSphereFailureDomain) -> (&'static str, &'static str, String) {
+    failed_reason(&plan_zone(&dz(None, None), Some(f), Ok(&w.view)).failure_domain)
+}
+
 #[test]
 fn a_tag_found_only_in_another_category_is_the_region_or_zone_misconfigured() {
     // Region side: the region tag name exists only in another category.
-    let w = World::tagged().category("cat-o", "other").tag(
-        "t-o",
-        "region-b",
-        "cat-o",
-        &[m("Datacenter", "dc-1")],
-    );
-    let mut f = cc_fd(false);
-    f.spec.region.name = "region-b".into();
-    let v = plan_zone(&dz(None, None), Some(&f), Ok(&w.view));
-    let (r1, r2, msg) = failed_reason(&v.failure_domain);
+    let (w, mut f) = region_tag_in_another_category();
+    let (r1, r2, msg) = fd_check(&w, &f);
     assert_eq!(
         (r1, r2),
         ("FailureDomainRegionMisconfigured", "RegionMisconfigured")
     );
-    assert!(
-        msg.contains("region tag region-b is not in category k8s-region")
-            && msg.contains("category other"),
-        "{msg}"
-    );
+    assert!(msg.contains("region tag region-b is not in category k8s-region (a tag of that name exists in category other)"), "{msg}");
 
     // Attached from another category while the wanted one exists unattached: the object is named.
+    let c0 = [m("ClusterComputeResource", "c-0")];
     let w = World::tagged()
         .category("cat-o", "other")
         .tag("t-z2", "zone-b", "cat-z", &[])
-        .tag(
-            "t-o",
-            "zone-b",
-            "cat-o",
-            &[m("ClusterComputeResource", "c-0")],
-        );
-    let mut f = cc_fd(false);
+        .tag("t-o", "zone-b", "cat-o", &c0);
+    f = cc_fd(false);
     f.spec.zone.name = "zone-b".into();
-    let v = plan_zone(&dz(None, None), Some(&f), Ok(&w.view));
-    let (r1, r2, msg) = failed_reason(&v.failure_domain);
+    let (r1, r2, msg) = fd_check(&w, &f);
     assert_eq!(
         (r1, r2),
         ("FailureDomainZoneMisconfigured", "ZoneMisconfigured")
     );
-    assert!(
-        msg.contains("object /DC0/host/C0 does not have tag zone-b (category k8s-zone)")
-            && msg.contains("in category other"),
-        "{msg}"
-    );
+    assert!(msg.contains("object /DC0/host/C0 does not have tag zone-b (category k8s-zone): the tag of that name attached to it is in category other"), "{msg}");
 }
 
 #[test]
