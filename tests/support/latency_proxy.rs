@@ -1,7 +1,9 @@
 //! A TCP proxy that adds a fixed latency to every request, SOAP and REST alike (vcsim's `-delay`
 //! only delays SOAP). Bytes from the client reach the server `delay` after they arrived, in
 //! order; answers come back at once. So every HTTP exchange costs one `delay` more, and
-//! concurrent exchanges (on their own connections) overlap, as on a real network.
+//! concurrent exchanges (on their own connections) overlap, as on a real network. A new
+//! connection costs one `delay` more before its first byte goes through (the TCP handshake), so
+//! opening connections for concurrent requests is not free either.
 //!
 //! It runs on its own thread and runtime, so the measured client's runtime does not schedule it.
 #![allow(dead_code)]
@@ -43,6 +45,8 @@ impl LatencyProxy {
                             continue;
                         };
                         tokio::spawn(async move {
+                            // The handshake's round trip.
+                            tokio::time::sleep(delay).await;
                             if let Ok(server) = TcpStream::connect(upstream).await {
                                 let _ = client.set_nodelay(true);
                                 let _ = server.set_nodelay(true);
