@@ -116,24 +116,41 @@ impl Client {
         // per name. The requests are the same as one at a time: every id read once.
         //
         // Tags found attached first: usually they are the wanted ones, and reading them (and
-        // their categories) costs less than listing every category and its tags.
-        let unknown: Vec<&String> = tag_ids
+        // their categories) costs less than listing every category and its tags. The first tag
+        // of a category not known yet reads the category right after itself, as the loop did,
+        // so the categories cost no wave of their own.
+        let unknown: Vec<&str> = tag_ids
             .iter()
             .filter(|id| !catalog.tags.contains_key(*id))
+            .map(String::as_str)
             .collect();
+        let known = &catalog.categories;
+        let claimed = std::sync::Mutex::new(BTreeSet::<String>::new());
+        let claimed = &claimed;
         let found = self
-            .get_each(unknown.iter().map(|id| id.as_str()), |id| self.get_tag(id))
+            .read_all(unknown, |id| async move {
+                let Some(t) = ignore_not_found(self.get_tag(id).await)? else {
+                    return Ok(None);
+                };
+                let first = !known.contains_key(&t.category_id)
+                    && claimed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(t.category_id.clone());
+                let category = if first {
+                    ignore_not_found(self.get_category(&t.category_id).await)?
+                } else {
+                    None
+                };
+                Ok(Some((t, category)))
+            })
             .await?;
-        let mut categories: Vec<&str> = Vec::new();
-        for t in &found {
-            if !catalog.categories.contains_key(&t.category_id)
-                && !categories.contains(&t.category_id.as_str())
-            {
-                categories.push(&t.category_id);
+        for (t, category) in found.into_iter().flatten() {
+            if let Some(c) = category {
+                catalog.insert_category(c);
             }
+            catalog.insert_tag(t);
         }
-        self.read_categories(catalog, categories).await?;
-        found.into_iter().for_each(|t| catalog.insert_tag(t));
 
         if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
             let ids = self.list_categories().await?;
