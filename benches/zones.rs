@@ -1,15 +1,30 @@
-//! Round trips of zone verification with a warm session and tag cache — the in-cluster steady
-//! state, where the controller keeps its vCenter session and tag ids between reconciles —
-//! next to the cold cost a fresh process pays (what `hack/bench.sh` measures through the CLI).
+//! Round trips, writes and wall time of zone reconciliation for 1, 10 and 100 zones against
+//! vcsim, cold and warm, with a latency added to every request (SOAP and REST alike) by a
+//! delaying proxy (`tests/support/latency_proxy.rs`; vcsim's own `-delay` only delays SOAP).
 //!
-//!   cargo bench --bench zones            (needs the vcsim binary: hack/vcsim/build.sh)
+//!   cargo bench --bench zones -- [--latency-ms 25] [--sizes "1 10 100"] [--in-flight 16]
+//!   hack/bench.sh --latency-ms 25          (the same, building vcsim first)
 //!
-//! Not a timed test: it prints a table and asserts nothing about wall time.
+//! Per size: vcsim with N compute clusters, N ComputeCluster zones under one Datacenter region,
+//! all with autoConfigure. Runs:
+//! * `configure (cold)`: a fresh client and tag cache creates the categories and tags and
+//!   attaches them;
+//! * `verify (cold)`: a fresh client and tag cache (what a new process pays) only verifies;
+//! * `verify (warm)`: the same client and cache again (the in-cluster steady state).
+//!
+//! "trips of wall" is wall time ÷ the time of one round trip through the same path (the mean of
+//! sequential SOAP `CurrentTime` and REST category-list calls on a logged-in client): how many
+//! sequential round trips the run cost. Not a timed test: it prints a table and asserts only
+//! that the zones end ready and the verify runs write nothing. Without any argument (as
+//! `cargo test --all-targets` runs it) it only smoke-tests one zone at 5 ms. `BENCH_TIMES=1`
+//! also prints each run's calls and time per method.
+#[path = "../tests/support/latency_proxy.rs"]
+mod latency_proxy;
 #[path = "../tests/support/vcsim.rs"]
 mod vcsim;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
 use vsphere_provider::api::deployment_zone::{
@@ -76,47 +91,136 @@ fn zones(
     (zs, fds)
 }
 
-#[tokio::main(flavor = "current_thread")]
+struct Args {
+    latency: Duration,
+    sizes: Vec<usize>,
+    in_flight: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        latency: Duration::from_millis(25),
+        sizes: vec![1, 10, 100],
+        in_flight: ClientOptions::default().reads_in_flight,
+    };
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    if given.is_empty() {
+        // `cargo test --all-targets` runs benches without arguments (`cargo bench` passes
+        // `--bench`): a smoke run of one zone, not the measurement.
+        a.sizes = vec![1];
+        a.latency = Duration::from_millis(5);
+    }
+    let mut it = given.into_iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--latency-ms" => a.latency = Duration::from_millis(value().parse().expect("ms")),
+            "--sizes" => {
+                a.sizes = value()
+                    .split([' ', ','])
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse().expect("a size"))
+                    .collect()
+            }
+            "--in-flight" => a.in_flight = value().parse().expect("a count"),
+            // cargo bench passes --bench to harness=false benches.
+            _ => {}
+        }
+    }
+    a
+}
+
+fn client(url: &str, in_flight: usize) -> Client {
+    Client::new(
+        url,
+        Credentials::new("bench", SecretString::from("bench-password")),
+        ClientOptions {
+            reads_in_flight: in_flight,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The time of one round trip through the proxy: the mean of sequential SOAP and REST reads on
+/// a client that is already logged in to both.
+async fn round_trip(url: &str) -> Duration {
+    let c = client(url, 1);
+    c.current_time().await.unwrap();
+    c.list_categories().await.unwrap();
+    let started = Instant::now();
+    let n = 10;
+    for _ in 0..n {
+        c.current_time().await.unwrap();
+        c.list_categories().await.unwrap();
+    }
+    let rtt = started.elapsed() / (2 * n);
+    c.logout().await.unwrap();
+    rtt
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    println!("| zones | run | round trips | writes | per zone | ms |");
-    println!("|---:|---|---:|---:|---:|---:|");
-    for n in [1usize, 10, 100] {
+    let a = args();
+    println!(
+        "latency {} ms per request (SOAP and REST), {} reads in flight",
+        a.latency.as_millis(),
+        a.in_flight
+    );
+    println!(
+        "\n| zones | run | round trips | writes | wall ms | 1 round trip ms | trips of wall |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for &n in &a.sizes {
         let sim = vcsim::Vcsim::builder()
             .clusters(n as u32)
             .hosts(1)
             .pools(1)
             .vms(0)
             .standalone_hosts(0)
-            .delay_ms(10)
             .start()
             .await;
-        let client = Client::new(
-            sim.url(),
-            Credentials::new("bench", SecretString::from("bench-password")),
-            ClientOptions::default(),
-        )
-        .unwrap();
+        let upstream = sim.host_port().parse().expect("vcsim host:port");
+        let proxy = latency_proxy::LatencyProxy::start(upstream, a.latency);
+        let url = proxy.url_for(sim.url());
+        let rtt = round_trip(&url).await;
         let (zs, fds) = zones(n);
         let refs: Vec<&VSphereDeploymentZone> = zs.iter().collect();
-        let mut tags = TagCatalog::default();
-        for run in ["configure (cold)", "verify (warm)", "verify (warm)"] {
-            let before = client.stats().snapshot();
+        let mut warm = (client(&url, a.in_flight), TagCatalog::default());
+        for run in ["configure (cold)", "verify (cold)", "verify (warm)"] {
+            if run.ends_with("(cold)") {
+                warm.0.logout().await.unwrap();
+                warm = (client(&url, a.in_flight), TagCatalog::default());
+            }
+            let (c, tags) = &mut warm;
+            let before = c.stats().snapshot();
             let started = Instant::now();
-            let result = reconcile_server(&client, &refs, &fds, &mut tags, false).await;
-            let ms = started.elapsed().as_millis();
-            let d = client.stats().snapshot().since(&before);
+            let result = reconcile_server(c, &refs, &fds, tags, false).await;
+            let wall = started.elapsed();
+            let d = c.stats().snapshot().since(&before);
             assert!(
                 result.verdicts.values().all(|v| v.ready()),
                 "{n} zones not ready"
             );
+            if std::env::var_os("BENCH_TIMES").is_some() {
+                for (m, st) in &d.methods {
+                    eprintln!("  {run} {m}: {} calls, {:?}", st.calls, st.total);
+                }
+            }
+            if run.starts_with("verify") {
+                assert_eq!(d.kind(CallKind::Write), 0, "{run} wrote");
+            }
             println!(
-                "| {n} | {run} | {} | {} | {:.2} | {ms} |",
+                "| {n} | {run} | {} | {} | {} | {:.1} | {:.1} |",
                 d.total(),
                 d.kind(CallKind::Write),
-                d.total() as f64 / n as f64
+                wall.as_millis(),
+                rtt.as_secs_f64() * 1e3,
+                wall.as_secs_f64() / rtt.as_secs_f64()
             );
         }
-        client.logout().await.unwrap();
+        warm.0.logout().await.unwrap();
+        drop(proxy);
     }
 }

@@ -659,7 +659,8 @@ async fn disabled_rules_and_missing_vm_groups_are_reported() {
     let run = reconcile(&sim, &dir, false).await;
     assert_eq!(ready(&run, "hg"), Some(false));
     let (_, reason, message) = zone_condition(&run, "hg", "VSphereFailureDomainValidated");
-    assert_eq!(reason, "VmGroupNotFound", "{message}");
+    // Upstream's reason for the hosts topology; which group and which rule is in the message.
+    assert_eq!(reason, "HostsMisconfigured", "{message}");
     assert!(
         message.contains("VM group vg-a not found in /DC0/host/DC0_C0"),
         "{message}"
@@ -776,7 +777,7 @@ async fn every_misconfiguration_names_the_object_and_causes_no_hot_loop() {
             ),
             deployment_zone("wrongcat", "wrongcat", None, None),
             "VSphereFailureDomainValidated",
-            "TagCategoryMismatch",
+            "FailureDomainZoneMisconfigured",
             "other-category",
         ),
         (
@@ -811,6 +812,16 @@ async fn every_misconfiguration_names_the_object_and_causes_no_hot_loop() {
             "{name}: Ready summarises"
         );
     }
+    // The new style carries upstream's v1beta2 reason for the same class.
+    let v2 = run.store.zones["wrongcat"]
+        .status
+        .as_ref()
+        .and_then(|s| s.v1beta2.as_ref())
+        .and_then(|v| v.conditions.as_deref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "FailureDomainValidated"))
+        .map(|c| (c.status.clone(), c.reason.clone()))
+        .unwrap();
+    assert_eq!(v2, ("False".to_string(), "ZoneMisconfigured".to_string()));
     assert_eq!(writes(&run), 0);
     // One shared gather for all eight zones: the cost does not grow with failures.
     assert!(

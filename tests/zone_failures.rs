@@ -97,12 +97,18 @@ async fn an_unanswered_auto_configure_write_is_retrying_and_a_refused_one_failed
     // not, and the zone says autoConfigure failed either way.
     let busy = verdict_with(FaultKind::Http503, "~action=attach").await;
     let refused = verdict_with(FaultKind::NotAuthenticated, "~action=attach").await;
-    assert_eq!(reason(&busy), "AutoConfigureFailed");
+    // Upstream's reason for a refused tag change is the region (or zone) being misconfigured;
+    // the region's attachment runs first. That it was autoConfigure is in the message.
+    assert_eq!(reason(&busy), "FailureDomainRegionMisconfigured");
     assert_eq!(
         reason(&refused),
-        "AutoConfigureFailed",
+        "FailureDomainRegionMisconfigured",
         "the same reason string"
     );
+    for v in [&busy, &refused] {
+        let message = v.first_problem().unwrap().1;
+        assert!(message.starts_with("autoConfigure failed: "), "{message}");
+    }
 
     assert_eq!(busy.state(), ZoneState::Retrying, "{busy:?}");
     assert!(
@@ -118,4 +124,63 @@ async fn an_unanswered_auto_configure_write_is_retrying_and_a_refused_one_failed
         refused.decisive_failure().map(|f| f.retry()),
         Some(Retry::Failed)
     );
+}
+
+/// A cold verify (fresh client and tag cache) of the already configured zone, with a fault
+/// queued `count` times against the tag gets, which go out `in_flight` at a time.
+async fn cold_verify_with(
+    sim: &Vcsim,
+    in_flight: usize,
+    fault: Option<(FaultKind, u32)>,
+) -> ZoneVerdict {
+    sim.clear_faults().await;
+    if let Some((kind, count)) = fault {
+        let spec = FaultSpec::new(kind).method("cis/tagging/tag/id:");
+        sim.inject(spec.count(count)).await;
+    }
+    let client = Client::new(
+        sim.url(),
+        Credentials::new("admin", SecretString::from("secret")),
+        ClientOptions {
+            reads_in_flight: in_flight,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let (dz, fds) = zone();
+    let mut tags = TagCatalog::default();
+    let mut run = reconcile_server(&client, &[&dz], &fds, &mut tags, false).await;
+    let _ = client.logout().await;
+    run.verdicts.remove("a").unwrap()
+}
+
+#[tokio::test]
+async fn a_fault_in_the_concurrent_tag_gets_is_retried_or_reported_as_when_sequential() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).start().await;
+    // Configure once (tags created and attached), without faults.
+    let configured = cold_verify_with(&sim, 16, None).await;
+    assert!(configured.ready(), "{configured:?}");
+    // One 503 is retried: ready either way. A dead session is re-established once: ready.
+    for fault in [FaultKind::Http503, FaultKind::NotAuthenticated] {
+        for in_flight in [1, 16] {
+            let v = cold_verify_with(&sim, in_flight, Some((fault.clone(), 1))).await;
+            assert!(v.ready(), "{fault:?} × 1, {in_flight} in flight: {v:?}");
+        }
+    }
+    // More than the retries (and the one re-login) allow: the same condition, message and
+    // state as with the reads one at a time.
+    for (fault, state) in [
+        (FaultKind::Http503, ZoneState::Retrying),
+        (FaultKind::NotAuthenticated, ZoneState::Failed),
+    ] {
+        let sequential = cold_verify_with(&sim, 1, Some((fault.clone(), 20))).await;
+        let concurrent = cold_verify_with(&sim, 16, Some((fault.clone(), 20))).await;
+        assert_eq!(reason(&sequential), "VCenterUnreachable", "{fault:?}");
+        assert_eq!(
+            concurrent.first_problem(),
+            sequential.first_problem(),
+            "{fault:?}"
+        );
+        assert_eq!((sequential.state(), concurrent.state()), (state, state));
+    }
 }

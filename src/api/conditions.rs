@@ -338,29 +338,18 @@ pub mod zone {
     pub const COMPUTE_CLUSTER_NOT_FOUND: &str = "ComputeClusterNotFound";
 }
 
-/// Reasons this project adds to the zone conditions (both styles) for gaps upstream leaves open
-/// (capv-failure-domains.md §9). **Ours**, not upstream.
+/// Reasons this project adds to the zone conditions (both styles), only for classes of failure
+/// upstream has no reason for (capv-failure-domains.md §1, §3, §9). **Ours**, not upstream; each
+/// is listed in README's "Differences from upstream". Everything else the zone planner knows
+/// beyond upstream (a tag in another category, a missing group, a disabled rule, a refused or
+/// pending autoConfigure change, an ambiguous name) is said in the message under upstream's
+/// reason.
 pub mod zone_ours {
-    /// **Ours.** The VSphereFailureDomain named by `spec.failureDomain` does not exist (upstream
-    /// leaves `ready` unset forever). Used on `VSphereFailureDomainValidated` / `FailureDomainValidated`.
+    /// **Ours.** The VSphereFailureDomain named by `spec.failureDomain` does not exist. Upstream
+    /// sets no condition at all (it returns the error and leaves `ready` unset forever, so
+    /// VSphereClusters selecting the zone wait forever). Used on `VSphereFailureDomainValidated`
+    /// / `FailureDomainValidated`.
     pub const FAILURE_DOMAIN_NOT_FOUND: &str = "FailureDomainNotFound";
-    /// **Ours.** `topology.hosts.vmGroupName` names no VM group in the compute cluster.
-    pub const VM_GROUP_NOT_FOUND: &str = "VmGroupNotFound";
-    /// **Ours.** `topology.hosts.hostGroupName` names no host group in the compute cluster.
-    pub const HOST_GROUP_NOT_FOUND: &str = "HostGroupNotFound";
-    /// **Ours.** The VM-host affinity rule exists but is disabled.
-    pub const AFFINITY_RULE_DISABLED: &str = "AffinityRuleDisabled";
-    /// **Ours.** The tag is attached, but it belongs to a different category than `tagCategory`.
-    pub const TAG_CATEGORY_MISMATCH: &str = "TagCategoryMismatch";
-    /// **Ours.** A name (resource pool, folder, group) resolves to more than one object.
-    pub const AMBIGUOUS_NAME: &str = "AmbiguousName";
-    /// **Ours.** `autoConfigure` tried to create or attach something and vCenter refused.
-    pub const AUTO_CONFIGURE_FAILED: &str = "AutoConfigureFailed";
-    /// **Ours.** The failure domain's datacenter does not exist (CAPV folds this into
-    /// VCenterUnreachable).
-    pub const DATACENTER_NOT_FOUND: &str = "DatacenterNotFound";
-    /// **Ours.** autoConfigure still has changes to make (a dry run, or a run cut short).
-    pub const AUTO_CONFIGURE_PENDING: &str = "AutoConfigurePending";
 }
 
 /// VSphereCluster conditions.

@@ -1,6 +1,7 @@
-//! Reading what the zone planner needs from one vCenter: one inventory read, one
-//! `configurationEx` read for the clusters that have host groups, one batched read of the tags
-//! attached to the objects the failure domains name, and only the tag names not yet known.
+//! Reading what the zone planner needs from one vCenter: one inventory read, then at once one
+//! `configurationEx` read for the clusters that have host groups and one batched read of the tags
+//! attached to the objects the failure domains name, then only the tag names not yet known (read
+//! concurrently, [`Client::read_all`](crate::vcenter::Client)).
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::failure_domain::VSphereFailureDomain;
@@ -18,13 +19,17 @@ pub async fn gather<'a>(
     let inventory = client.inventory_entities().await?;
     let needs = needs(&inventory, fds);
     let clusters: Vec<_> = needs.clusters.iter().cloned().collect();
-    let cluster_configs = if clusters.is_empty() {
-        BTreeMap::new()
-    } else {
-        client.cluster_configs(&clusters).await?
-    };
     let objects: Vec<_> = needs.tagged_objects.iter().cloned().collect();
-    let attached = client.list_attached_tags_on_objects(&objects).await?;
+    // Independent of each other (both need only the inventory): one latency, not two.
+    let configs = async {
+        if clusters.is_empty() {
+            Ok(BTreeMap::new())
+        } else {
+            client.cluster_configs(&clusters).await
+        }
+    };
+    let (cluster_configs, attached) =
+        tokio::try_join!(configs, client.list_attached_tags_on_objects(&objects))?;
     let mut attachments: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
     let mut attached_ids = BTreeSet::new();
     for (obj, ids) in attached {

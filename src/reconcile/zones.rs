@@ -41,13 +41,13 @@ impl Sweep for ZoneSweep<'_> {
         for (z, fd) in &self.zones {
             let mut verdict = plan_zone_against(z, *fd, view);
             // Steps vCenter refused earlier are not retried in this drive; the zone says why.
-            let refused_here: Vec<&Failure> = refused
+            let refused_here: Vec<(&Step, &Failure)> = refused
                 .iter()
                 .filter(|(s, _)| verdict.steps.contains(s))
-                .map(|(_, f)| f)
+                .map(|(s, f)| (s, f))
                 .collect();
             if !refused_here.is_empty() {
-                verdict.mark_auto_configure_failed(refused_here);
+                verdict.mark_auto_configure_failed(*fd, refused_here);
                 verdict
                     .steps
                     .retain(|s| !refused.iter().any(|(r, _)| r == s));
@@ -74,9 +74,14 @@ impl ZoneSweep<'_> {
     /// The verdicts once the drive stopped: a zone with autoConfigure changes still to make is
     /// not ready, saying what is missing.
     fn finish(mut self) -> BTreeMap<String, ZoneVerdict> {
-        self.verdicts
-            .values_mut()
-            .for_each(ZoneVerdict::mark_pending);
+        for (z, fd) in &self.zones {
+            if let Some(v) = self
+                .verdicts
+                .get_mut(z.metadata.name.as_deref().unwrap_or_default())
+            {
+                v.mark_pending(*fd);
+            }
+        }
         self.verdicts
     }
 }

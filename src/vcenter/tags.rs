@@ -111,46 +111,102 @@ impl Client {
         wanted: &BTreeSet<(String, String)>,
         tag_ids: &BTreeSet<String>,
     ) -> Result<()> {
+        // The gets are independent: each batch below goes out concurrently
+        // ([`Client::read_all`]), so a cold catalog costs a few round-trip latencies, not one
+        // per name. The requests are the same as one at a time: every id read once.
+        //
         // Tags found attached first: usually they are the wanted ones, and reading them (and
-        // their categories) costs less than listing every category and its tags.
-        for id in tag_ids {
-            if catalog.tags.contains_key(id) {
-                continue;
+        // their categories) costs less than listing every category and its tags. The first tag
+        // of a category not known yet reads the category right after itself, as the loop did,
+        // so the categories cost no wave of their own.
+        let unknown: Vec<&str> = tag_ids
+            .iter()
+            .filter(|id| !catalog.tags.contains_key(*id))
+            .map(String::as_str)
+            .collect();
+        let known = &catalog.categories;
+        let claimed = std::sync::Mutex::new(BTreeSet::<String>::new());
+        let claimed = &claimed;
+        let found = self
+            .read_all(unknown, |id| async move {
+                let Some(t) = ignore_not_found(self.get_tag(id).await)? else {
+                    return Ok(None);
+                };
+                let first = !known.contains_key(&t.category_id)
+                    && claimed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(t.category_id.clone());
+                let category = if first {
+                    ignore_not_found(self.get_category(&t.category_id).await)?
+                } else {
+                    None
+                };
+                Ok(Some((t, category)))
+            })
+            .await?;
+        for (t, category) in found.into_iter().flatten() {
+            if let Some(c) = category {
+                catalog.insert_category(c);
             }
-            if let Some(t) = ignore_not_found(self.get_tag(id).await)? {
-                if !catalog.categories.contains_key(&t.category_id)
-                    && let Some(c) = ignore_not_found(self.get_category(&t.category_id).await)?
-                {
-                    catalog.insert_category(c);
-                }
-                catalog.insert_tag(t);
-            }
+            catalog.insert_tag(t);
         }
+
         if wanted.iter().any(|(c, _)| catalog.category(c).is_none()) {
-            for id in self.list_categories().await? {
-                if !catalog.categories.contains_key(&id)
-                    && let Some(c) = ignore_not_found(self.get_category(&id).await)?
-                {
-                    catalog.insert_category(c);
-                }
-            }
+            let ids = self.list_categories().await?;
+            let unknown: Vec<&str> = ids
+                .iter()
+                .filter(|id| !catalog.categories.contains_key(*id))
+                .map(String::as_str)
+                .collect();
+            self.read_categories(catalog, unknown).await?;
         }
         let stale: BTreeSet<String> = wanted
             .iter()
             .filter(|(c, t)| catalog.tag(c, t).is_none())
             .filter_map(|(c, _)| catalog.category(c).map(|c| c.id.clone()))
             .collect();
-        for cat_id in stale {
-            for id in self.list_tags_for_category(&cat_id).await? {
-                if !catalog.tags.contains_key(&id)
-                    && let Some(t) = ignore_not_found(self.get_tag(&id).await)?
-                {
-                    catalog.insert_tag(t);
-                }
+        let lists = self
+            .read_all(&stale, |cat_id| self.list_tags_for_category(cat_id))
+            .await?;
+        let mut unknown: Vec<&String> = Vec::new();
+        for id in lists.iter().flatten() {
+            if !catalog.tags.contains_key(id) && !unknown.contains(&id) {
+                unknown.push(id);
             }
-            catalog.complete.insert(cat_id);
         }
+        let found = self
+            .get_each(unknown.iter().map(|id| id.as_str()), |id| self.get_tag(id))
+            .await?;
+        found.into_iter().for_each(|t| catalog.insert_tag(t));
+        catalog.complete.extend(stale);
         Ok(())
+    }
+
+    /// Read these categories concurrently into the catalog.
+    async fn read_categories(&self, catalog: &mut TagCatalog, ids: Vec<&str>) -> Result<()> {
+        let found = self.get_each(ids, |id| self.get_category(id)).await?;
+        found.into_iter().for_each(|c| catalog.insert_category(c));
+        Ok(())
+    }
+
+    /// `get` each id, concurrently ([`Client::read_all`]); one deleted since it was listed is
+    /// skipped.
+    async fn get_each<'a, T, Fut>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        get: impl Fn(&'a str) -> Fut,
+    ) -> Result<Vec<T>>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let found = self
+            .read_all(ids, |id| {
+                let read = get(id);
+                async move { ignore_not_found(read.await) }
+            })
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 }
 

@@ -68,22 +68,20 @@ pub fn plan_zone_against(
     let inv = &view.inventory;
     let topo = &fd.spec.topology;
 
-    // Datacenter: every other lookup is scoped to it.
+    // Datacenter: every other lookup is scoped to it. CAPV sets the finder's datacenter while
+    // getting the session, so a missing one is `VCenterAvailable=False/VCenterUnreachable` and
+    // nothing else is checked. It is the failure domain's content, not a connection failure: no
+    // retry fixes it, and the zone is not ready until someone changes one or the other.
     let dc = match inv.find(Wanted::Datacenter, &topo.datacenter, None) {
         Ok(dc) => dc,
         Err(e) => {
-            let msg = format!(
-                "datacenter {:?} of the failure domain: {e}",
-                topo.datacenter
-            );
-            v.placement = Check::failed(
-                (
-                    zone_v1beta1::RESOURCE_POOL_NOT_FOUND,
-                    zone::RESOURCE_POOL_NOT_FOUND,
+            v.vcenter = Check::failed(
+                (zone_v1beta1::VCENTER_UNREACHABLE, zone::VCENTER_UNREACHABLE),
+                format!(
+                    "vCenter answers, but the failure domain's datacenter {:?} cannot be used: {e}",
+                    topo.datacenter
                 ),
-                format!("cannot place machines: {msg}"),
             );
-            v.failure_domain = Check::failed(FdProblem::DatacenterNotFound.reasons(), msg);
             return v;
         }
     };

@@ -99,7 +99,7 @@ impl FdContext<'_> {
             let elsewhere = self.named_elsewhere(&side.name, &side.tag_category);
             match elsewhere {
                 Some(other) => problems.push((
-                    FdProblem::TagCategoryMismatch,
+                    problem,
                     format!(
                         "{label} tag {} is not in category {} (a tag of that name exists in category {other})",
                         side.name, side.tag_category
@@ -142,9 +142,9 @@ impl FdContext<'_> {
             });
             match wrong {
                 Some(other) => problems.push((
-                    FdProblem::TagCategoryMismatch,
+                    problem,
                     format!(
-                        "object {} has tag {} in category {other}, not in category {}",
+                        "object {} does not have tag {} (category {}): the tag of that name attached to it is in category {other}",
                         obj.path, side.name, side.tag_category
                     ),
                 )),

@@ -1,8 +1,10 @@
 //! What the planner decides for one zone: a check per condition, the steps still wanted and
 //! where its machines go.
-use crate::api::conditions::{zone, zone_ours, zone_v1beta1};
+use crate::api::conditions::{zone, zone_v1beta1};
+use crate::api::failure_domain::VSphereFailureDomain;
 use crate::vcenter::moref::MoRef;
 
+use super::reasons::FdProblem;
 use super::steps::Step;
 use crate::plan::failure::{Failure, Retry};
 
@@ -107,38 +109,45 @@ impl ZoneVerdict {
         self.failures.push(failure.clone());
     }
 
-    /// vCenter refused autoConfigure changes: the zone says which and why.
+    /// vCenter refused autoConfigure changes: the zone says which and why. The reason is CAPV's
+    /// for the class of the first refused change ([`FdProblem::of_step`]: region or zone
+    /// misconfigured, hosts misconfigured); the message says it was autoConfigure.
     pub fn mark_auto_configure_failed<'a>(
         &mut self,
-        failures: impl IntoIterator<Item = &'a Failure>,
+        fd: Option<&VSphereFailureDomain>,
+        refused: impl IntoIterator<Item = (&'a Step, &'a Failure)>,
     ) {
-        let failures: Vec<&Failure> = failures.into_iter().collect();
-        let message = failures
+        let refused: Vec<(&Step, &Failure)> = refused.into_iter().collect();
+        let Some((first, _)) = refused.first() else {
+            return;
+        };
+        let problem = FdProblem::of_step(first, fd);
+        let message = refused
             .iter()
-            .map(|f| f.message())
+            .map(|(_, f)| f.message())
             .collect::<Vec<_>>()
             .join("; ");
-        self.failures.extend(failures.into_iter().cloned());
+        self.failures
+            .extend(refused.into_iter().map(|(_, f)| f.clone()));
         self.failure_domain = Check::failed(
-            (
-                zone_ours::AUTO_CONFIGURE_FAILED,
-                zone_ours::AUTO_CONFIGURE_FAILED,
-            ),
+            problem.reasons(),
             format!("autoConfigure failed: {message}"),
         );
     }
 
-    /// Changes are still wanted (dry run, or a run cut short): not ready, saying what is missing.
-    pub fn mark_pending(&mut self) {
-        if self.steps.is_empty() || !self.failure_domain.is_ok() {
+    /// Changes are still wanted (dry run, or a run cut short): not ready, with CAPV's reason for
+    /// what is still missing (the first step's class) and every change in the message.
+    pub fn mark_pending(&mut self, fd: Option<&VSphereFailureDomain>) {
+        let Some(first) = self.steps.first() else {
+            return;
+        };
+        if !self.failure_domain.is_ok() {
             return;
         }
+        let problem = FdProblem::of_step(first, fd);
         let what: Vec<String> = self.steps.iter().map(|s| s.to_string()).collect();
         self.failure_domain = Check::failed(
-            (
-                zone_ours::AUTO_CONFIGURE_PENDING,
-                zone_ours::AUTO_CONFIGURE_PENDING,
-            ),
+            problem.reasons(),
             format!(
                 "autoConfigure has {} change(s) to make: {}",
                 what.len(),

@@ -1,7 +1,7 @@
 //! HostGroup zones: host group, VM group and the VM-host rule binding them.
 use super::*;
 
-fn hg_fd(auto: bool) -> VSphereFailureDomain {
+pub(super) fn hg_fd(auto: bool) -> VSphereFailureDomain {
     fd(
         side(
             "region-a",
@@ -22,7 +22,7 @@ fn hg_fd(auto: bool) -> VSphereFailureDomain {
     )
 }
 
-fn hg_world(cfg: ClusterConfig, tagged_hosts: &[&str]) -> World {
+pub(super) fn hg_world(cfg: ClusterConfig, tagged_hosts: &[&str]) -> World {
     let hosts: Vec<MoRef> = tagged_hosts.iter().map(|h| m("HostSystem", h)).collect();
     World::new()
         .category("cat-r", "k8s-region")
@@ -32,7 +32,7 @@ fn hg_world(cfg: ClusterConfig, tagged_hosts: &[&str]) -> World {
         .config("c-0", cfg)
 }
 
-fn rule(enabled: bool, mandatory: bool) -> ClusterRule {
+pub(super) fn rule(enabled: bool, mandatory: bool) -> ClusterRule {
     ClusterRule::VmHost(VmHostRule {
         key: Some(1),
         name: "r".into(),
@@ -44,7 +44,7 @@ fn rule(enabled: bool, mandatory: bool) -> ClusterRule {
     })
 }
 
-fn groups(hosts: &[&str]) -> Vec<ClusterGroup> {
+pub(super) fn groups(hosts: &[&str]) -> Vec<ClusterGroup> {
     vec![
         ClusterGroup::Host {
             name: "hosts".into(),
@@ -76,8 +76,8 @@ fn auto_configure_builds_the_host_group_from_tagged_hosts() {
     // Nobody tagged: nothing to build from, said so.
     let w = hg_world(ClusterConfig::default(), &[]);
     let v = plan_zone(&dz(None, None), Some(&hg_fd(true)), Ok(&w.view));
-    let (r1, _, msg) = failed_reason(&v.failure_domain);
-    assert_eq!(r1, zone_ours::HOST_GROUP_NOT_FOUND);
+    let (r1, r2, msg) = failed_reason(&v.failure_domain);
+    assert_eq!((r1, r2), ("HostsMisconfigured", "HostsMisconfigured"));
     assert!(
         msg.contains("no host of /DC0/host/C0 carries zone tag rack-1"),
         "{msg}"
@@ -121,9 +121,11 @@ fn host_group_rules_disabled_missing_or_soft_are_reported() {
 
     let w = hg_world(ready_cfg(vec![rule(false, true)]), &["h-0"]);
     let v = plan_zone(&dz(None, None), Some(&hg_fd(false)), Ok(&w.view));
-    assert_eq!(
-        failed_reason(&v.failure_domain).0,
-        zone_ours::AFFINITY_RULE_DISABLED
+    let (r1, r2, msg) = failed_reason(&v.failure_domain);
+    assert_eq!((r1, r2), ("HostsMisconfigured", "HostsMisconfigured"));
+    assert!(
+        msg.contains("VM-host rule r") && msg.contains("is disabled"),
+        "{msg}"
     );
     let v = plan_zone(&dz(None, None), Some(&hg_fd(true)), Ok(&w.view));
     assert!(matches!(&v.steps[..], [Step::EnableVmHostRule { rule, .. }] if rule == "r"));
@@ -139,8 +141,8 @@ fn host_group_rules_disabled_missing_or_soft_are_reported() {
 
     let w = hg_world(ClusterConfig::default(), &["h-0"]);
     let v = plan_zone(&dz(None, None), Some(&hg_fd(false)), Ok(&w.view));
-    let (r1, _, msg) = failed_reason(&v.failure_domain);
-    assert_eq!(r1, zone_ours::HOST_GROUP_NOT_FOUND);
+    let (r1, r2, msg) = failed_reason(&v.failure_domain);
+    assert_eq!((r1, r2), ("HostsMisconfigured", "HostsMisconfigured"));
     assert!(
         msg.contains("host group hosts not found") && msg.contains("VM group vms not found"),
         "{msg}"

@@ -3,6 +3,7 @@
 //! (groups and the VM-host rule). The fixtures below build the views.
 mod host_groups;
 mod placement;
+mod reasons;
 mod tags;
 
 pub(super) use std::collections::BTreeMap;
@@ -102,6 +103,20 @@ impl World {
             .cluster_configs
             .insert(m("ClusterComputeResource", cluster), cfg);
         self
+    }
+
+    /// As [`World::tagged`], but the region tag is attached to nothing.
+    pub(super) fn region_untagged() -> Self {
+        Self::new()
+            .category("cat-r", "k8s-region")
+            .category("cat-z", "k8s-zone")
+            .tag("t-r", "region-a", "cat-r", &[])
+            .tag(
+                "t-z",
+                "zone-a",
+                "cat-z",
+                &[m("ClusterComputeResource", "c-0")],
+            )
     }
 
     /// Region DC0 (Datacenter) and zone C0 (ComputeCluster) tagged properly.

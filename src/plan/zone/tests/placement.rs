@@ -92,7 +92,12 @@ fn a_missing_datacenter_is_named() {
     let mut f = cc_fd(false);
     f.spec.topology.datacenter = "DC9".into();
     let v = plan_zone(&dz(None, None), Some(&f), Ok(&w.view));
-    let (r1, _, msg) = failed_reason(&v.failure_domain);
-    assert_eq!(r1, zone_ours::DATACENTER_NOT_FOUND);
+    // CAPV sets the datacenter while getting the session: VCenterUnreachable, nothing else
+    // checked. Not a connection failure, so the zone is not ready rather than retrying.
+    let (r1, r2, msg) = failed_reason(&v.vcenter);
+    assert_eq!((r1, r2), ("VCenterUnreachable", "VCenterUnreachable"));
     assert!(msg.contains("DC9"), "{msg}");
+    assert_eq!(v.placement, Check::Skipped);
+    assert_eq!(v.failure_domain, Check::Skipped);
+    assert_eq!(v.state(), ZoneState::NotReady);
 }

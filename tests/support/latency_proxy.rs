@@ -1,0 +1,130 @@
+//! A TCP proxy that adds a fixed latency to every request, SOAP and REST alike (vcsim's `-delay`
+//! only delays SOAP). Bytes from the client reach the server `delay` after they arrived, in
+//! order; answers come back at once. So every HTTP exchange costs one `delay` more, and
+//! concurrent exchanges (on their own connections) overlap, as on a real network. A new
+//! connection costs one `delay` more before its first byte goes through (the TCP handshake), so
+//! opening connections for concurrent requests is not free either.
+//!
+//! It runs on its own thread and runtime, so the measured client's runtime does not schedule it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// A running proxy; it stops when dropped.
+pub struct LatencyProxy {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LatencyProxy {
+    /// Listen on 127.0.0.1 (a free port) and forward to `upstream` with `delay` added to
+    /// every client-to-server byte.
+    pub fn start(upstream: SocketAddr, delay: Duration) -> LatencyProxy {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("proxy address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("proxy runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::from_std(std_listener).expect("proxy listener");
+                let accept = async {
+                    loop {
+                        let Ok((client, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        tokio::spawn(async move {
+                            // The handshake's round trip.
+                            tokio::time::sleep(delay).await;
+                            if let Ok(server) = TcpStream::connect(upstream).await {
+                                let _ = client.set_nodelay(true);
+                                let _ = server.set_nodelay(true);
+                                pipe(client, server, delay).await;
+                            }
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        LatencyProxy {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `url` (any scheme, path and query) with its host and port replaced by the proxy's.
+    pub fn url_for(&self, url: &str) -> String {
+        let mut u = url::Url::parse(url).expect("a URL");
+        u.set_ip_host(self.addr.ip()).expect("an IP host");
+        u.set_port(Some(self.addr.port())).expect("a port");
+        u.to_string()
+    }
+}
+
+impl Drop for LatencyProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Client → server delayed (each chunk sent `delay` after it arrived), server → client at once.
+async fn pipe(client: TcpStream, server: TcpStream, delay: Duration) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reader = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if server_write.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let back = async move {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(reader, writer, back);
+}
