@@ -301,6 +301,7 @@ async fn a_publication_on_an_unloaded_zone_cache_changes_nothing() {
         machines: Cache::from_objects([]),
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
+        health_checks: Cache::from_objects([]),
     };
     let action = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await
@@ -328,6 +329,7 @@ async fn an_undecodable_published_zone_is_not_unpublished() {
         machines: Cache::from_objects([]),
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
+        health_checks: Cache::from_objects([]),
     };
     let err = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await

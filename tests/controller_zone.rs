@@ -467,6 +467,7 @@ async fn a_reconcile_on_unloaded_caches_changes_nothing_and_comes_back_soon() {
         machines: Cache::unsynced(),
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
+        health_checks: Cache::from_objects([]),
     };
     let action = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await
@@ -511,6 +512,7 @@ async fn an_undecodable_machine_blocks_a_zone_deletion() {
         machines: Cache::from_entries([broken, elsewhere]),
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
+        health_checks: Cache::from_objects([]),
     };
     let err = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await

@@ -38,6 +38,7 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         machines: Cache::from_objects([]),
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
+        health_checks: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

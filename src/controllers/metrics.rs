@@ -11,6 +11,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -46,6 +47,14 @@ pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
     errors: Family<CategoryLabels, Counter>,
     durations: Family<ControllerLabels, Histogram>,
+    mhc_unhealthy: Family<CheckLabels, Gauge>,
+    mhc_short_circuited: Family<CheckLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabels {
+    /// `namespace/name` of the MachineHealthCheck.
+    mhc: String,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -78,12 +87,26 @@ impl Metrics {
             "Time spent in one reconcile, by controller",
             durations.clone(),
         );
+        let mhc_unhealthy = Family::<CheckLabels, Gauge>::default();
+        let mhc_short_circuited = Family::<CheckLabels, Gauge>::default();
+        registry.register(
+            "mhc_unhealthy_machines",
+            "Machines a MachineHealthCheck finds unhealthy (or not started in time)",
+            mhc_unhealthy.clone(),
+        );
+        registry.register(
+            "mhc_short_circuited",
+            "1 while a MachineHealthCheck is short-circuited (too many unhealthy machines)",
+            mhc_short_circuited.clone(),
+        );
         registry.register_collector(Box::new(VcenterCollector { stats }));
         Arc::new(Self {
             registry,
             reconciles,
             errors,
             durations,
+            mhc_unhealthy,
+            mhc_short_circuited,
         })
     }
 
@@ -109,6 +132,15 @@ impl Metrics {
                 controller: controller.into(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Record a health check's verdict.
+    pub fn health_checked(&self, mhc: &str, unhealthy: i64, short_circuited: bool) {
+        let l = CheckLabels { mhc: mhc.into() };
+        self.mhc_unhealthy.get_or_create(&l).set(unhealthy);
+        self.mhc_short_circuited
+            .get_or_create(&l)
+            .set(i64::from(short_circuited));
     }
 
     /// The OpenMetrics text exposition (what Prometheus scrapes).

@@ -34,6 +34,7 @@ pub mod kube_ops;
 pub mod leader;
 pub mod machine;
 pub mod metrics;
+pub mod mhc;
 pub mod patch;
 pub mod runtime;
 pub mod shutdown;

@@ -14,10 +14,11 @@ use kube::runtime::watcher;
 use super::cache::Cache;
 use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
-use super::{Context, Health, Shared, Shutdown, cluster, cpms, entry, leader, machine, zone};
+use super::{Context, Health, Shared, Shutdown, cluster, cpms, entry, leader, machine, mhc, zone};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
+use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
@@ -84,11 +85,13 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
     let (cluster_store, [cluster_trigger]) =
         watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
-    let (machine_store, [machine_trigger, machine_to_sets]) =
-        watch_kind::<Machine, 2>(&client, None, &mut tasks);
+    let (machine_store, [machine_trigger, machine_to_sets, machine_to_checks]) =
+        watch_kind::<Machine, 3>(&client, None, &mut tasks);
+    let (check_store, [check_trigger]) =
+        watch_kind::<MachineHealthCheck, 1>(&client, None, &mut tasks);
     let (set_store, [set_trigger]) =
         watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
-    let (node_store, []) = watch_kind::<Node, 0>(&client, None, &mut tasks);
+    let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, None, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
@@ -97,6 +100,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         machines: Cache::over(machine_store.clone()),
         nodes: Cache::over(node_store),
         machine_sets: Cache::over(set_store.clone()),
+        health_checks: Cache::over(check_store.clone()),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
@@ -115,6 +119,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
 
     let machine_ctx = ctx.clone();
     let set_ctx = ctx.clone();
+    let check_ctx = ctx.clone();
     let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();
     let zone_controller = Controller::for_shared_stream(
@@ -212,13 +217,42 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         futures::future::ready(())
     });
 
+    // A check is woken by its own changes and by those of Machines and Nodes it may judge.
+    let checks_for_machine = stores.health_checks.store();
+    let checks_for_node = stores.health_checks.store();
+    let check_controller = Controller::for_shared_stream(
+        skip_status_only_changes(check_trigger, check_store.clone()),
+        check_store,
+    )
+    .watches_shared_stream(
+        machine_to_checks,
+        move |m: Arc<DeserializeGuard<Machine>>| {
+            mhc::checks_in(&checks_for_machine.state(), m.meta().namespace.as_deref())
+        },
+    )
+    .watches_shared_stream(node_to_checks, move |_n: Arc<DeserializeGuard<Node>>| {
+        mhc::checks_in(&checks_for_node.state(), None)
+    })
+    .with_config(Config::default().concurrency(CONCURRENCY))
+    .graceful_shutdown_on(shutdown.clone().wait())
+    .run(
+        |h, ctx| entry::reconcile(mhc::CONTROLLER, mhc::reconcile, h, ctx),
+        |h, e, ctx| entry::error_policy(mhc::CONTROLLER, mhc::error_policy, h, e, ctx),
+        check_ctx,
+    )
+    .for_each(|result| {
+        log_controller_result(mhc::CONTROLLER, result);
+        futures::future::ready(())
+    });
+
     tracing::info!("controllers started");
     let controllers = async {
         futures::join!(
             zone_controller,
             cluster_controller,
             machine_controller,
-            set_controller
+            set_controller,
+            check_controller
         );
     };
     if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {

@@ -7,6 +7,7 @@ use kube::Resource;
 
 use super::cache::Cache;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
+use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// The caches the reconcilers read.
@@ -18,6 +19,7 @@ pub struct Stores {
     pub machines: Cache<Machine>,
     pub nodes: Cache<Node>,
     pub machine_sets: Cache<ControlPlaneMachineSet>,
+    pub health_checks: Cache<MachineHealthCheck>,
 }
 
 /// A cache as the readiness check sees it, whatever its kind.
@@ -49,7 +51,7 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 6] {
+    pub fn each(&self) -> [&dyn Loading; 7] {
         [
             &self.zones,
             &self.failure_domains,
@@ -57,6 +59,7 @@ impl Stores {
             &self.machines,
             &self.nodes,
             &self.machine_sets,
+            &self.health_checks,
         ]
     }
 

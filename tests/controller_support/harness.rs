@@ -232,6 +232,7 @@ pub fn context_with(
             machines: Cache::from_objects(machines),
             nodes: Cache::from_objects([]),
             machine_sets: Cache::from_objects([]),
+            health_checks: Cache::from_objects([]),
         },
     )
 }
