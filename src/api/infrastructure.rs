@@ -77,13 +77,13 @@ pub struct VSpherePlatformFailureDomainSpec {
     #[serde(default)]
     pub name: String,
     /// The `openshift-region` tag value.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub region: String,
     /// The `openshift-zone` tag value.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub zone: String,
     /// The vCenter.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub server: String,
     #[serde(default)]
     pub topology: VSpherePlatformTopology,
@@ -98,11 +98,11 @@ pub struct VSpherePlatformFailureDomainSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VSpherePlatformTopology {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub datacenter: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub compute_cluster: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub datastore: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<String>,
