@@ -289,13 +289,18 @@ fn lifecycle_hooks_fragment_in_a_machine() {
     assert_eq!(out.errors[0].path, "spec.lifecycleHooks.preDrain");
 }
 
-#[test]
-fn cpms_failure_domain_fragment_in_a_cpms() {
+/// The two fragments of fixture 02 (Infrastructure `spec`, CPMS `template`).
+fn fixture_02_docs() -> Vec<Value> {
     let text = std::fs::read_to_string(fixture(
         "cpms-02-vsphere-failuredomains-infra-and-cpms.fragments.yaml",
     ))
     .unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    serde_saphyr::from_multiple(&text).unwrap()
+}
+
+#[test]
+fn cpms_failure_domain_fragment_in_a_cpms() {
+    let docs = fixture_02_docs();
     let template_fragment = docs[1]["template"].clone();
     let (objects, _) = manifest::load_paths(&[fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml")]);
     let mut cpms = objects[0].value.clone();
@@ -454,11 +459,7 @@ fn openshift_api_cpms_platform_suites() {
 /// warns; a missing name is an error.
 #[test]
 fn infrastructure_from_fixture_02_is_admitted_with_metadata_checks() {
-    let text = std::fs::read_to_string(fixture(
-        "cpms-02-vsphere-failuredomains-infra-and-cpms.fragments.yaml",
-    ))
-    .unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let docs = fixture_02_docs();
     let infra = json!({
         "apiVersion": "config.openshift.io/v1",
         "kind": "Infrastructure",
