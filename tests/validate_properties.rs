@@ -150,6 +150,7 @@ fn typed_round_trip_of_admitted_samples() {
             manifest::Object::ControlPlaneMachineSet(o) => serde_json::to_value(o),
             manifest::Object::Secret(o) => serde_json::to_value(o),
             manifest::Object::Node(o) => serde_json::to_value(o),
+            manifest::Object::Infrastructure(o) => serde_json::to_value(o),
         }
         .unwrap();
         let again = admit(&back, None, &Ctx::default());

@@ -289,13 +289,18 @@ fn lifecycle_hooks_fragment_in_a_machine() {
     assert_eq!(out.errors[0].path, "spec.lifecycleHooks.preDrain");
 }
 
-#[test]
-fn cpms_failure_domain_fragment_in_a_cpms() {
+/// The two fragments of fixture 02 (Infrastructure `spec`, CPMS `template`).
+fn fixture_02_docs() -> Vec<Value> {
     let text = std::fs::read_to_string(fixture(
         "cpms-02-vsphere-failuredomains-infra-and-cpms.fragments.yaml",
     ))
     .unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    serde_saphyr::from_multiple(&text).unwrap()
+}
+
+#[test]
+fn cpms_failure_domain_fragment_in_a_cpms() {
+    let docs = fixture_02_docs();
     let template_fragment = docs[1]["template"].clone();
     let (objects, _) = manifest::load_paths(&[fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml")]);
     let mut cpms = objects[0].value.clone();
@@ -447,4 +452,58 @@ fn openshift_api_cpms_platform_suites() {
         };
         run_suite(file, Layers::CrdAndWebhooks, &known);
     }
+}
+
+/// Fixture 02's Infrastructure fragment in a whole object: admitted as OpenShift's (metadata
+/// checks only), typed with its vSphere failure domains; only `cluster` is read, another name
+/// warns; a missing name is an error.
+#[test]
+fn infrastructure_from_fixture_02_is_admitted_with_metadata_checks() {
+    let docs = fixture_02_docs();
+    let infra = json!({
+        "apiVersion": "config.openshift.io/v1",
+        "kind": "Infrastructure",
+        "metadata": {"name": "cluster"},
+        "spec": docs[0]["spec"],
+    });
+    let out = admit(&infra, None, &Ctx::default());
+    assert!(out.allowed(), "{:?}", out.errors);
+    assert_eq!(out.object_type, ObjectType::Infrastructure);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let loaded = manifest::LoadedObject {
+        source: manifest::Source {
+            file: "infra.yaml".into(),
+            document: 0,
+            line: 0,
+        },
+        value: out.object.clone(),
+    };
+    let manifest::Object::Infrastructure(i) = loaded.typed().unwrap() else {
+        panic!("not an Infrastructure");
+    };
+    let names: Vec<&str> = i
+        .vsphere_failure_domains()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["us-east-1", "us-east-2"]);
+    assert_eq!(
+        serde_json::to_value(&*i).unwrap(),
+        infra,
+        "unknown fields kept"
+    );
+
+    let mut other = infra.clone();
+    other["metadata"]["name"] = "other".into();
+    let out = admit(&other, None, &Ctx::default());
+    assert!(out.allowed());
+    assert!(
+        out.warnings.iter().any(|w| w.contains("\"cluster\"")),
+        "{:?}",
+        out.warnings
+    );
+
+    let mut unnamed = infra;
+    unnamed["metadata"] = json!({});
+    assert!(!admit(&unnamed, None, &Ctx::default()).allowed());
 }

@@ -2,7 +2,8 @@
 //!
 //! Fields, defaults, enums and CEL rules follow openshift/api `machine/v1/types_controlplanemachineset.go`
 //! and its ungated generated CRD. A vSphere failure-domain name is the name of a
-//! VSphereDeploymentZone (DESIGN.md §3).
+//! VSphereDeploymentZone (DESIGN.md §3), else of a failure domain of OpenShift's `Infrastructure`
+//! `cluster` (`api::infrastructure`, `plan::infra_domain`).
 
 use std::collections::BTreeMap;
 

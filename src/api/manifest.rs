@@ -99,6 +99,8 @@ pub enum Object {
     Secret(Box<Secret>),
     /// A core/v1 Node (local mode: a node given by hand, e.g. NotReady).
     Node(Box<k8s_openapi::api::core::v1::Node>),
+    /// OpenShift's `config.openshift.io/v1` Infrastructure (its vSphere failure domains).
+    Infrastructure(Box<super::Infrastructure>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -110,6 +112,8 @@ pub enum ObjectType {
     Secret,
     /// A core/v1 Node.
     Node,
+    /// OpenShift's `config.openshift.io/v1` Infrastructure (no CRD served for it).
+    Infrastructure,
     /// Anything else.
     Unknown,
 }
@@ -180,6 +184,7 @@ impl LoadedObject {
             }
             ObjectType::Secret => Object::Secret(serde_json::from_value(v)?),
             ObjectType::Node => Object::Node(serde_json::from_value(v)?),
+            ObjectType::Infrastructure => Object::Infrastructure(serde_json::from_value(v)?),
             ObjectType::Unknown => {
                 return Err(serde::de::Error::custom(format!(
                     "unknown kind {}/{}",
@@ -201,6 +206,9 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
     }
     if api_version == "v1" && kind == "Node" {
         return ObjectType::Node;
+    }
+    if api_version == super::infrastructure::API_VERSION && kind == super::infrastructure::KIND {
+        return ObjectType::Infrastructure;
     }
     ObjectType::Unknown
 }

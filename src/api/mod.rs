@@ -18,6 +18,7 @@ pub mod control_plane_machine_set;
 pub mod deployment_zone;
 pub mod failure_domain;
 pub mod health_values;
+pub mod infrastructure;
 pub mod machine;
 pub mod machine_health_check;
 pub mod machine_status;
@@ -36,6 +37,7 @@ pub use deployment_zone::{
     VSphereDeploymentZone, VSphereDeploymentZoneSpec, VSphereDeploymentZoneStatus,
 };
 pub use failure_domain::{VSphereFailureDomain, VSphereFailureDomainSpec};
+pub use infrastructure::Infrastructure;
 pub use machine::{Machine, MachineSpec, MachineStatus, VSphereMachineProviderSpec};
 pub use machine_health_check::{
     MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,

@@ -2,15 +2,18 @@
 //! store, its decisions applied through [`KubeOps`] like any other reconciler's: status, owner
 //! references of adopted machines, deletions, and creations — each creation confirmed first
 //! against a fresh read of the store (the planner's stale-cache contract).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::kube::LocalCluster;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
-use crate::api::{Machine, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::api::infrastructure::CLUSTER;
+use crate::api::machine::{REGION_LABEL, ZONE_LABEL};
+use crate::api::{Infrastructure, Machine, VSphereDeploymentZone, VSphereFailureDomain};
 use crate::plan::cpms::{CpmsInput, DomainState, NodeState, confirm_create, plan};
+use crate::plan::infra_domain::infra_domain_fill;
 use crate::plan::placement::{DEPLOYMENT_ZONE_LABEL, zone_fill};
 use crate::reconcile::kube::{EventRecord, KubeOps};
 use crate::vcenter::Inventory;
@@ -36,30 +39,91 @@ fn cpms_ref(c: &ControlPlaneMachineSet) -> ObjectReference {
     }
 }
 
-/// The failure domains a CPMS names, as the planner sees them. `inventory` is the vCenter of
-/// each zone (by its `spec.server`), when it could be read.
+/// The failure domains a CPMS names, as the planner sees them, and what to say about them.
+///
+/// A name is a VSphereDeploymentZone; a name with no zone is looked up in the OpenShift
+/// `Infrastructure` named `cluster` (`spec.platformSpec.vsphere.failureDomains`), so OpenShift
+/// manifests work unchanged: such a domain exists, is for the control plane, and is ready when it
+/// resolves against its server's inventory (`plan::infra_domain`). `inventory` is the vCenter of a
+/// server (a zone's `spec.server`, a domain's `server`), when it could be read.
 pub fn domain_states(
     cpms: &ControlPlaneMachineSet,
     zones: &BTreeMap<String, VSphereDeploymentZone>,
     fds: &BTreeMap<String, VSphereFailureDomain>,
-    inventory: &dyn Fn(&VSphereDeploymentZone) -> Option<Inventory>,
-) -> BTreeMap<String, DomainState> {
-    let mut out = BTreeMap::new();
+    infra: Option<&Infrastructure>,
+    inventory: &dyn Fn(&str) -> Option<Inventory>,
+) -> Domains {
+    let mut out = Domains::default();
     for name in cpms.spec.vsphere_failure_domains() {
-        let Some(z) = zones.get(name) else { continue };
-        let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
-        let fill = inventory(z).and_then(|inv| zone_fill(z, fd, &inv).ok());
-        out.insert(
+        if let Some(z) = zones.get(name) {
+            let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+            let fill = inventory(z.spec.server.as_deref().unwrap_or_default())
+                .and_then(|inv| zone_fill(z, fd, &inv).ok());
+            out.states.insert(
+                name.to_string(),
+                DomainState {
+                    exists: true,
+                    ready: z.status.as_ref().and_then(|s| s.ready) == Some(true),
+                    control_plane: z.spec.is_control_plane(),
+                    fill,
+                },
+            );
+            continue;
+        }
+        let Some((infra, d)) = infra.and_then(|i| Some((i, i.vsphere_failure_domain(name)?)))
+        else {
+            continue;
+        };
+        let fill = match inventory(&d.server) {
+            None => {
+                out.problems.insert(
+                    name.to_string(),
+                    format!(
+                        "failure domain {name:?} of Infrastructure {}: the inventory of server {:?} could not be read",
+                        infra.metadata.name.as_deref().unwrap_or_default(),
+                        d.server
+                    ),
+                );
+                None
+            }
+            Some(inv) => match infra_domain_fill(infra, name, &inv) {
+                Ok(Some(f)) => {
+                    if !f.notes.is_empty() {
+                        out.notes.insert(name.to_string(), f.notes.join("; "));
+                    }
+                    Some(f.fill)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    out.problems.insert(name.to_string(), e.to_string());
+                    None
+                }
+            },
+        };
+        out.infra.insert(name.to_string());
+        out.states.insert(
             name.to_string(),
             DomainState {
                 exists: true,
-                ready: z.status.as_ref().and_then(|s| s.ready) == Some(true),
-                control_plane: z.spec.is_control_plane(),
+                ready: fill.is_some(),
+                control_plane: true,
                 fill,
             },
         );
     }
     out
+}
+
+/// The domains of one CPMS ([`domain_states`]).
+#[derive(Debug, Default)]
+pub struct Domains {
+    pub states: BTreeMap<String, DomainState>,
+    /// Domains from the Infrastructure (not deployment zones).
+    pub infra: BTreeSet<String>,
+    /// Why an Infrastructure domain is not ready, by domain.
+    pub problems: BTreeMap<String, String>,
+    /// A default taken for an Infrastructure domain, by domain.
+    pub notes: BTreeMap<String, String>,
 }
 
 /// Node readiness as the planner sees it.
@@ -88,10 +152,11 @@ pub fn node_states(
         .collect()
 }
 
-/// One pass over every ControlPlaneMachineSet in the store.
+/// One pass over every ControlPlaneMachineSet in the store. `inventory` is the vCenter of a
+/// server, when it could be read.
 pub async fn cpms_pass(
     cluster: &LocalCluster,
-    inventory: &dyn Fn(&VSphereDeploymentZone) -> Option<Inventory>,
+    inventory: &dyn Fn(&str) -> Option<Inventory>,
 ) -> CpmsPass {
     let mut pass = CpmsPass::default();
     let snapshot = cluster.lock().clone();
@@ -101,11 +166,18 @@ pub async fn cpms_pass(
         if cpms.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let domains = domain_states(cpms, &snapshot.zones, &snapshot.failure_domains, inventory);
+        let doms = domain_states(
+            cpms,
+            &snapshot.zones,
+            &snapshot.failure_domains,
+            snapshot.infrastructures.get(CLUSTER),
+            inventory,
+        );
+        let domains = &doms.states;
         let input = CpmsInput {
             cpms,
             machines: &machines,
-            domains: &domains,
+            domains,
             nodes: &nodes,
             now: &cluster.now,
             seed: uuid::Uuid::new_v4().as_u128() as u64,
@@ -160,10 +232,30 @@ pub async fn cpms_pass(
             }
             let mut m = c.machine.clone();
             if let Some(domain) = &c.domain {
-                m.metadata
-                    .labels
-                    .get_or_insert_with(Default::default)
-                    .insert(DEPLOYMENT_ZONE_LABEL.to_string(), domain.clone());
+                let labels = m.metadata.labels.get_or_insert_with(Default::default);
+                if doms.infra.contains(domain) {
+                    // No deployment zone to name: the provider spec carries the whole workspace;
+                    // the region and zone labels come from the Infrastructure domain.
+                    if let Some(f) = domains.get(domain).and_then(|d| d.fill.as_ref()) {
+                        for (k, v) in [(REGION_LABEL, &f.region), (ZONE_LABEL, &f.zone)] {
+                            if !v.is_empty() {
+                                labels.insert(k.to_string(), v.clone());
+                            }
+                        }
+                    }
+                    if let Some(note) = doms.notes.get(domain) {
+                        cluster
+                            .event(EventRecord::new(
+                                regarding.clone(),
+                                false,
+                                "FailureDomainDefaulted",
+                                note,
+                            ))
+                            .await;
+                    }
+                } else {
+                    labels.insert(DEPLOYMENT_ZONE_LABEL.to_string(), domain.clone());
+                }
             }
             match cluster.create_machine(&m).await {
                 Ok(created) => {
@@ -175,6 +267,16 @@ pub async fn cpms_pass(
                 }
                 Err(e) => pass.failed.push(e.to_string()),
             }
+        }
+        for problem in doms.problems.values() {
+            cluster
+                .event(EventRecord::new(
+                    regarding.clone(),
+                    true,
+                    "FailureDomainUnresolved",
+                    problem,
+                ))
+                .await;
         }
         for e in &p.events {
             cluster

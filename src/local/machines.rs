@@ -14,7 +14,6 @@ use super::cpms::cpms_pass;
 use super::driver::{Options, connect_to};
 use super::health::health_pass;
 use super::kube::LocalCluster;
-use crate::api::VSphereDeploymentZone;
 use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
 use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::credentials::identity_for;
@@ -77,8 +76,8 @@ pub async fn run_machines(
         let mut changed = false;
         if !cluster.lock().machine_sets.is_empty() {
             read_missing_inventories(cluster, opts, sessions, &mut inventories).await;
-            let lookup = |z: &VSphereDeploymentZone| {
-                let ep = connect_to(z.spec.server.as_deref().unwrap_or_default(), opts).ok()?;
+            let lookup = |server: &str| {
+                let ep = connect_to(server, opts).ok()?;
                 inventories.get(&ep.to_string()).cloned()
             };
             let pass = cpms_pass(cluster, &lookup).await;
@@ -216,7 +215,8 @@ pub async fn run_machines(
     report
 }
 
-/// Read the inventory of every zone server a machine set names and no sweep has read yet.
+/// Read the inventory of every server a machine set's domains name (a zone's `spec.server`, an
+/// Infrastructure domain's `server`) that no sweep has read yet.
 async fn read_missing_inventories(
     cluster: &LocalCluster,
     opts: &Options,
@@ -225,12 +225,19 @@ async fn read_missing_inventories(
 ) {
     let snapshot = cluster.lock().clone();
     let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
+    let infra = snapshot
+        .infrastructures
+        .get(crate::api::infrastructure::CLUSTER);
     for cpms in snapshot.machine_sets.values() {
         for name in cpms.spec.vsphere_failure_domains() {
-            let Some(z) = snapshot.zones.get(name) else {
-                continue;
+            let server = match snapshot.zones.get(name) {
+                Some(z) => z.spec.server.clone().unwrap_or_default(),
+                None => match infra.and_then(|i| i.vsphere_failure_domain(name)) {
+                    Some(d) => d.server.clone(),
+                    None => continue,
+                },
             };
-            let Ok(ep) = connect_to(z.spec.server.as_deref().unwrap_or_default(), opts) else {
+            let Ok(ep) = connect_to(&server, opts) else {
                 continue;
             };
             let key = ep.to_string();

@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::manifest::{LoadedObject, Object, load_paths};
 use crate::api::{
-    ControlPlaneMachineSet, Machine, MachineHealthCheck, VSphereCluster, VSphereDeploymentZone,
-    VSphereFailureDomain,
+    ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
+    VSphereDeploymentZone, VSphereFailureDomain,
 };
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
@@ -45,6 +45,9 @@ pub struct Store {
     pub nodes: BTreeMap<String, Node>,
     /// Nodes the manifests give: simulated nodes never replace them.
     pub manifest_nodes: BTreeSet<String>,
+    /// OpenShift's Infrastructure objects by name (only `cluster` is read: its vSphere failure
+    /// domains back CPMS domain names that name no deployment zone).
+    pub infrastructures: BTreeMap<String, Infrastructure>,
     /// Every event so far (the state file keeps the newest [`EVENTS_KEPT`]).
     pub events: Vec<Event>,
     /// How many of `events` were there before this run.
@@ -254,6 +257,10 @@ impl Store {
                 self.manifest_nodes.insert(k.clone());
                 put(&mut self.nodes, k, *n)
             }
+            Object::Infrastructure(i) => {
+                let k = i.metadata.name.clone().unwrap_or_default();
+                put(&mut self.infrastructures, k, *i)
+            }
         }
     }
 
@@ -288,6 +295,13 @@ impl Store {
             for (k, n) in &st.nodes {
                 self.nodes.entry(k.clone()).or_insert_with(|| n.clone());
             }
+            // The Infrastructure is OpenShift's (its status is the installer's): one the
+            // manifests give replaces the stored one whole.
+            for (k, i) in &st.infrastructures {
+                self.infrastructures
+                    .entry(k.clone())
+                    .or_insert_with(|| i.clone());
+            }
             self.events = st.events.clone();
         }
         self.events_before_run = self.events.len();
@@ -312,16 +326,20 @@ impl Store {
         for n in self.nodes.values_mut() {
             born(&mut n.metadata, now);
         }
+        for i in self.infrastructures.values_mut() {
+            born(&mut i.metadata, now);
+        }
         self
     }
 
-    /// Every object (never Secrets), as JSON, in a stable order: failure domains, zones,
-    /// clusters, machine sets, health checks, machines, nodes.
+    /// Every object (never Secrets), as JSON, in a stable order: infrastructures, failure
+    /// domains, zones, clusters, machine sets, health checks, machines, nodes.
     pub fn objects(&self) -> Vec<serde_json::Value> {
         fn all<T: Serialize>(m: &BTreeMap<String, T>, out: &mut Vec<serde_json::Value>) {
             out.extend(m.values().filter_map(|o| serde_json::to_value(o).ok()));
         }
         let mut v = Vec::new();
+        all(&self.infrastructures, &mut v);
         all(&self.failure_domains, &mut v);
         all(&self.zones, &mut v);
         all(&self.clusters, &mut v);

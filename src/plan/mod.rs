@@ -5,6 +5,7 @@ pub mod cpms;
 pub mod credentials;
 pub mod failure;
 pub mod health;
+pub mod infra_domain;
 pub mod machine;
 pub mod placement;
 pub mod selector;

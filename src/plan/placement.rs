@@ -89,6 +89,9 @@ pub struct ZoneFill {
     pub workspace: Workspace,
     /// Network names for `network.devices[i].networkName`, in order.
     pub networks: Vec<String>,
+    /// The template's name, when the domain says one (an OpenShift `Infrastructure` domain's
+    /// `topology.template`); None keeps the machine's own.
+    pub template: Option<String>,
     /// `machine.openshift.io/region` and `/zone` label values (the failure domain's tag names).
     pub region: String,
     pub zone: String,
@@ -194,6 +197,7 @@ pub fn zone_fill(
             vm_group,
         },
         networks,
+        template: None,
         region: fd.spec.region.name.clone(),
         zone: fd.spec.zone.name.clone(),
     })

@@ -83,6 +83,11 @@ pub fn admit_layers(
                 .chain([
                     Value::String("v1/Secret".into()),
                     Value::String("v1/Node".into()),
+                    Value::String(format!(
+                        "{}/{}",
+                        crate::api::infrastructure::API_VERSION,
+                        crate::api::infrastructure::KIND
+                    )),
                 ])
                 .collect();
             outcome.errors.push(FieldError::not_supported(
@@ -92,11 +97,21 @@ pub fn admit_layers(
             ));
         }
         ObjectType::Secret => admit_secret(&mut outcome, ctx),
-        // Nodes are the kubelet's; local mode only needs them to decode.
-        ObjectType::Node => {
+        // Nodes are the kubelet's and the Infrastructure is OpenShift's; local mode only needs
+        // them to decode.
+        ObjectType::Node | ObjectType::Infrastructure => {
             let mut errors = Vec::new();
             outcome.warnings =
                 schema::validate_metadata(outcome.object.get("metadata"), false, ctx, &mut errors);
+            if ty == ObjectType::Infrastructure
+                && let Some(name) = outcome.object["metadata"]["name"].as_str()
+                && name != crate::api::infrastructure::CLUSTER
+            {
+                outcome.warnings.push(format!(
+                    "metadata.name: only the Infrastructure named {:?} is read (this one is {name:?})",
+                    crate::api::infrastructure::CLUSTER
+                ));
+            }
             outcome.errors = errors;
         }
         ObjectType::Served(kind) => {

@@ -62,7 +62,8 @@ fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
 
 /// The provider spec for a machine in `fill`'s domain: the template with the domain's whole
 /// workspace and its network names injected (reference §1). Template devices are kept only when
-/// the first carries `addressesFromPools` (static IPs); everything else is the template's.
+/// the first carries `addressesFromPools` (static IPs); the VM template is the domain's when it
+/// names one; everything else is the template's.
 pub fn inject(template: &Value, fill: &ZoneFill) -> Value {
     let mut out = template.clone();
     let Some(obj) = out.as_object_mut() else {
@@ -72,6 +73,9 @@ pub fn inject(template: &Value, fill: &ZoneFill) -> Value {
         "workspace".into(),
         serde_json::to_value(&fill.workspace).unwrap_or(Value::Null),
     );
+    if let Some(t) = &fill.template {
+        obj.insert("template".into(), Value::String(t.clone()));
+    }
     if !fill.networks.is_empty() {
         let devices: Vec<Value> = template
             .get("network")

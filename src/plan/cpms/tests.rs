@@ -56,6 +56,7 @@ pub(crate) fn fill(zone: &str) -> ZoneFill {
             vm_group: None,
         },
         networks: vec![format!("/dc1/network/net-{zone}")],
+        template: None,
         region: "r".into(),
         zone: zone.into(),
     }
