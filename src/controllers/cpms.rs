@@ -137,8 +137,9 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
         .map(|f| (f.name_any(), f))
         .collect();
     let invs = inventories(ctx, cpms, &zones).await;
-    let lookup = |z: &VSphereDeploymentZone| invs.get(z.spec.server.as_deref()?).cloned();
-    let domains = domain_states(cpms, &zones, &fds, &lookup);
+    let lookup = |server: &str| invs.get(server).cloned();
+    // The OpenShift Infrastructure fallback is local mode's for now (no Infrastructure watch).
+    let domains = domain_states(cpms, &zones, &fds, None, &lookup).states;
     let nodes = node_states(
         &ctx.stores
             .nodes
