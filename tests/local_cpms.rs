@@ -361,7 +361,20 @@ async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held
         inv.vm_by_instance_uuid(&ms[0].2).is_none(),
         "the old VM is destroyed"
     );
-    assert!(inv.vm_by_instance_uuid(&replacement.2).is_some());
+    let vm = inv
+        .vm_by_instance_uuid(&replacement.2)
+        .expect("the replacement's VM");
+    let c = match replacement.1.as_str() {
+        "zone-a" => 0,
+        "zone-b" => 1,
+        _ => 2,
+    };
+    let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
+    assert_eq!(
+        inv.path(&pool),
+        Some(format!("/DC0/host/DC0_C{c}/Resources/DC0_C{c}_RP1").as_str()),
+        "the replacement's VM is in its zone's pool"
+    );
 
     // Two NotReady control plane nodes: nothing is deleted, and the check says why.
     std::fs::remove_file(m.join("node.yaml")).unwrap();
