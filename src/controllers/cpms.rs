@@ -23,7 +23,7 @@ use super::kube_ops::ApiServer;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
 use crate::api::{Machine, VSphereDeploymentZone};
-use crate::local::cpms::{domain_states, node_states};
+use crate::plan::cpms::domains::{domain_states, node_states};
 use crate::plan::cpms::{CpmsInput, confirm_create, plan};
 use crate::plan::placement::DEPLOYMENT_ZONE_LABEL;
 use crate::reconcile::kube::{EventRecord, KubeOps};

@@ -20,6 +20,7 @@
 //! * not ready (or its workspace does not resolve): the domain stays in the mapping, so machines
 //!   there stay (a passing vCenter problem moves nothing), but no machine is created there until
 //!   it is ready again. `FailureDomainsUsable=False` says which domains and why.
+pub mod domains;
 pub mod mapping;
 pub mod naming;
 pub mod spec;

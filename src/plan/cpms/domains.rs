@@ -1,0 +1,124 @@
+//! What the control plane machine set planner sees of its failure domains and nodes, built from
+//! the objects both shells read (zones, failure domains, the OpenShift Infrastructure, Nodes)
+//! and the inventory of each server. Pure; local mode and the cluster controller share it.
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{DomainState, NodeState};
+use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
+use crate::api::{Infrastructure, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::plan::infra_domain::infra_domain_fill;
+use crate::plan::placement::zone_fill;
+use crate::vcenter::Inventory;
+
+/// The failure domains a CPMS names, as the planner sees them, and what to say about them.
+///
+/// A name is a VSphereDeploymentZone; a name with no zone is looked up in the OpenShift
+/// `Infrastructure` named `cluster` (`spec.platformSpec.vsphere.failureDomains`), so OpenShift
+/// manifests work unchanged: such a domain exists, is for the control plane, and is ready when it
+/// resolves against its server's inventory (`plan::infra_domain`). `inventory` is the vCenter of a
+/// server (a zone's `spec.server`, a domain's `server`), when it could be read.
+pub fn domain_states(
+    cpms: &ControlPlaneMachineSet,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+    fds: &BTreeMap<String, VSphereFailureDomain>,
+    infra: Option<&Infrastructure>,
+    inventory: &dyn Fn(&str) -> Option<Inventory>,
+) -> Domains {
+    let mut out = Domains::default();
+    for name in cpms.spec.vsphere_failure_domains() {
+        if let Some(z) = zones.get(name) {
+            let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+            let fill = inventory(z.spec.server.as_deref().unwrap_or_default())
+                .and_then(|inv| zone_fill(z, fd, &inv).ok());
+            out.states.insert(
+                name.to_string(),
+                DomainState {
+                    exists: true,
+                    ready: z.status.as_ref().and_then(|s| s.ready) == Some(true),
+                    control_plane: z.spec.is_control_plane(),
+                    fill,
+                },
+            );
+            continue;
+        }
+        let Some((infra, d)) = infra.and_then(|i| Some((i, i.vsphere_failure_domain(name)?)))
+        else {
+            continue;
+        };
+        let fill = match inventory(&d.server) {
+            None => {
+                out.problems.insert(
+                    name.to_string(),
+                    format!(
+                        "failure domain {name:?} of Infrastructure {}: the inventory of server {:?} could not be read",
+                        infra.metadata.name.as_deref().unwrap_or_default(),
+                        d.server
+                    ),
+                );
+                None
+            }
+            Some(inv) => match infra_domain_fill(infra, name, &inv) {
+                Ok(Some(f)) => {
+                    if !f.notes.is_empty() {
+                        out.notes.insert(name.to_string(), f.notes.join("; "));
+                    }
+                    Some(f.fill)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    out.problems.insert(name.to_string(), e.to_string());
+                    None
+                }
+            },
+        };
+        out.infra.insert(name.to_string());
+        out.states.insert(
+            name.to_string(),
+            DomainState {
+                exists: true,
+                ready: fill.is_some(),
+                control_plane: true,
+                fill,
+            },
+        );
+    }
+    out
+}
+
+/// The domains of one CPMS ([`domain_states`]).
+#[derive(Debug, Default)]
+pub struct Domains {
+    pub states: BTreeMap<String, DomainState>,
+    /// Domains from the Infrastructure (not deployment zones).
+    pub infra: BTreeSet<String>,
+    /// Why an Infrastructure domain is not ready, by domain.
+    pub problems: BTreeMap<String, String>,
+    /// A default taken for an Infrastructure domain, by domain.
+    pub notes: BTreeMap<String, String>,
+}
+
+/// Node readiness as the planner sees it.
+pub fn node_states(
+    nodes: &BTreeMap<String, k8s_openapi::api::core::v1::Node>,
+) -> BTreeMap<String, NodeState> {
+    nodes
+        .iter()
+        .map(|(name, n)| {
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            (
+                name.clone(),
+                NodeState {
+                    ready: ready.is_some_and(|c| c.status == "True"),
+                    ready_transition: ready.and_then(|c| c.last_transition_time.clone()),
+                    control_plane: labels.contains_key("node-role.kubernetes.io/master")
+                        || labels.contains_key("node-role.kubernetes.io/control-plane"),
+                },
+            )
+        })
+        .collect()
+}
