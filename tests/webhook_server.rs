@@ -216,6 +216,34 @@ async fn mutating_endpoint_returns_a_json_patch() {
     srv.stop().await;
 }
 
+/// The Machine mutating webhook (registered for CREATE) stores machine-api-operator's default
+/// secrets.
+#[tokio::test]
+async fn the_machine_mutating_webhook_defaults_the_secrets() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::Machine, Endpoint::Mutate);
+    let machine = json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": "m", "namespace": "openshift-machine-api"},
+        "spec": {"providerSpec": {"value": {
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "VSphereMachineProviderSpec",
+            "template": "rhcos", "network": {"devices": [{"networkName": "VM Network"}]},
+            "workspace": {"server": "vc.example.com", "datacenter": "DC0"}
+        }}}
+    });
+    let (_, resp) = post(srv.addr, &path, &review("CREATE", machine, None)).await;
+    assert_eq!(resp["response"]["allowed"], true);
+    let ops: Value =
+        serde_json::from_slice(&base64_decode(resp["response"]["patch"].as_str().unwrap()))
+            .unwrap();
+    let text = ops.to_string();
+    assert!(
+        text.contains("credentialsSecret") && text.contains("userDataSecret"),
+        "{text}"
+    );
+    srv.stop().await;
+}
+
 #[tokio::test]
 async fn wrong_kind_for_endpoint_is_denied() {
     let srv = Server::start(None).await;
