@@ -52,26 +52,10 @@ impl VSphereMachineProviderStatus {
     }
 }
 
-/// Machine condition types and reasons (machine-api-operator `pkg/apis/machine/v1beta1`).
+/// Machine condition types and reasons (machine-api-operator `pkg/apis/machine/v1beta1`): the
+/// shared ones of [`super::conditions::machine`], plus the provider status's own.
 pub mod condition {
-    /// Whether the VM exists.
-    pub const INSTANCE_EXISTS: &str = "InstanceExists";
-    /// vCenter could not be asked.
-    pub const ERROR_CHECKING_PROVIDER: &str = "ErrorCheckingProvider";
-    /// The VM vanished after it was provisioned.
-    pub const INSTANCE_MISSING: &str = "InstanceMissing";
-    /// The VM has not been created yet.
-    pub const INSTANCE_NOT_CREATED: &str = "InstanceNotCreated";
-    /// Whether the machine may be drained (preDrain hooks).
-    pub const DRAINABLE: &str = "Drainable";
-    /// Whether the machine may be terminated (preTerminate hooks).
-    pub const TERMINABLE: &str = "Terminable";
-    /// A lifecycle hook holds the operation.
-    pub const HOOK_PRESENT: &str = "HookPresent";
-    /// Whether the node was drained.
-    pub const DRAINED: &str = "Drained";
-    /// The drain failed (it is retried with backoff).
-    pub const DRAIN_ERROR: &str = "DrainError";
+    pub use crate::api::conditions::machine::*;
     /// The provider status condition upstream records for creation.
     pub const MACHINE_CREATION: &str = "MachineCreation";
     /// MachineCreation succeeded.
@@ -97,7 +81,7 @@ pub mod event {
     pub const UPDATE: &str = "Update";
     pub const DELETE: &str = "Delete";
     pub const FAILED_DELETE: &str = "FailedDelete";
-    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    pub const DRAIN_BLOCKED: &str = crate::api::conditions::machine::DRAIN_BLOCKED_EVENT;
     pub const DRAIN_PROCEEDING: &str = "DrainProceeding";
     pub const DRAIN_SUCCEEDED: &str = "Drained";
     pub const DRAIN_REQUEUED: &str = "DrainRequeued";

@@ -8,41 +8,19 @@
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 
 use super::node_link::find_node;
-use super::{MachineInput, MachinePlan, Requeue, TASK_POLL, TaskObs, VmStep, instance_uuid, phase};
-use crate::api::conditions::{ConditionUpdate, set_capi_condition, set_meta_condition, severity};
+use super::{
+    MachineInput, MachinePlan, Requeue, Settled, TASK_POLL, VmStep, instance_uuid, phase,
+    provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
+};
+use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
 use crate::api::machine::{
     INSTANCE_STATE_ANNOTATION, MACHINE_FINALIZER, Machine, REGION_LABEL, ZONE_LABEL, phase as ph,
 };
-use crate::api::machine_status::{
-    VSphereMachineProviderStatus, condition as cond, error_reason, event,
-};
-use crate::vcenter::task::TaskState;
+use crate::api::machine_status::{condition as cond, error_reason, event};
 
 /// `vsphere://<BIOS UUID>`, what the cloud provider and the kubelet report.
 pub fn provider_id(bios_uuid: &str) -> String {
     format!("vsphere://{bios_uuid}")
-}
-
-fn provider_status(m: &Machine) -> VSphereMachineProviderStatus {
-    VSphereMachineProviderStatus::from_value(
-        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
-    )
-}
-
-fn set_provider_status(m: &mut Machine, ps: &VSphereMachineProviderStatus) {
-    m.status
-        .get_or_insert_with(Default::default)
-        .provider_status = Some(ps.to_value());
-}
-
-fn set_condition(
-    m: &mut Machine,
-    update: ConditionUpdate<'_>,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) {
-    let status = m.status.get_or_insert_with(Default::default);
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    set_capi_condition(conditions, &update, now);
 }
 
 fn set_phase(m: &mut Machine, p: &str) {
@@ -86,16 +64,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         return plan;
     }
     if let Some(t) = &input.vcenter_error {
-        set_condition(
-            &mut plan.machine,
-            ConditionUpdate::unknown(
-                cond::INSTANCE_EXISTS,
-                cond::ERROR_CHECKING_PROVIDER,
-                &t.message,
-            ),
-            now,
-        );
-        plan.requeue = Requeue::Backoff;
+        vcenter_trouble(&mut plan, t, now);
         return plan;
     }
     let Some(uuid) = instance_uuid(m) else {
@@ -105,14 +74,12 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
     };
     let mut ps = provider_status(m);
     // A task in flight: look again later; nothing else changes meanwhile.
-    match &input.task {
-        TaskObs::State(TaskState::Queued | TaskState::Running { .. }) => {
+    match settle_task(&input.task, &mut ps) {
+        Settled::Wait => {
             plan.requeue = Requeue::After(TASK_POLL);
             return plan;
         }
-        TaskObs::State(TaskState::Error(fault)) => {
-            let msg = format!("vCenter task {} failed: {fault}", ps.task_ref);
-            ps.task_ref.clear();
+        Settled::Failed(msg) => {
             set_meta_condition(
                 &mut ps.conditions,
                 &ConditionUpdate::false_(
@@ -129,8 +96,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             plan.requeue = Requeue::Backoff;
             return plan;
         }
-        TaskObs::State(TaskState::Success { .. }) | TaskObs::Gone => ps.task_ref.clear(),
-        TaskObs::None => {}
+        Settled::Go => {}
     }
     let provisioned_before = ps.instance_id.is_some() || m.spec.provider_id.is_some();
     let Some(vm) = &input.vm else {
@@ -335,10 +301,11 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
 mod tests {
     use super::super::tests::{input, machine, placement};
     use super::*;
-    use crate::plan::machine::{VcenterTrouble, VmObs, plan_machine};
+    use crate::plan::machine::{TaskObs, VcenterTrouble, VmObs, plan_machine};
     use crate::plan::placement::ConfigError;
     use crate::vcenter::moref::MoRef;
     use crate::vcenter::soap::Fault;
+    use crate::vcenter::task::TaskState;
 
     fn vm(power: &str) -> VmObs {
         VmObs {

@@ -10,25 +10,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
 use super::{
-    CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, TASK_POLL, TaskObs,
-    VmStep,
+    CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
+    VmStep, provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
 };
-use crate::api::conditions::{
-    ConditionUpdate, find_capi, is_capi_true, set_capi_condition, severity,
-};
+use crate::api::conditions::{ConditionUpdate, find_capi, is_capi_true, severity};
 use crate::api::machine::{
     EXCLUDE_NODE_DRAINING_ANNOTATION, MACHINE_FINALIZER, Machine, phase as ph,
 };
-use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond, event};
-use crate::vcenter::task::TaskState;
+use crate::api::machine_status::{condition as cond, event};
 
 /// Interval between drain passes while pods terminate.
 pub const DRAIN_POLL: std::time::Duration = std::time::Duration::from_secs(5);
-
-fn set(m: &mut Machine, update: ConditionUpdate<'_>, now: &Time) -> bool {
-    let status = m.status.get_or_insert_with(Default::default);
-    set_capi_condition(status.conditions.get_or_insert_with(Vec::new), &update, now)
-}
 
 fn condition_true(m: &Machine, t: &str) -> bool {
     m.status
@@ -51,7 +43,7 @@ fn hook_names(hooks: &[crate::api::machine::LifecycleHook]) -> String {
 /// Record that the drain failed (an eviction refused by a PodDisruptionBudget, an API error):
 /// `Drained=False` with `DrainError`; the shell backs off before the next try.
 pub fn mark_drain_error(m: &mut Machine, message: &str, now: &Time) {
-    set(
+    set_condition(
         m,
         ConditionUpdate::false_(cond::DRAINED, cond::DRAIN_ERROR, severity::WARNING, message),
         now,
@@ -83,7 +75,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             "Drain operation currently blocked by: {}",
             hook_names(pre_drain)
         );
-        if set(
+        if set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(cond::DRAINABLE, cond::HOOK_PRESENT, severity::WARNING, &msg),
             now,
@@ -92,7 +84,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
         }
         return plan;
     }
-    set(
+    set_condition(
         &mut plan.machine,
         ConditionUpdate::true_(cond::DRAINABLE),
         now,
@@ -134,12 +126,12 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
                 let cordoned = is_cordoned(input.nodes, &node);
                 let (evict, terminating) = to_evict(input.pods);
                 if cordoned && evict.is_empty() && terminating == 0 {
-                    set(
+                    set_condition(
                         &mut plan.machine,
                         ConditionUpdate::true_reason(
                             cond::DRAINED,
                             "",
-                            "Drain finished successfully",
+                            cond::DRAIN_FINISHED_MESSAGE,
                         ),
                         now,
                     );
@@ -167,9 +159,9 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
                 }
             }
             _ => {
-                set(
+                set_condition(
                     &mut plan.machine,
-                    ConditionUpdate::true_reason(cond::DRAINED, "", "Node drain skipped"),
+                    ConditionUpdate::true_reason(cond::DRAINED, "", cond::DRAIN_SKIPPED_MESSAGE),
                     now,
                 );
             }
@@ -181,7 +173,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             "Terminate operation currently blocked by: {}",
             hook_names(pre_terminate)
         );
-        if set(
+        if set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(
                 cond::TERMINABLE,
@@ -195,52 +187,32 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
         }
         return plan;
     }
-    set(
+    set_condition(
         &mut plan.machine,
         ConditionUpdate::true_(cond::TERMINABLE),
         now,
     );
 
     if let Some(t) = &input.vcenter_error {
-        set(
-            &mut plan.machine,
-            ConditionUpdate::unknown(
-                cond::INSTANCE_EXISTS,
-                cond::ERROR_CHECKING_PROVIDER,
-                &t.message,
-            ),
-            now,
-        );
-        plan.requeue = Requeue::Backoff;
+        vcenter_trouble(&mut plan, t, now);
         return plan;
     }
-    let mut ps = VSphereMachineProviderStatus::from_value(
-        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
-    );
-    match &input.task {
-        TaskObs::State(TaskState::Queued | TaskState::Running { .. }) => {
+    let mut ps = provider_status(m);
+    let settled = settle_task(&input.task, &mut ps);
+    if ps != provider_status(m) {
+        set_provider_status(&mut plan.machine, &ps);
+    }
+    match settled {
+        Settled::Wait => {
             plan.requeue = Requeue::After(TASK_POLL);
             return plan;
         }
-        TaskObs::State(TaskState::Error(fault)) => {
-            let msg = format!("vCenter task {} failed: {fault}", ps.task_ref);
-            ps.task_ref.clear();
-            plan.machine
-                .status
-                .get_or_insert_with(Default::default)
-                .provider_status = Some(ps.to_value());
+        Settled::Failed(msg) => {
             plan.event(true, event::FAILED_DELETE, msg);
             plan.requeue = Requeue::Backoff;
             return plan;
         }
-        TaskObs::State(TaskState::Success { .. }) | TaskObs::Gone => {
-            ps.task_ref.clear();
-            plan.machine
-                .status
-                .get_or_insert_with(Default::default)
-                .provider_status = Some(ps.to_value());
-        }
-        TaskObs::None => {}
+        Settled::Go => {}
     }
     if let Some(vm) = &input.vm {
         let step = if vm.power_state.as_deref() == Some("poweredOff") {
@@ -265,7 +237,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     )
     .is_some()
     {
-        set(
+        set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(
                 cond::INSTANCE_EXISTS,
@@ -512,7 +484,7 @@ mod tests {
         ) {
             let mut m = deleting(pre_drain, pre_terminate);
             if drained {
-                set(&mut m, ConditionUpdate::true_(cond::DRAINED), &Time(jiff::Timestamp::UNIX_EPOCH));
+                set_condition(&mut m, ConditionUpdate::true_(cond::DRAINED), &Time(jiff::Timestamp::UNIX_EPOCH));
             }
             let mut nodes = Vec::new();
             if has_node {

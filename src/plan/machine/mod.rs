@@ -20,7 +20,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::conditions::{ConditionUpdate, set_capi_condition};
 use crate::api::machine::Machine;
+use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
 use crate::vcenter::moref::MoRef;
 use crate::vcenter::task::TaskState;
 
@@ -206,6 +208,66 @@ pub fn plan_machine(input: &MachineInput<'_>) -> MachinePlan {
         plan_delete(input)
     } else {
         plan_create(input)
+    }
+}
+
+/// The machine's provider status (unreadable counts as empty: it is ours to rewrite).
+pub fn provider_status(m: &Machine) -> VSphereMachineProviderStatus {
+    VSphereMachineProviderStatus::from_value(
+        m.status.as_ref().and_then(|s| s.provider_status.as_ref()),
+    )
+}
+
+fn set_provider_status(m: &mut Machine, ps: &VSphereMachineProviderStatus) {
+    m.status
+        .get_or_insert_with(Default::default)
+        .provider_status = Some(ps.to_value());
+}
+
+/// Set one Machine condition; true when it changed.
+fn set_condition(m: &mut Machine, update: ConditionUpdate<'_>, now: &Time) -> bool {
+    let status = m.status.get_or_insert_with(Default::default);
+    set_capi_condition(status.conditions.get_or_insert_with(Vec::new), &update, now)
+}
+
+/// vCenter could not be asked: `InstanceExists=Unknown` and back off; nothing else changes.
+fn vcenter_trouble(plan: &mut MachinePlan, trouble: &VcenterTrouble, now: &Time) {
+    set_condition(
+        &mut plan.machine,
+        ConditionUpdate::unknown(
+            cond::INSTANCE_EXISTS,
+            cond::ERROR_CHECKING_PROVIDER,
+            &trouble.message,
+        ),
+        now,
+    );
+    plan.requeue = Requeue::Backoff;
+}
+
+/// What the machine's recorded task means for this pass.
+enum Settled {
+    /// Still running: look again later, change nothing.
+    Wait,
+    /// It failed (the message names the task and the fault); the reference is cleared.
+    Failed(String),
+    /// None recorded, or finished (the reference is cleared): go on.
+    Go,
+}
+
+/// Settle the recorded task against `ps` (the same rule for creation and deletion).
+fn settle_task(task: &TaskObs, ps: &mut VSphereMachineProviderStatus) -> Settled {
+    match task {
+        TaskObs::State(TaskState::Queued | TaskState::Running { .. }) => Settled::Wait,
+        TaskObs::State(TaskState::Error(fault)) => {
+            let msg = format!("vCenter task {} failed: {fault}", ps.task_ref);
+            ps.task_ref.clear();
+            Settled::Failed(msg)
+        }
+        TaskObs::State(TaskState::Success { .. }) | TaskObs::Gone => {
+            ps.task_ref.clear();
+            Settled::Go
+        }
+        TaskObs::None => Settled::Go,
     }
 }
 
