@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
@@ -24,7 +23,7 @@ use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
 use crate::api::{Machine, VSphereDeploymentZone};
 use crate::plan::cpms::domains::{domain_states, node_states};
-use crate::plan::cpms::{CpmsInput, confirm_create, plan};
+use crate::plan::cpms::{CpmsInput, confirm_create, owner_ref, plan};
 use crate::plan::placement::DEPLOYMENT_ZONE_LABEL;
 use crate::reconcile::kube::{EventRecord, KubeOps};
 use crate::vcenter::Inventory;
@@ -122,20 +121,8 @@ async fn inventories(
 
 async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, Error> {
     let ns = cpms.metadata.namespace.clone().unwrap_or_default();
-    let zones: BTreeMap<String, VSphereDeploymentZone> = ctx
-        .stores
-        .zones
-        .valid()
-        .into_iter()
-        .map(|z| (z.name_any(), z))
-        .collect();
-    let fds: BTreeMap<String, _> = ctx
-        .stores
-        .failure_domains
-        .valid()
-        .into_iter()
-        .map(|f| (f.name_any(), f))
-        .collect();
+    let zones = ctx.stores.zones_by_name();
+    let fds = ctx.stores.failure_domains_by_name();
     let invs = inventories(ctx, cpms, &zones).await;
     let lookup = |server: &str| invs.get(server).cloned();
     // The OpenShift Infrastructure fallback is local mode's for now (no Infrastructure watch).
@@ -175,14 +162,7 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
     }
     let machine_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     for m in &p.adopt {
-        let owner = OwnerReference {
-            api_version: "machine.openshift.io/v1".into(),
-            kind: "ControlPlaneMachineSet".into(),
-            name: name.clone(),
-            uid: cpms.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
+        let owner = owner_ref(cpms);
         let Some(current) = machines.iter().find(|x| x.name_any() == *m) else {
             continue;
         };

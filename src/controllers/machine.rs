@@ -138,13 +138,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
     let started = Instant::now();
     let k = key(&machine);
-    let zones: BTreeMap<String, _> = ctx
-        .stores
-        .zones
-        .valid()
-        .into_iter()
-        .map(|z| (z.name_any(), z))
-        .collect();
+    let zones = ctx.stores.zones_by_name();
     let server = machine_server(&machine, &zones).unwrap_or_default();
     let gate = ctx.machine_sweeps.gate(&server);
     let mut decisions = gate.lock().await;
@@ -196,13 +190,7 @@ async fn sweep_server(
         .iter()
         .map(|m| (key(m), fingerprint(&m.metadata)))
         .collect();
-    let fds: BTreeMap<String, _> = ctx
-        .stores
-        .failure_domains
-        .valid()
-        .into_iter()
-        .map(|f| (f.name_any(), f))
-        .collect();
+    let fds = ctx.stores.failure_domains_by_name();
     let nodes: Vec<Node> = ctx.stores.nodes.valid();
     let pods = pods_for_drains(ctx, &machines).await?;
     let client = if server.is_empty() {

@@ -22,6 +22,13 @@ pub struct Stores {
     pub health_checks: Cache<MachineHealthCheck>,
 }
 
+fn by_name<K: Resource>(objects: Vec<K>) -> std::collections::BTreeMap<String, K> {
+    objects
+        .into_iter()
+        .map(|o| (o.meta().name.clone().unwrap_or_default(), o))
+        .collect()
+}
+
 /// A cache as the readiness check sees it, whatever its kind.
 pub trait Loading: Send + Sync {
     /// The kind, for "still loading" messages.
@@ -61,6 +68,18 @@ impl Stores {
             &self.machine_sets,
             &self.health_checks,
         ]
+    }
+
+    /// The zones that decode, by name (what the machine planners look names up in).
+    pub fn zones_by_name(&self) -> std::collections::BTreeMap<String, VSphereDeploymentZone> {
+        by_name(self.zones.valid())
+    }
+
+    /// The failure domains that decode, by name.
+    pub fn failure_domains_by_name(
+        &self,
+    ) -> std::collections::BTreeMap<String, VSphereFailureDomain> {
+        by_name(self.failure_domains.valid())
     }
 
     /// Whether every cache has its initial list.

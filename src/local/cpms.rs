@@ -3,7 +3,6 @@
 //! references of adopted machines, deletions, and creations — each creation confirmed first
 //! against a fresh read of the store (the planner's stale-cache contract).
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::kube::LocalCluster;
 use crate::api::Machine;
@@ -11,7 +10,7 @@ use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::infrastructure::CLUSTER;
 use crate::api::machine::{REGION_LABEL, ZONE_LABEL};
 use crate::plan::cpms::domains::{domain_states, node_states};
-use crate::plan::cpms::{CpmsInput, confirm_create, plan};
+use crate::plan::cpms::{CpmsInput, confirm_create, owner_ref, plan};
 use crate::plan::placement::DEPLOYMENT_ZONE_LABEL;
 use crate::reconcile::kube::{EventRecord, KubeOps};
 use crate::vcenter::Inventory;
@@ -87,14 +86,7 @@ pub async fn cpms_pass(
                 if let Some(m) = s.machines.get_mut(&format!("{ns}/{name}")) {
                     let refs = m.metadata.owner_references.get_or_insert_with(Vec::new);
                     if !refs.iter().any(|r| r.controller == Some(true)) {
-                        refs.push(OwnerReference {
-                            api_version: "machine.openshift.io/v1".into(),
-                            kind: "ControlPlaneMachineSet".into(),
-                            name: cpms.metadata.name.clone().unwrap_or_default(),
-                            uid: cpms.metadata.uid.clone().unwrap_or_default(),
-                            controller: Some(true),
-                            block_owner_deletion: Some(true),
-                        });
+                        refs.push(owner_ref(cpms));
                         pass.changed = true;
                     }
                 }

@@ -59,6 +59,31 @@ pub(crate) fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, 
     })
 }
 
+/// The client for a server, with the credentials local mode picks for it: the `identityRef`
+/// Secret of the first VSphereCluster on that server, else the command line's.
+pub(crate) fn client_for(
+    endpoint: &str,
+    store: &Store,
+    opts: &Options,
+    sessions: &SessionCache,
+) -> Result<crate::vcenter::Client, String> {
+    let clusters: Vec<_> = store.clusters.values().cloned().collect();
+    let id = identity_for(
+        endpoint,
+        &clusters,
+        &store.secrets,
+        opts.manager.as_ref(),
+        &opts.tls,
+    )?;
+    sessions
+        .client(
+            endpoint,
+            &Credentials::new(id.username, id.password),
+            id.tls,
+        )
+        .map_err(|e| e.to_string())
+}
+
 /// Reconcile everything in `store`, updating statuses and owner references in place.
 pub async fn run(
     store: &mut Store,
@@ -68,7 +93,6 @@ pub async fn run(
 ) -> Report {
     let before = sessions.stats().snapshot();
     let mut report = Report::default();
-    let clusters: Vec<_> = store.clusters.values().cloned().collect();
 
     // Group zones by the vCenter they connect to.
     let mut groups: BTreeMap<String, (Endpoint, Vec<String>)> = BTreeMap::new();
@@ -99,19 +123,7 @@ pub async fn run(
             names.len()
         ));
         let zones: Vec<_> = names.iter().filter_map(|n| store.zones.get(n)).collect();
-        let identity = identity_for(
-            &endpoint.to_string(),
-            &clusters,
-            &store.secrets,
-            opts.manager.as_ref(),
-            &opts.tls,
-        );
-        let client = identity.and_then(|id| {
-            let creds = Credentials::new(id.username, id.password);
-            sessions
-                .client(&endpoint.to_string(), &creds, id.tls)
-                .map_err(|e| e.to_string())
-        });
+        let client = client_for(&endpoint.to_string(), store, opts, sessions);
         match client {
             Err(msg) => {
                 for z in &zones {

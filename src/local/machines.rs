@@ -11,19 +11,18 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cpms::cpms_pass;
-use super::driver::{Options, connect_to};
+use super::driver::{Options, client_for, connect_to};
 use super::health::health_pass;
 use super::kube::LocalCluster;
 use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
 use crate::api::machine_status::VSphereMachineProviderStatus;
-use crate::plan::credentials::identity_for;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
 use crate::reconcile::machines::{SweepInput, machine_server, sweep};
+use crate::vcenter::Endpoint;
 use crate::vcenter::Inventory;
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::stats::Snapshot;
-use crate::vcenter::{Credentials, Endpoint};
 
 /// Rounds before a run gives up converging (a create takes about four).
 pub const MAX_ROUNDS: usize = 60;
@@ -145,23 +144,7 @@ pub async fn run_machines(
                     machines.len()
                 ));
             }
-            let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
-            let client = ep.and_then(|ep| {
-                let id = identity_for(
-                    &ep.to_string(),
-                    &clusters,
-                    &snapshot.secrets,
-                    opts.manager.as_ref(),
-                    &opts.tls,
-                )?;
-                sessions
-                    .client(
-                        &ep.to_string(),
-                        &Credentials::new(id.username, id.password),
-                        id.tls,
-                    )
-                    .map_err(|e| e.to_string())
-            });
+            let client = ep.and_then(|ep| client_for(&ep.to_string(), &snapshot, opts, sessions));
             let client_ref = client.as_ref().map_err(|msg| VcenterTrouble {
                 message: msg.clone(),
                 permanent: true,
@@ -224,7 +207,6 @@ async fn read_missing_inventories(
     inventories: &mut BTreeMap<String, Inventory>,
 ) {
     let snapshot = cluster.lock().clone();
-    let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
     let infra = snapshot
         .infrastructures
         .get(crate::api::infrastructure::CLUSTER);
@@ -244,18 +226,7 @@ async fn read_missing_inventories(
             if inventories.contains_key(&key) {
                 continue;
             }
-            let Ok(id) = identity_for(
-                &key,
-                &clusters,
-                &snapshot.secrets,
-                opts.manager.as_ref(),
-                &opts.tls,
-            ) else {
-                continue;
-            };
-            let Ok(client) =
-                sessions.client(&key, &Credentials::new(id.username, id.password), id.tls)
-            else {
+            let Ok(client) = client_for(&key, &snapshot, opts, sessions) else {
                 continue;
             };
             if let Ok(inv) = client.inventory().await {

@@ -527,7 +527,8 @@ fn gate(input: &CpmsInput<'_>, obs: &Observed, n: Counters) -> Option<(&'static 
     None
 }
 
-fn owner_ref(cpms: &ControlPlaneMachineSet) -> OwnerReference {
+/// The controller owner reference a set puts on its machines.
+pub fn owner_ref(cpms: &ControlPlaneMachineSet) -> OwnerReference {
     OwnerReference {
         api_version: "machine.openshift.io/v1".into(),
         kind: "ControlPlaneMachineSet".into(),

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 
 use super::node_link::find_node;
 use super::{
-    MachineInput, MachinePlan, Requeue, Settled, TASK_POLL, VmStep, instance_uuid, phase,
-    provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
+    MachineInput, MachinePlan, Requeue, Settled, TASK_POLL, VmStep, instance_uuid, linked_node,
+    phase, provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
 };
 use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
 use crate::api::machine::{
@@ -257,17 +257,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         .unwrap_or_default();
     // A link once made stays while its Node exists (a Node given by hand may lack the
     // provider ID); else by provider ID, then internal IP.
-    let linked = m
-        .status
-        .as_ref()
-        .and_then(|s| s.node_ref.as_ref())
-        .and_then(|r| r.name.as_deref())
-        .and_then(|n| {
-            input
-                .nodes
-                .iter()
-                .find(|x| x.metadata.name.as_deref() == Some(n))
-        });
+    let linked = linked_node(m, input.nodes);
     match linked.or_else(|| find_node(provider_id.as_deref(), &addresses, input.nodes)) {
         Some(node) => {
             let node_name = node.metadata.name.clone().unwrap_or_default();

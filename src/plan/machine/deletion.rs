@@ -11,11 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
-    VmStep, provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
+    VmStep, linked_node, provider_status, set_condition, set_provider_status, settle_task,
+    vcenter_trouble,
 };
 use crate::api::conditions::{ConditionUpdate, find_capi, is_capi_true, severity};
 use crate::api::machine::{
-    EXCLUDE_NODE_DRAINING_ANNOTATION, MACHINE_FINALIZER, Machine, phase as ph,
+    EXCLUDE_NODE_DRAINING_ANNOTATION, LifecycleHook, MACHINE_FINALIZER, Machine, phase as ph,
 };
 use crate::api::machine_status::{condition as cond, event};
 
@@ -29,7 +30,7 @@ fn condition_true(m: &Machine, t: &str) -> bool {
         .is_some_and(|c| is_capi_true(c, t))
 }
 
-fn hook_names(hooks: &[crate::api::machine::LifecycleHook]) -> String {
+fn hook_names(hooks: &[LifecycleHook]) -> String {
     format!(
         "[{}]",
         hooks
@@ -48,6 +49,34 @@ pub fn mark_drain_error(m: &mut Machine, message: &str, now: &Time) {
         ConditionUpdate::false_(cond::DRAINED, cond::DRAIN_ERROR, severity::WARNING, message),
         now,
     );
+}
+
+/// While `hooks` exist the operation is held: `<type>=False` (`HookPresent`, naming them) and
+/// one event when that changes; without hooks `<type>=True`. Returns whether it is held.
+fn hold(
+    plan: &mut MachinePlan,
+    hooks: &[LifecycleHook],
+    type_: &str,
+    reason: &'static str,
+    operation: &str,
+    now: &Time,
+) -> bool {
+    if hooks.is_empty() {
+        set_condition(&mut plan.machine, ConditionUpdate::true_(type_), now);
+        return false;
+    }
+    let msg = format!(
+        "{operation} operation currently blocked by: {}",
+        hook_names(hooks)
+    );
+    if set_condition(
+        &mut plan.machine,
+        ConditionUpdate::false_(type_, cond::HOOK_PRESENT, severity::WARNING, &msg),
+        now,
+    ) {
+        plan.event(true, reason, msg);
+    }
+    true
 }
 
 /// Decide for a machine with a deletion timestamp.
@@ -70,38 +99,19 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
         .phase = Some(ph::DELETING.into());
 
     let (pre_drain, pre_terminate) = m.hooks();
-    if !pre_drain.is_empty() {
-        let msg = format!(
-            "Drain operation currently blocked by: {}",
-            hook_names(pre_drain)
-        );
-        if set_condition(
-            &mut plan.machine,
-            ConditionUpdate::false_(cond::DRAINABLE, cond::HOOK_PRESENT, severity::WARNING, &msg),
-            now,
-        ) {
-            plan.event(true, event::DRAIN_BLOCKED, msg);
-        }
+    if hold(
+        &mut plan,
+        pre_drain,
+        cond::DRAINABLE,
+        event::DRAIN_BLOCKED,
+        "Drain",
+        now,
+    ) {
         return plan;
     }
-    set_condition(
-        &mut plan.machine,
-        ConditionUpdate::true_(cond::DRAINABLE),
-        now,
-    );
 
     if !condition_true(m, cond::DRAINED) {
-        let node = m
-            .status
-            .as_ref()
-            .and_then(|s| s.node_ref.as_ref())
-            .and_then(|r| r.name.clone())
-            .filter(|n| {
-                input
-                    .nodes
-                    .iter()
-                    .any(|x| x.metadata.name.as_deref() == Some(n.as_str()))
-            });
+        let node = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone());
         let excluded = m
             .metadata
             .annotations
@@ -168,30 +178,16 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
         }
     }
 
-    if !pre_terminate.is_empty() {
-        let msg = format!(
-            "Terminate operation currently blocked by: {}",
-            hook_names(pre_terminate)
-        );
-        if set_condition(
-            &mut plan.machine,
-            ConditionUpdate::false_(
-                cond::TERMINABLE,
-                cond::HOOK_PRESENT,
-                severity::WARNING,
-                &msg,
-            ),
-            now,
-        ) {
-            plan.event(true, event::TERMINATE_BLOCKED, msg);
-        }
+    if hold(
+        &mut plan,
+        pre_terminate,
+        cond::TERMINABLE,
+        event::TERMINATE_BLOCKED,
+        "Terminate",
+        now,
+    ) {
         return plan;
     }
-    set_condition(
-        &mut plan.machine,
-        ConditionUpdate::true_(cond::TERMINABLE),
-        now,
-    );
 
     if let Some(t) = &input.vcenter_error {
         vcenter_trouble(&mut plan, t, now);
@@ -248,16 +244,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             now,
         );
     }
-    if let Some(node) = m
-        .status
-        .as_ref()
-        .and_then(|s| s.node_ref.as_ref())
-        .and_then(|r| r.name.clone())
-        && input
-            .nodes
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
-    {
+    if let Some(node) = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone()) {
         plan.kube.push(KubeStep::DeleteNode(node));
     }
     if let Some(f) = plan.machine.metadata.finalizers.as_mut() {

@@ -271,6 +271,14 @@ fn settle_task(task: &TaskObs, ps: &mut VSphereMachineProviderStatus) -> Settled
     }
 }
 
+/// The Node the machine is linked to (`status.nodeRef`), if that Node still exists.
+pub fn linked_node<'n>(m: &Machine, nodes: &'n [Node]) -> Option<&'n Node> {
+    let name = m.status.as_ref()?.node_ref.as_ref()?.name.as_deref()?;
+    nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name))
+}
+
 /// The machine's `status.phase`.
 pub fn phase(m: &Machine) -> Option<&str> {
     m.status.as_ref().and_then(|s| s.phase.as_deref())
