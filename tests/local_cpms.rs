@@ -2,18 +2,17 @@
 //! replicas — one VM per compute cluster; a vertical scale rolled out one index at a time (each
 //! index: create → replacement Running → delete the old machine, never two indexes in flight);
 //! a deleted machine replaced in its zone.
+#[path = "support/local_run.rs"]
+mod local_run;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
 use std::path::Path;
-use std::process::Command;
 
-use secrecy::SecretString;
 use serde_json::Value;
 use vcsim::Vcsim;
-use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vsphere-provider");
+use local_run::{Run, admin, workdir};
 
 fn zones() -> String {
     let mut y = String::new();
@@ -81,43 +80,13 @@ spec:
     )
 }
 
-struct Run {
-    code: i32,
-    list: Value,
-    stderr: String,
-}
-
+/// A run with simulated kubelets (machine sets wait for Running machines).
 fn reconcile(sim: &Vcsim, dir: &Path, state: &Path, extra: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .args(["reconcile", "-f"])
-        .arg(dir)
-        .args([
-            "--server",
-            sim.url(),
-            "--username",
-            "admin",
-            "--password",
-            "secret",
-        ])
-        .args(["--simulate-nodes", "-o", "json", "--state"])
-        .arg(state)
-        .args(extra)
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+    local_run::reconcile(sim, dir, state, &[&["--simulate-nodes"], extra].concat())
 }
 
-fn items<'a>(run: &'a Run, kind: &'a str) -> Vec<&'a Value> {
-    run.list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| i["kind"] == kind)
-        .collect()
+fn items<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
+    run.items(kind)
 }
 
 /// Machine name → (deployment zone, uid, numCPUs).
@@ -164,18 +133,11 @@ fn cpms_events(run: &Run) -> Vec<(String, String)> {
 #[tokio::test]
 async fn three_replicas_three_clusters_rolled_one_index_at_a_time_and_replaced_in_zone() {
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("m");
-    std::fs::create_dir(&m).unwrap();
-    let state = dir.path().join("state.json");
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
     std::fs::write(m.join("zones.yaml"), zones()).unwrap();
     std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
-    let admin = Client::new(
-        sim.url(),
-        Credentials::new("admin", SecretString::from("secret")),
-        ClientOptions::default(),
-    )
-    .unwrap();
+    let admin = admin(&sim);
 
     // Three machines, one per zone, each VM in its zone's pool.
     let run = reconcile(&sim, &m, &state, &[]);
@@ -311,10 +273,8 @@ status:
 #[tokio::test]
 async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held_back() {
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("m");
-    std::fs::create_dir(&m).unwrap();
-    let state = dir.path().join("state.json");
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
     std::fs::write(m.join("zones.yaml"), zones()).unwrap();
     std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
     let now = ["--now", "2026-11-23T10:10:00Z"];
@@ -348,15 +308,7 @@ async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held
             .iter()
             .any(|e| e["reason"] == "MachineRemediated")
     );
-    let inv = Client::new(
-        sim.url(),
-        Credentials::new("admin", SecretString::from("secret")),
-        ClientOptions::default(),
-    )
-    .unwrap()
-    .inventory()
-    .await
-    .unwrap();
+    let inv = admin(&sim).inventory().await.unwrap();
     assert!(
         inv.vm_by_instance_uuid(&ms[0].2).is_none(),
         "the old VM is destroyed"

@@ -4,18 +4,17 @@
 //! the CPMS template as fixture `cpms-01`: `workspace: {}`, `template: ""`), names adapted to
 //! vcsim and a third domain added: three machines, one per compute cluster, each VM in its
 //! domain's pool.
+#[path = "support/local_run.rs"]
+mod local_run;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
 use std::path::Path;
-use std::process::Command;
 
-use secrecy::SecretString;
 use serde_json::Value;
 use vcsim::Vcsim;
-use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vsphere-provider");
+use local_run::{Run, admin, workdir};
 
 /// Fixture 02's domains on vcsim: `us-east-1` as the fixture (pool given as the cluster's
 /// `Resources`), `us-east-2` without `resourcePool` (the `<computeCluster>/Resources` default),
@@ -124,59 +123,23 @@ spec:
             workspace: {}
 ";
 
-struct Run {
-    code: i32,
-    list: Value,
-    stderr: String,
-}
-
+/// A run with simulated kubelets (machine sets wait for Running machines).
 fn reconcile(sim: &Vcsim, dir: &Path, state: &Path) -> Run {
-    let out = Command::new(BIN)
-        .args(["reconcile", "-f"])
-        .arg(dir)
-        .args([
-            "--server",
-            sim.url(),
-            "--username",
-            "admin",
-            "--password",
-            "secret",
-        ])
-        .args(["--simulate-nodes", "-o", "json", "--state"])
-        .arg(state)
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+    local_run::reconcile(sim, dir, state, &["--simulate-nodes"])
 }
 
-fn items<'a>(run: &'a Run, kind: &'a str) -> Vec<&'a Value> {
-    run.list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| i["kind"] == kind)
-        .collect()
+fn items<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
+    run.items(kind)
 }
 
 #[tokio::test]
 async fn infrastructure_failure_domains_three_machines_one_per_compute_cluster() {
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("m");
-    std::fs::create_dir(&m).unwrap();
-    let state = dir.path().join("state.json");
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
     std::fs::write(m.join("infrastructure.yaml"), INFRA).unwrap();
     std::fs::write(m.join("cpms.yaml"), CPMS).unwrap();
-    let admin = Client::new(
-        sim.url(),
-        Credentials::new("admin", SecretString::from("secret")),
-        ClientOptions::default(),
-    )
-    .unwrap();
+    let admin = admin(&sim);
 
     let run = reconcile(&sim, &m, &state);
     assert_eq!(run.code, 0, "{}", run.stderr);

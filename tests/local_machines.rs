@@ -5,6 +5,8 @@
 //! vcsim gaps (reference/vcenter-wire.md §11), coded for real vCenter: clone ignores sizing and
 //! `powerOn` (we power on explicitly), tasks finish inside the call (the "task still running"
 //! path is covered by the planner's tables), and there is no DuplicateName on clone.
+#[path = "support/local_run.rs"]
+mod local_run;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -12,22 +14,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use secrecy::SecretString;
 use serde_json::Value;
 use vcsim::Vcsim;
 use vsphere_provider::vcenter::cluster::{ClusterGroup, GroupChange};
-use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vsphere-provider");
-
-fn admin(sim: &Vcsim) -> Client {
-    Client::new(
-        sim.url(),
-        Credentials::new("admin", SecretString::from("secret")),
-        ClientOptions::default(),
-    )
-    .unwrap()
-}
+use local_run::{BIN, Run, admin, command, reconcile, workdir};
 
 fn zone(
     name: &str,
@@ -166,49 +157,12 @@ async fn sim() -> Vcsim {
         .await
 }
 
-struct Run {
-    code: i32,
-    list: Value,
-    stderr: String,
-}
-
-fn reconcile(sim: &Vcsim, dir: &Path, state: &Path, extra: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .args(["reconcile", "-f"])
-        .arg(dir)
-        .args([
-            "--server",
-            sim.url(),
-            "--username",
-            "admin",
-            "--password",
-            "secret",
-            "--state",
-        ])
-        .arg(state)
-        .args(["-o", "json"])
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let list = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        list,
-        stderr,
-    }
-}
-
 fn items<'a>(run: &'a Run, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    run.list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(move |i| i["kind"] == kind)
+    run.items(kind).into_iter()
 }
 
 fn machine_obj<'a>(run: &'a Run, name: &str) -> Option<&'a Value> {
-    items(run, "Machine").find(|m| m["metadata"]["name"] == name)
+    run.object("Machine", name)
 }
 
 fn condition<'a>(m: &'a Value, t: &str) -> Option<&'a Value> {
@@ -221,10 +175,8 @@ fn condition<'a>(m: &'a Value, t: &str) -> Option<&'a Value> {
 #[tokio::test]
 async fn a_machine_per_zone_type_lands_in_its_zones_pool_folder_and_datastore() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let manifests = dir.path().join("m");
-    std::fs::create_dir(&manifests).unwrap();
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
     estate(&sim, &manifests).await;
     let mut y = String::new();
     for (m, z) in [("m-a", "dz-a"), ("m-b", "dz-b"), ("m-c", "dz-c")] {
@@ -374,10 +326,8 @@ async fn a_machine_per_zone_type_lands_in_its_zones_pool_folder_and_datastore() 
 #[tokio::test]
 async fn deletion_follows_the_lifecycle_with_hooks_added_and_removed() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let manifests = dir.path().join("m");
-    std::fs::create_dir(&manifests).unwrap();
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
     estate(&sim, &manifests).await;
     let pre_drain = "  lifecycleHooks:\n    preDrain:\n    - {name: EtcdQuorumOperator, owner: clusteroperator/etcd}\n";
     let pre_term = "  lifecycleHooks:\n    preTerminate:\n    - {name: kcp-cleanup, owner: test}\n";
@@ -484,10 +434,8 @@ impl Lcg {
 #[tokio::test]
 async fn killed_at_random_points_then_rerun_makes_exactly_one_vm_per_machine() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let manifests = dir.path().join("m");
-    std::fs::create_dir(&manifests).unwrap();
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
     estate(&sim, &manifests).await;
     let mut y = String::new();
     for (m, z) in [("k-a", "dz-a"), ("k-b", "dz-b"), ("k-c", "dz-c")] {
@@ -501,20 +449,8 @@ async fn killed_at_random_points_then_rerun_makes_exactly_one_vm_per_machine() {
     let mut rng = Lcg(seed);
     for i in 0..20 {
         let delay = rng.next(400);
-        let mut child = Command::new(BIN)
-            .args(["reconcile", "-f"])
-            .arg(&manifests)
-            .args([
-                "--server",
-                sim.url(),
-                "--username",
-                "admin",
-                "--password",
-                "secret",
-                "--simulate-nodes",
-                "--state",
-            ])
-            .arg(&state)
+        let mut child = command(&sim, &manifests, &state)
+            .arg("--simulate-nodes")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -556,10 +492,8 @@ async fn bad_input_fails_the_machine_or_backs_off_without_touching_vcenter() {
         .credentials("admin", "secret")
         .start()
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let manifests = dir.path().join("m");
-    std::fs::create_dir(&manifests).unwrap();
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
     estate(&sim, &manifests).await;
     let mut y = machine("bad-template", "dz-a", "no-such-template", "");
     y += &machine("bad-zone", "dz-nope", "DC0_H0_VM0", "");
