@@ -27,6 +27,14 @@ enum Command {
     /// Run the controller manager inside a Kubernetes cluster.
     Run(cli::run::Args),
     /// Reconcile manifests against a vCenter without a cluster (local mode).
+    ///
+    /// Zones and clusters, then Machines (clone, VM group, power on, node link, deletion
+    /// lifecycle), ControlPlaneMachineSets and MachineHealthChecks, run to a fixed point. The
+    /// object store is kept in a state file between runs (--state), so a re-run continues where
+    /// the last one stopped and never makes a second VM.
+    ///
+    /// Exit codes: 0 everything ready and nothing pending; 1 something is not (each reason on
+    /// stderr); 2 usage or input errors (nothing is sent to vCenter then).
     Reconcile(cli::reconcile::Args),
     /// Default and validate manifests offline, as the admission webhooks would.
     Validate(cli::validate::Args),
