@@ -78,6 +78,7 @@ async fn reconcile_with(
 ) -> Run {
     let mut store = Store::load(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"));
     let opts = Options {
+        aliases: Vec::new(),
         server: Some(Endpoint::parse(sim.url()).unwrap()),
         manager: Some(ManagerIdentity {
             username: "admin".into(),
@@ -876,6 +877,7 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
     drop(l);
     let mut store = Store::load(&[dir.path().to_path_buf()]).unwrap();
     let opts = Options {
+        aliases: Vec::new(),
         server: Some(Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap()),
         manager: Some(ManagerIdentity {
             username: "admin".into(),

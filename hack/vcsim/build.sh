@@ -18,7 +18,7 @@ CACHE_DIR="$REPO_ROOT/.cache/vcsim"
 go_version="$(go version)"
 govmomi_version="$(dpkg-query -W -f='${Version}' golang-github-vmware-govmomi-dev 2>/dev/null || echo unknown)"
 hash="$({
-	cat "$SRC"
+	cat "$SRC" "$REPO_ROOT/hack/vcsim/layout.go"
 	printf '\n%s\n%s\n' "$go_version" "$govmomi_version"
 } | sha256sum | cut -c1-16)"
 BIN="$CACHE_DIR/vcsim-$hash"
@@ -39,7 +39,7 @@ if [ ! -x "$BIN" ]; then # someone else may have built it while we waited
 	(
 		cd "$REPO_ROOT/hack/vcsim"
 		GO111MODULE=off GOPATH="$GOPATH_DIR" GOFLAGS= GOCACHE="${GOCACHE:-$REPO_ROOT/.cache/go-build}" \
-			go build -o "$tmp" main.go
+			go build -o "$tmp" main.go layout.go
 	) >&2 || die "go build failed"
 	chmod +x "$tmp"
 	mv -f "$tmp" "$BIN"

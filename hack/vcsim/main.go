@@ -86,16 +86,27 @@ func main() {
 	certFile := flag.String("cert-file", "", "with -tls: write the server certificate (PEM) to this file")
 	trace := flag.Bool("trace", false, "dump SOAP traffic to stderr")
 	exitOnEOF := flag.Bool("exit-on-eof", false, "also shut down when stdin reaches EOF (a test harness holds the pipe, so vcsim cannot outlive it)")
+	layoutFile := flag.String("layout", "", "JSON list of steps that rename and add inventory before the URL is published (see layout.go)")
 	flag.Parse()
 
 	log.SetPrefix("vcsim: ")
 	simulator.Trace = *trace
 	simulator.SessionIdleTimeout = *idle
 
+	var layout []layoutStep
+	if *layoutFile != "" {
+		var err error
+		if layout, err = readLayout(*layoutFile); err != nil {
+			log.Fatalf("-layout: %v", err)
+		}
+	}
+
 	if err := model.Create(); err != nil {
 		log.Fatalf("creating model: %v", err)
 	}
 	defer model.Remove()
+	var layoutDirs []string
+	defer func() { removeAll(layoutDirs) }()
 
 	// Delays must be set after Create (the model is built through the in-process client).
 	model.DelayConfig.Delay = *delay
@@ -131,6 +142,25 @@ func main() {
 	// published below, so swapping the handler here is safe in practice.
 	ctl.inner = server.Config.Handler
 	server.Config.Handler = ctl
+
+	if len(layout) > 0 {
+		u := *server.URL
+		if u.User == nil {
+			u.User = url.UserPassword("layout", "layout")
+		}
+		if err := applyLayout(&u, layout, &layoutDirs); err != nil {
+			removeAll(layoutDirs)
+			log.Fatalf("-layout: %v", err)
+		}
+		// The estate is the starting point: its set-up calls are not the client's.
+		ctl.mu.Lock()
+		ctl.stats = newStats()
+		ctl.mu.Unlock()
+		// The estate is the starting point: its set-up calls are not the client's.
+		ctl.mu.Lock()
+		ctl.stats = newStats()
+		ctl.mu.Unlock()
+	}
 
 	if *useTLS && *certFile != "" {
 		var buf bytes.Buffer

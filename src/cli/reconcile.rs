@@ -19,7 +19,7 @@ use crate::local::machines::{self, MachineReport};
 use crate::local::{deletes, driver, print, store::Store};
 use crate::plan::credentials::ManagerIdentity;
 use crate::vcenter::session::SessionCache;
-use crate::vcenter::{ClientOptions, Stats};
+use crate::vcenter::{ClientOptions, Endpoint, Stats};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -59,6 +59,29 @@ pub struct Args {
     /// The time the controllers see (RFC 3339, e.g. 2026-11-23T10:00:00Z); default: now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// Connect to URL wherever the manifests name the vCenter NAME (a zone's `spec.server`, a
+    /// machine's `workspace.server`, an Infrastructure failure domain's `server`), as curl's
+    /// `--connect-to`: for a preflight through a tunnel, or a simulator standing in for a real
+    /// estate. The manifests keep saying NAME. Repeatable.
+    #[arg(long = "connect-to", value_name = "NAME=URL")]
+    pub connect_to: Vec<String>,
+}
+
+/// `NAME=URL` pairs: the host a manifest names → where to connect instead.
+fn parse_aliases(pairs: &[String]) -> Result<Vec<(String, Endpoint)>, String> {
+    pairs
+        .iter()
+        .map(|p| {
+            let (name, url) = p
+                .split_once('=')
+                .ok_or_else(|| format!("{p:?}: expected NAME=URL"))?;
+            let name = Endpoint::parse(name.trim())
+                .map_err(|e| format!("{p:?}: NAME: {e}"))?
+                .host();
+            let url = Endpoint::parse(url.trim()).map_err(|e| format!("{p:?}: URL: {e}"))?;
+            Ok((name, url))
+        })
+        .collect()
 }
 
 /// Where the state lives when `--state` is not given: one file per set of manifest paths.
@@ -115,6 +138,13 @@ pub async fn run(mut args: Args) -> ExitCode {
             }
         },
     };
+    let aliases = match parse_aliases(&args.connect_to) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: --connect-to: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let tls = match args.connect.tls_policy() {
         Ok(t) => t,
         Err(e) => {
@@ -165,6 +195,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     }
     let opts = driver::Options {
         server,
+        aliases,
         manager,
         tls: tls.clone(),
         dry_run: args.dry_run,
@@ -240,5 +271,23 @@ pub async fn run(mut args: Args) -> ExitCode {
             eprintln!("{line}");
         }
         ExitCode::from(EXIT_FAILED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--connect-to` names the host a manifest says; a pair without `=` or with a bad URL is
+    /// refused naming the pair.
+    #[test]
+    fn connect_to_pairs() {
+        let a = parse_aliases(&["VC.example.com=http://127.0.0.1:8989/sdk".into()]).unwrap();
+        assert_eq!(a[0].0, "vc.example.com");
+        assert_eq!(a[0].1.to_string(), "http://127.0.0.1:8989");
+        let e = parse_aliases(&["vc.example.com".into()]).unwrap_err();
+        assert!(e.contains("expected NAME=URL"), "{e}");
+        let e = parse_aliases(&["vc=ftp://x".into()]).unwrap_err();
+        assert!(e.contains("URL"), "{e}");
     }
 }

@@ -20,6 +20,8 @@ use crate::vcenter::{Credentials, Endpoint, TlsPolicy};
 pub struct Options {
     /// `--server`: where to connect for zones on that host (its scheme and port win).
     pub server: Option<Endpoint>,
+    /// `--connect-to NAME=URL`: host named in the manifests → where to connect instead.
+    pub aliases: Vec<(String, Endpoint)>,
     /// `--username`/`--password` (with the TLS flags), if given.
     pub manager: Option<ManagerIdentity>,
     /// The TLS flags: trust for any server whose VSphereCluster has no thumbprint.
@@ -49,12 +51,21 @@ impl Report {
     }
 }
 
-/// Where to connect for a zone's server: `--server` when it names the same host (so
-/// `server: 127.0.0.1` in a manifest reaches a simulator on a random port), else the zone's own.
+/// Where to connect for a server named in the manifests: its `--connect-to` URL, else
+/// `--server` when that names the same host (so `server: 127.0.0.1` in a manifest reaches a
+/// simulator on a random port), else the named server itself.
 pub(crate) fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, String> {
     let own = Endpoint::parse(zone_server).map_err(|e| format!("spec.server: {e}"))?;
+    let host = own.host();
+    if let Some((_, to)) = opts
+        .aliases
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(&host))
+    {
+        return Ok(to.clone());
+    }
     Ok(match &opts.server {
-        Some(s) if s.host() == own.host() => s.clone(),
+        Some(s) if s.host() == host => s.clone(),
         _ => own,
     })
 }
@@ -186,4 +197,38 @@ pub async fn run(
     }
     report.round_trips = sessions.stats().snapshot().since(&before);
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(server: Option<&str>, aliases: &[(&str, &str)]) -> Options {
+        Options {
+            server: server.map(|s| Endpoint::parse(s).unwrap()),
+            aliases: aliases
+                .iter()
+                .map(|(n, u)| (n.to_string(), Endpoint::parse(u).unwrap()))
+                .collect(),
+            manager: None,
+            tls: TlsPolicy::default(),
+            dry_run: false,
+            now: Time(jiff::Timestamp::UNIX_EPOCH),
+            simulate_nodes: false,
+        }
+    }
+
+    /// A `--connect-to` alias wins (case-insensitively), then `--server` on the same host, then
+    /// the server the manifest names.
+    #[test]
+    fn where_a_named_server_is_reached() {
+        let o = opts(
+            Some("http://127.0.0.1:9000/sdk"),
+            &[("vc.example.com", "http://127.0.0.1:8989/sdk")],
+        );
+        let to = |s: &str| connect_to(s, &o).unwrap().to_string();
+        assert_eq!(to("VC.example.com"), "http://127.0.0.1:8989");
+        assert_eq!(to("127.0.0.1"), "http://127.0.0.1:9000");
+        assert_eq!(to("other.example.com"), "https://other.example.com");
+    }
 }

@@ -42,6 +42,8 @@ fn cleaned(p: &str) -> String {
 struct Ctx<'a> {
     infra: String,
     index: usize,
+    /// How many vSphere failure domains the Infrastructure has.
+    domains: usize,
     inv: &'a Inventory,
 }
 
@@ -101,7 +103,7 @@ impl Ctx<'_> {
 /// | `workspace.folder` | `topology.folder`, else `/<dc>/vm/<status.infrastructureName>`, else (no infrastructure name) `/<dc>/vm`, noted |
 /// | `workspace.vmGroup` | `zoneAffinity.hostGroup.vmGroup` |
 /// | `network.devices[i].networkName` | `topology.networks[i]` |
-/// | `template` | basename of `topology.template`; else the CPMS template's is kept |
+/// | `template` | basename of `topology.template`; else, with more than one domain and a `status.infrastructureName`, `<infrastructureName>-rhcos-<region>-<zone>` (the installer's import); else the CPMS template's is kept |
 /// | labels `machine.openshift.io/region`, `/zone` | `region`, `zone` |
 pub fn infra_domain_fill(
     infra: &Infrastructure,
@@ -119,6 +121,7 @@ pub fn infra_domain_fill(
     let cx = Ctx {
         infra: infra.metadata.name.clone().unwrap_or_default(),
         index,
+        domains: infra.vsphere_failure_domains().len(),
         inv,
     };
     domain_fill(&cx, d, infra.infrastructure_name()).map(Some)
@@ -251,7 +254,12 @@ fn domain_fill(
             }
             Some(base.to_string())
         }
-        None => None,
+        // The installer's name for the template it imported into each domain (CPMSO, with
+        // more than one domain; one domain keeps the machine's own template).
+        None => match infra_name {
+            Some(n) if cx.domains > 1 => Some(format!("{n}-rhcos-{}-{}", d.region, d.zone)),
+            _ => None,
+        },
     };
     let vm_group = d
         .zone_affinity

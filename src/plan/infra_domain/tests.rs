@@ -279,12 +279,35 @@ fn rule_networks_into_network_devices_in_order() {
 /// not set the CPMS template's is kept (ours: upstream's `<infraName>-rhcos-<region>-<zone>`
 /// default is not applied).
 #[test]
-fn rule_template_is_the_basename_of_topology_template_else_the_cpms_templates() {
-    let mut i = with_status(fixture_infra(), "infra-x");
+fn rule_template_is_the_basename_of_topology_template_else_the_installers_else_the_cpms_templates()
+{
     let template = json!({"template": "from-cpms"});
-    let f = fill_of(&i, "us-east-1");
+    // No infrastructure name: the CPMS template stays.
+    let f = fill_of(&fixture_infra(), "us-east-1");
     assert_eq!(f.fill.template, None);
     assert_eq!(inject(&template, &f.fill)["template"], "from-cpms");
+    // Two domains and an infrastructure name: the template the installer imported per domain,
+    // `<infrastructureName>-rhcos-<region>-<zone>` (fixture 02's us-east-2 has no zone).
+    let mut i = with_status(fixture_infra(), "infra-x");
+    let f = fill_of(&i, "us-east-1");
+    assert_eq!(
+        f.fill.template.as_deref(),
+        Some("infra-x-rhcos-us-east-us-east-1a")
+    );
+    assert_eq!(
+        fill_of(&i, "us-east-2").fill.template.as_deref(),
+        Some("infra-x-rhcos-us-east-")
+    );
+    // One domain: the machine's own template.
+    let mut one = i.clone();
+    one.spec
+        .platform_spec
+        .as_mut()
+        .and_then(|p| p.vsphere.as_mut())
+        .unwrap()
+        .failure_domains
+        .truncate(1);
+    assert_eq!(fill_of(&one, "us-east-1").fill.template, None);
     edit(&mut i, "us-east-1", |d| {
         d.topology.template = Some("/IBMCloud/vm/templates/rhcos-415".into());
     });
