@@ -56,6 +56,30 @@ fn cpms() -> ControlPlaneMachineSet {
     .unwrap()
 }
 
+fn workspace(m: &Machine) -> serde_json::Value {
+    m.spec
+        .provider_spec
+        .as_ref()
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap()["workspace"]
+        .clone()
+}
+
+/// The set's three machines, once they exist.
+async fn three_machines(api: &FakeApiServer) -> Vec<Machine> {
+    api.wait_for("three machines", Duration::from_secs(60), |api| {
+        let ms: Vec<Machine> = api
+            .list::<Machine>()
+            .into_iter()
+            .filter(|m| m.metadata.namespace.as_deref() == Some(NS))
+            .collect();
+        (ms.len() == 3).then_some(ms)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_set_creates_one_machine_per_zone_and_releases_them_when_deleted() {
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
@@ -77,16 +101,7 @@ async fn a_set_creates_one_machine_per_zone_and_releases_them_when_deleted() {
     }
     api.put(&cpms());
 
-    let machines = api
-        .wait_for("three machines", Duration::from_secs(60), |api| {
-            let ms: Vec<Machine> = api
-                .list::<Machine>()
-                .into_iter()
-                .filter(|m| m.metadata.namespace.as_deref() == Some(NS))
-                .collect();
-            (ms.len() == 3).then_some(ms)
-        })
-        .await;
+    let machines = three_machines(&api).await;
     let mut zones: Vec<String> = machines
         .iter()
         .map(|m| m.metadata.labels.as_ref().unwrap()["vsphere-provider.io/deployment-zone"].clone())
@@ -99,14 +114,7 @@ async fn a_set_creates_one_machine_per_zone_and_releases_them_when_deleted() {
             (owner.kind.as_str(), owner.controller),
             ("ControlPlaneMachineSet", Some(true))
         );
-        let ws = &m
-            .spec
-            .provider_spec
-            .as_ref()
-            .unwrap()
-            .value
-            .as_ref()
-            .unwrap()["workspace"];
+        let ws = &workspace(m);
         assert!(
             ws["resourcePool"]
                 .as_str()
@@ -174,6 +182,98 @@ async fn a_set_creates_one_machine_per_zone_and_releases_them_when_deleted() {
             .as_ref()
             .is_none_or(|r| r.iter().all(|o| o.kind != "ControlPlaneMachineSet"))),
         "released"
+    );
+    running.stop().await;
+}
+
+/// A set whose domains are OpenShift's: no deployment zone, the `Infrastructure` `cluster` read
+/// from the API server (as an OpenShift cluster has it), machines placed from its domains with
+/// their region/zone labels; the set's metrics on `/metrics`.
+#[tokio::test]
+async fn a_set_over_infrastructure_domains_reads_the_infrastructure_and_reports_metrics() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).start().await;
+    let (user, password) = sim.credentials();
+    let api = FakeApiServer::new();
+    let domains: Vec<_> = (0..3)
+        .map(|i| {
+            json!({
+                "name": format!("us-east-{}", i + 1),
+                "region": "us-east",
+                "zone": format!("us-east-1{}", ["a", "b", "c"][i]),
+                "server": sim.url(),
+                "topology": {
+                    "datacenter": "DC0",
+                    "computeCluster": format!("/DC0/host/DC0_C{i}"),
+                    "datastore": "/DC0/datastore/LocalDS_0",
+                    "networks": ["VM Network"],
+                    "template": "/DC0/vm/DC0_H0_VM0"
+                }
+            })
+        })
+        .collect();
+    api.put_at(
+        "config.openshift.io/v1/infrastructures",
+        json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "Infrastructure",
+            "metadata": {"name": "cluster"},
+            "spec": {"platformSpec": {"type": "VSphere", "vsphere": {"failureDomains": domains}}}
+        }),
+    );
+    let running = Running::start(shared(&api, Some(manager(user, password))));
+    let mut set = cpms();
+    set.spec
+        .template
+        .machines_v1beta1_machine_openshift_io
+        .as_mut()
+        .unwrap()
+        .failure_domains = serde_json::from_value(json!({
+        "platform": "VSphere",
+        "vsphere": [{"name": "us-east-1"}, {"name": "us-east-2"}, {"name": "us-east-3"}]
+    }))
+    .unwrap();
+    api.put(&set);
+
+    let machines = three_machines(&api).await;
+    let mut zones = Vec::new();
+    for m in &machines {
+        let labels = m.metadata.labels.as_ref().unwrap();
+        assert!(!labels.contains_key("vsphere-provider.io/deployment-zone"));
+        assert_eq!(labels["machine.openshift.io/region"], "us-east");
+        let zone = labels["machine.openshift.io/zone"].clone();
+        let ws = &workspace(m);
+        let c = ["us-east-1a", "us-east-1b", "us-east-1c"]
+            .iter()
+            .position(|z| *z == zone)
+            .unwrap();
+        assert_eq!(ws["resourcePool"], format!("/DC0/host/DC0_C{c}/Resources"));
+        assert_eq!(ws["server"], sim.url());
+        zones.push(zone);
+    }
+    zones.sort();
+    assert_eq!(zones, ["us-east-1a", "us-east-1b", "us-east-1c"]);
+    assert!(
+        api.count(
+            "GET",
+            "/apis/config.openshift.io/v1/infrastructures/cluster"
+        ) > 0,
+        "the Infrastructure is read from the API server"
+    );
+    // The set's metrics: desired 3, current 3 once the status counts them; 3 created.
+    api.wait_for("status", Duration::from_secs(30), |api| {
+        api.get::<ControlPlaneMachineSet>(Some(NS), "cluster")
+            .filter(|c| c.status.as_ref().and_then(|s| s.replicas) == Some(3))
+    })
+    .await;
+    let series = |r: &str| {
+        format!(r#"vsphere_provider_cpms_replicas{{cpms="{NS}/cluster",replicas="{r}"}}"#)
+    };
+    assert_eq!(running.metric(&series("desired")), 3.0);
+    assert_eq!(
+        running.metric(&format!(
+            r#"vsphere_provider_cpms_machines_total{{cpms="{NS}/cluster",action="created"}}"#
+        )),
+        3.0
     );
     running.stop().await;
 }

@@ -229,6 +229,28 @@ async fn three_replicas_three_clusters_rolled_one_index_at_a_time_and_replaced_i
         again.stderr
     );
     assert_eq!(machines(&again), ms3);
+
+    // Deleting the set releases its machines and deletes none of them (its finalizer, as in
+    // the cluster).
+    let gone = reconcile(
+        &sim,
+        &m,
+        &state,
+        &["--delete", "controlplanemachineset/cluster"],
+    );
+    assert_eq!(gone.code, 0, "{}", gone.stderr);
+    assert!(gone.items("ControlPlaneMachineSet").is_empty());
+    let left = gone.items("Machine");
+    assert_eq!(left.len(), 3);
+    for mch in left {
+        assert!(mch["metadata"].get("deletionTimestamp").is_none(), "{mch}");
+        assert!(
+            mch["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(|r| r.iter().all(|o| o["kind"] != "ControlPlaneMachineSet")),
+            "released: {mch}"
+        );
+    }
 }
 
 fn mhc(paused: bool) -> String {

@@ -154,14 +154,16 @@ fn rbac_grants_every_served_resource_and_status() {
             );
         }
     }
-    // Least privilege: no wildcards; secrets only fetched by name (identityRef), never listed.
+    // Least privilege: no wildcards; secrets only fetched by name (identityRef), never listed;
+    // the OpenShift Infrastructure (the machine set's domains) only read by name.
     assert!(!text.contains('*'));
+    assert!(granted.contains("config.openshift.io/infrastructures"));
     for rule in role["rules"].as_array().unwrap() {
         if rule["resources"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r == "secrets")
+            .any(|r| r == "secrets" || r == "infrastructures")
         {
             assert_eq!(rule["verbs"], serde_json::json!(["get"]));
         }

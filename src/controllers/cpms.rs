@@ -3,29 +3,33 @@
 //! store. The finalizer is the only top-level action, as upstream: Apply plans and acts;
 //! Cleanup releases the machines (strips the set's owner references) and deletes nothing.
 //!
-//! Before each creation the machines of the namespace are listed directly from the API server,
-//! not from the cache, and the planner's `confirm_create` decides on that fresh read — a stale
-//! cache must never make a second replacement (OCPBUGS-4297, OCPBUGS-7516).
-use std::collections::BTreeMap;
+//! The plan is applied by `reconcile::cpms`, the same code local mode runs: before each creation
+//! the machines of the namespace are listed directly from the API server, not from the cache,
+//! and the planner's `confirm_create` decides on that fresh read — a stale cache must never make
+//! a second replacement (OCPBUGS-4297, OCPBUGS-7516).
+//!
+//! Failure domains that are no VSphereDeploymentZone come from OpenShift's `Infrastructure`
+//! `cluster`, read directly when the set names one (no watch: it changes about never and
+//! the set is looked at again every [`IDLE_REQUEUE`]).
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Api, ResourceExt};
 
 use super::context::now;
 use super::kube_ops::ApiServer;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
+use crate::api::infrastructure::{CLUSTER, Infrastructure};
 use crate::api::{Machine, VSphereDeploymentZone};
 use crate::plan::cpms::domains::{domain_states, node_states};
-use crate::plan::cpms::{CpmsInput, confirm_create, owner_ref, plan};
-use crate::plan::placement::DEPLOYMENT_ZONE_LABEL;
-use crate::reconcile::kube::{EventRecord, KubeOps};
+use crate::plan::cpms::{CpmsInput, plan};
+use crate::reconcile::cpms::{apply as apply_plan, release as release_machines};
 use crate::vcenter::Inventory;
 
 /// The controller's name in metrics and logs.
@@ -33,12 +37,17 @@ pub const CONTROLLER: &str = "controlplanemachineset";
 /// With nothing pending, the set is looked at again this often.
 pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
 
-fn key(c: &ControlPlaneMachineSet) -> String {
+/// `namespace/name`, as metrics label the set.
+fn set_name(c: &ControlPlaneMachineSet) -> String {
     format!(
-        "{CONTROLLER}/{}/{}",
+        "{}/{}",
         c.metadata.namespace.as_deref().unwrap_or_default(),
         c.name_any()
     )
+}
+
+fn key(c: &ControlPlaneMachineSet) -> String {
+    format!("{CONTROLLER}/{}", set_name(c))
 }
 
 /// The sets a Machine change concerns: its controller owner.
@@ -92,20 +101,50 @@ pub async fn reconcile(
     result
 }
 
-/// The inventory of each zone server the set names (one read per server).
-async fn inventories(
-    ctx: &Context,
+/// The OpenShift `Infrastructure` named `cluster`, read directly (it changes about never, and
+/// only when the set names a domain that is no deployment zone; a cluster without OpenShift's
+/// config API answers 404 and has none).
+async fn infrastructure(ctx: &Context) -> Result<Option<Infrastructure>, Error> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "Infrastructure"),
+        "infrastructures",
+    );
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+    match api.get_opt(CLUSTER).await {
+        Ok(None) => Ok(None),
+        Ok(Some(o)) => serde_json::to_value(o)
+            .and_then(serde_json::from_value)
+            .map(Some)
+            .map_err(|e| Error::Unreadable(format!("Infrastructure {CLUSTER}: {e}"))),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The vCenter server of each failure domain the set names: a zone's `spec.server`, else the
+/// Infrastructure domain's `server`.
+fn servers(
     cpms: &ControlPlaneMachineSet,
     zones: &BTreeMap<String, VSphereDeploymentZone>,
-) -> BTreeMap<String, Inventory> {
+    infra: Option<&Infrastructure>,
+) -> BTreeSet<String> {
+    cpms.spec
+        .vsphere_failure_domains()
+        .into_iter()
+        .filter_map(|name| match zones.get(name) {
+            Some(z) => z.spec.server.clone(),
+            None => infra
+                .and_then(|i| i.vsphere_failure_domain(name))
+                .map(|d| d.server.clone()),
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The inventory of each server (one read per server).
+async fn inventories(ctx: &Context, servers: BTreeSet<String>) -> BTreeMap<String, Inventory> {
     let mut out = BTreeMap::new();
-    for name in cpms.spec.vsphere_failure_domains() {
-        let Some(server) = zones.get(name).and_then(|z| z.spec.server.clone()) else {
-            continue;
-        };
-        if out.contains_key(&server) {
-            continue;
-        }
+    for server in servers {
         match ctx.vcenter_client(&server).await {
             Ok(c) => match c.inventory().await {
                 Ok(inv) => {
@@ -120,13 +159,21 @@ async fn inventories(
 }
 
 async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, Error> {
-    let ns = cpms.metadata.namespace.clone().unwrap_or_default();
     let zones = ctx.stores.zones_by_name();
     let fds = ctx.stores.failure_domains_by_name();
-    let invs = inventories(ctx, cpms, &zones).await;
+    let infra = if cpms
+        .spec
+        .vsphere_failure_domains()
+        .iter()
+        .any(|d| !zones.contains_key(*d))
+    {
+        infrastructure(ctx).await?
+    } else {
+        None
+    };
+    let invs = inventories(ctx, servers(cpms, &zones, infra.as_ref())).await;
     let lookup = |server: &str| invs.get(server).cloned();
-    // The OpenShift Infrastructure fallback is local mode's for now (no Infrastructure watch).
-    let domains = domain_states(cpms, &zones, &fds, None, &lookup).states;
+    let doms = domain_states(cpms, &zones, &fds, infra.as_ref(), &lookup);
     let nodes = node_states(
         &ctx.stores
             .nodes
@@ -140,7 +187,7 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
     let input = CpmsInput {
         cpms,
         machines: &machines,
-        domains: &domains,
+        domains: &doms.states,
         nodes: &nodes,
         now: &now,
         seed: uuid::Uuid::new_v4().as_u128() as u64,
@@ -150,94 +197,32 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
         client: ctx.client.clone(),
         recorder: ctx.recorder.clone(),
     };
-    let name = cpms.name_any();
-    let sets: Api<ControlPlaneMachineSet> = Api::namespaced(ctx.client.clone(), &ns);
-    if cpms.status.as_ref() != Some(&p.status) {
-        sets.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": p.status })),
-        )
-        .await?;
-    }
-    let machine_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    for m in &p.adopt {
-        let owner = owner_ref(cpms);
-        let Some(current) = machines.iter().find(|x| x.name_any() == *m) else {
-            continue;
-        };
-        let mut refs = current.owner_references().to_vec();
-        refs.push(owner);
-        machine_api
-            .patch(
-                m,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"metadata": {"ownerReferences": refs, "resourceVersion": current.resource_version()}})),
-            )
-            .await?;
-    }
-    for d in &p.delete {
-        kube.delete_machine(&ns, &d.name)
-            .await
-            .map_err(|e| Error::Unreadable(e.to_string()))?;
-    }
-    for c in &p.create {
-        // The uncached re-read.
-        let fresh = machine_api.list(&ListParams::default()).await?.items;
-        if !confirm_create(&input, &fresh, c) {
-            tracing::info!(
-                index = c.index,
-                "index already has a machine in a fresh read; not creating"
-            );
-            continue;
-        }
-        let mut m = c.machine.clone();
-        if let Some(domain) = &c.domain {
-            m.metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(DEPLOYMENT_ZONE_LABEL.to_string(), domain.clone());
-        }
-        kube.create_machine(&m)
-            .await
-            .map_err(|e| Error::Unreadable(e.to_string()))?;
-    }
-    let regarding = cpms.object_ref(&());
-    for e in &p.events {
-        kube.event(EventRecord::new(
-            regarding.clone(),
-            e.warning,
-            e.reason,
-            &e.message,
-        ))
-        .await;
+    let done = apply_plan(&kube, &input, &p, &doms).await;
+    ctx.metrics.machine_set_applied(
+        &set_name(cpms),
+        i64::from(cpms.spec.replicas.unwrap_or(3)),
+        &p.status,
+        done.created.len(),
+        done.deleted.len(),
+    );
+    if let Some(first) = done.failed.first() {
+        return Err(Error::Unreadable(first.clone()));
     }
     Ok(Action::requeue(p.requeue.unwrap_or(IDLE_REQUEUE)))
 }
 
-/// Deleting the set releases its machines and deletes nothing (upstream: the generator then
-/// recreates an Inactive set).
+/// Deleting the set releases its machines and deletes nothing.
 async fn release(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, Error> {
-    let ns = cpms.metadata.namespace.clone().unwrap_or_default();
-    let uid = cpms.metadata.uid.clone().unwrap_or_default();
-    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    for m in ctx.stores.machines.valid() {
-        if m.metadata.namespace.as_deref() != Some(ns.as_str()) {
-            continue;
-        }
-        let refs = m.owner_references();
-        if !refs.iter().any(|r| r.uid == uid) {
-            continue;
-        }
-        let kept: Vec<_> = refs.iter().filter(|r| r.uid != uid).cloned().collect();
-        api.patch(
-            &m.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"ownerReferences": kept, "resourceVersion": m.resource_version()}})),
-        )
-        .await?;
+    let kube = ApiServer {
+        client: ctx.client.clone(),
+        recorder: ctx.recorder.clone(),
+    };
+    let done = release_machines(&kube, cpms, &ctx.stores.machines.valid()).await;
+    ctx.metrics.machine_set_gone(&set_name(cpms));
+    match done.failed.first() {
+        Some(first) => Err(Error::Unreadable(first.clone())),
+        None => Ok(Action::await_change()),
     }
-    Ok(Action::await_change())
 }
 
 /// Failures back off per set.

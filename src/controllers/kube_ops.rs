@@ -4,11 +4,12 @@
 //! through the Eviction API, so PodDisruptionBudgets are the API server's to enforce.
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{EventType, Recorder};
 use serde_json::json;
 
 use super::FIELD_MANAGER;
+use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
 use crate::plan::machine::drain::PodRef;
 use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeOps};
@@ -40,6 +41,7 @@ pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<serde_json::V
     let changed = b.labels != a.labels
         || b.annotations != a.annotations
         || b.finalizers != a.finalizers
+        || b.owner_references != a.owner_references
         || before.spec.provider_id != after.spec.provider_id;
     changed.then(|| {
         let mut p = json!({
@@ -50,6 +52,10 @@ pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<serde_json::V
                 "finalizers": a.finalizers.clone().unwrap_or_default(),
             }
         });
+        if b.owner_references != a.owner_references {
+            p["metadata"]["ownerReferences"] =
+                json!(a.owner_references.clone().unwrap_or_default());
+        }
         if before.spec.provider_id != after.spec.provider_id {
             p["spec"] = json!({ "providerID": after.spec.provider_id });
         }
@@ -101,6 +107,37 @@ impl KubeOps for ApiServer {
                     "create Machine {ns}/{}",
                     m.metadata.name.as_deref().unwrap_or_default()
                 ),
+                e,
+            )
+        })
+    }
+
+    async fn list_machines(&self, namespace: &str) -> Result<Vec<Machine>, KubeError> {
+        let api: Api<Machine> = Api::namespaced(self.client.clone(), namespace);
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| err(format!("list Machines in {namespace}"), e))
+    }
+
+    async fn set_machine_set_status(
+        &self,
+        set: &ControlPlaneMachineSet,
+        status: &ControlPlaneMachineSetStatus,
+    ) -> Result<(), KubeError> {
+        let ns = set.metadata.namespace.clone().unwrap_or_default();
+        let name = set.metadata.name.clone().unwrap_or_default();
+        let api: Api<ControlPlaneMachineSet> = Api::namespaced(self.client.clone(), &ns);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            err(
+                format!("patch status of ControlPlaneMachineSet {ns}/{name}"),
                 e,
             )
         })

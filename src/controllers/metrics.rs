@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::api::control_plane_machine_set::ControlPlaneMachineSetStatus;
 use crate::vcenter::Stats;
 
 /// Every metric name starts with this.
@@ -49,7 +50,33 @@ pub struct Metrics {
     durations: Family<ControllerLabels, Histogram>,
     mhc_unhealthy: Family<CheckLabels, Gauge>,
     mhc_short_circuited: Family<CheckLabels, Gauge>,
+    cpms_replicas: Family<SetCountLabels, Gauge>,
+    cpms_degraded: Family<SetLabels, Gauge>,
+    cpms_machines: Family<SetActionLabels, Counter>,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SetLabels {
+    /// `namespace/name` of the ControlPlaneMachineSet.
+    cpms: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SetCountLabels {
+    cpms: String,
+    /// desired, current, ready, updated or unavailable (the status counters).
+    replicas: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SetActionLabels {
+    cpms: String,
+    /// created or deleted.
+    action: String,
+}
+
+/// The status counters a set's `cpms_replicas` gauge carries.
+const REPLICA_COUNTS: [&str; 5] = ["desired", "current", "ready", "updated", "unavailable"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CheckLabels {
@@ -99,6 +126,24 @@ impl Metrics {
             "1 while a MachineHealthCheck is short-circuited (too many unhealthy machines)",
             mhc_short_circuited.clone(),
         );
+        let cpms_replicas = Family::<SetCountLabels, Gauge>::default();
+        let cpms_degraded = Family::<SetLabels, Gauge>::default();
+        let cpms_machines = Family::<SetActionLabels, Counter>::default();
+        registry.register(
+            "cpms_replicas",
+            "A ControlPlaneMachineSet's machines: desired (spec), current, ready, updated, unavailable (status)",
+            cpms_replicas.clone(),
+        );
+        registry.register(
+            "cpms_degraded",
+            "1 while a ControlPlaneMachineSet is Degraded (it refuses to act; the condition says why)",
+            cpms_degraded.clone(),
+        );
+        registry.register(
+            "cpms_machines",
+            "Machines a ControlPlaneMachineSet created or deleted",
+            cpms_machines.clone(),
+        );
         registry.register_collector(Box::new(VcenterCollector { stats }));
         Arc::new(Self {
             registry,
@@ -107,6 +152,9 @@ impl Metrics {
             durations,
             mhc_unhealthy,
             mhc_short_circuited,
+            cpms_replicas,
+            cpms_degraded,
+            cpms_machines,
         })
     }
 
@@ -141,6 +189,60 @@ impl Metrics {
         self.mhc_short_circuited
             .get_or_create(&l)
             .set(i64::from(short_circuited));
+    }
+
+    /// Record a machine set's pass: its status counters, whether it is degraded, and what it
+    /// created and deleted.
+    pub fn machine_set_applied(
+        &self,
+        set: &str,
+        desired: i64,
+        status: &ControlPlaneMachineSetStatus,
+        created: usize,
+        deleted: usize,
+    ) {
+        let counts = [
+            Some(desired),
+            status.replicas.map(i64::from),
+            status.ready_replicas.map(i64::from),
+            status.updated_replicas.map(i64::from),
+            status.unavailable_replicas.map(i64::from),
+        ];
+        for (name, n) in REPLICA_COUNTS.iter().zip(counts) {
+            self.cpms_replicas
+                .get_or_create(&SetCountLabels {
+                    cpms: set.into(),
+                    replicas: (*name).into(),
+                })
+                .set(n.unwrap_or(0));
+        }
+        let degraded = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Degraded" && c.status == "True");
+        self.cpms_degraded
+            .get_or_create(&SetLabels { cpms: set.into() })
+            .set(i64::from(degraded));
+        for (action, n) in [("created", created), ("deleted", deleted)] {
+            self.cpms_machines
+                .get_or_create(&SetActionLabels {
+                    cpms: set.into(),
+                    action: action.into(),
+                })
+                .inc_by(n as u64);
+        }
+    }
+
+    /// A deleted set's gauges go away (its counters stay: they are totals).
+    pub fn machine_set_gone(&self, set: &str) {
+        for name in REPLICA_COUNTS {
+            self.cpms_replicas.remove(&SetCountLabels {
+                cpms: set.into(),
+                replicas: name.into(),
+            });
+        }
+        self.cpms_degraded.remove(&SetLabels { cpms: set.into() });
     }
 
     /// The OpenMetrics text exposition (what Prometheus scrapes).

@@ -4,11 +4,10 @@
 //! replaced in its domain by the next machine set pass.
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
 
 use super::kube::LocalCluster;
 use crate::api::Machine;
-use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::remediation::{BACKOFF_ANNOTATION, RemediationAction};
 use crate::plan::health::status::EventObject;
 use crate::plan::health::targets::EXTERNAL_REMEDIATION_ANNOTATION;
@@ -21,17 +20,6 @@ pub struct HealthPass {
     pub remediated: Vec<String>,
     pub changed: bool,
     pub failed: Vec<String>,
-}
-
-fn mhc_ref(h: &MachineHealthCheck) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("machine.openshift.io/v1beta1".into()),
-        kind: Some("MachineHealthCheck".into()),
-        name: h.metadata.name.clone(),
-        namespace: h.metadata.namespace.clone(),
-        uid: h.metadata.uid.clone(),
-        ..ObjectReference::default()
-    }
 }
 
 /// Whether a control plane machine set of `ns` is replacing a machine (it has more machines
@@ -104,12 +92,12 @@ pub async fn health_pass(cluster: &LocalCluster) -> (HealthPass, Plans) {
             }
         }
         let regarding = |o: &EventObject| match o {
-            EventObject::Mhc => mhc_ref(mhc),
+            EventObject::Mhc => mhc.object_ref(&()),
             EventObject::Machine(name) => snapshot
                 .machines
                 .get(&format!("{ns}/{name}"))
                 .map(machine_ref)
-                .unwrap_or_else(|| mhc_ref(mhc)),
+                .unwrap_or_else(|| mhc.object_ref(&())),
         };
         for r in &plan.remediations {
             let done = match &r.action {

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::store::{Store, key};
+use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
 use crate::plan::machine::drain::PodRef;
 use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeOps};
@@ -118,6 +119,35 @@ impl KubeOps for LocalCluster {
             m.metadata.generation = Some(1);
             s.machines.insert(k, m.clone());
             Ok(m)
+        })
+    }
+
+    async fn list_machines(&self, namespace: &str) -> Result<Vec<Machine>, KubeError> {
+        Ok(self
+            .lock()
+            .machines
+            .values()
+            .filter(|m| m.metadata.namespace.as_deref() == Some(namespace))
+            .cloned()
+            .collect())
+    }
+
+    async fn set_machine_set_status(
+        &self,
+        set: &ControlPlaneMachineSet,
+        status: &ControlPlaneMachineSetStatus,
+    ) -> Result<(), KubeError> {
+        let k = key(
+            set.metadata.namespace.as_deref(),
+            set.metadata.name.as_deref().unwrap_or_default(),
+        );
+        self.with(|s| {
+            let stored = s
+                .machine_sets
+                .get_mut(&k)
+                .ok_or_else(|| missing("ControlPlaneMachineSet", &k))?;
+            stored.status = Some(status.clone());
+            Ok(())
         })
     }
 

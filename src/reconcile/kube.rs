@@ -6,6 +6,7 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
+use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
 use crate::plan::machine::drain::PodRef;
 
@@ -64,7 +65,7 @@ pub fn machine_ref(m: &Machine) -> ObjectReference {
 /// What reconcilers do to Kubernetes objects.
 pub trait KubeOps {
     /// Write what changed between `before` and `after`: metadata (labels, annotations,
-    /// finalizers), spec (providerID) and status. A deleting machine whose last finalizer is
+    /// finalizers, owner references), spec (providerID) and status. A deleting machine whose last finalizer is
     /// released is gone afterwards.
     fn update_machine(
         &self,
@@ -77,6 +78,20 @@ pub trait KubeOps {
         &self,
         m: &Machine,
     ) -> impl Future<Output = Result<Machine, KubeError>> + Send;
+
+    /// The Machines of a namespace as they are now: a direct read, never a cache (the machine
+    /// set confirms each creation on it).
+    fn list_machines(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Machine>, KubeError>> + Send;
+
+    /// Write a machine set's status.
+    fn set_machine_set_status(
+        &self,
+        set: &ControlPlaneMachineSet,
+        status: &ControlPlaneMachineSetStatus,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
 
     /// Mark a Machine for deletion (finalizers respected).
     fn delete_machine(

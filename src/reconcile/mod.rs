@@ -7,6 +7,7 @@
 //! * [`gather`] — the bulk reads; [`execute`] — the only vCenter writes. Both keep vCenter
 //!   errors typed ([`crate::plan::failure::Failure`]) so "retry later" and "failed" are told
 //!   apart from the error's type.
+pub mod cpms;
 pub mod execute;
 pub mod gather;
 pub mod kube;

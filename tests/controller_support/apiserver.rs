@@ -379,41 +379,30 @@ impl FakeApiServer {
     /// Create or overwrite an object as an admin would (`kubectl apply`), keeping the
     /// server-managed metadata of an existing one.
     pub fn put<K: Resource<DynamicType = ()> + Serialize>(&self, obj: &K) {
-        let meta = obj.meta();
-        let key = Self::key_of::<K>(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        );
-        let mut value = serde_json::to_value(obj).expect("serializable");
-        value["apiVersion"] = json!(K::api_version(&()));
-        value["kind"] = json!(K::kind(&()));
-        let mut inner = self.inner.lock().unwrap();
-        let existing = inner.objects.get(&key).cloned();
-        match existing {
-            Some(old) => {
-                for f in ["uid", "creationTimestamp", "generation"] {
-                    if let Some(v) = old["metadata"].get(f) {
-                        value["metadata"][f] = v.clone();
-                    }
-                }
-                self.commit(&mut inner, "MODIFIED", key, value, Some(&old));
-            }
-            None => {
-                self.stamp_new(&mut inner, &mut value);
-                self.commit(&mut inner, "ADDED", key, value, None);
-            }
-        }
+        self.put_json::<K>(serde_json::to_value(obj).expect("serializable"));
     }
 
     /// Create or overwrite an object of kind `K` from raw JSON (which need not decode as `K`:
     /// for malformed objects), keeping the server-managed metadata of an existing one.
     pub fn put_json<K: Resource<DynamicType = ()>>(&self, mut value: Value) {
-        let key = Self::key_of::<K>(
-            value["metadata"]["namespace"].as_str(),
-            value["metadata"]["name"].as_str().unwrap_or_default(),
-        );
         value["apiVersion"] = json!(K::api_version(&()));
         value["kind"] = json!(K::kind(&()));
+        let resource = format!("{}/{}/{}", K::group(&()), K::version(&()), K::plural(&()));
+        self.put_at(&resource, value);
+    }
+
+    /// Create or overwrite an object of a resource this crate has no type for
+    /// (`group/version/plural`, e.g. `config.openshift.io/v1/infrastructures`), from JSON that
+    /// carries its own apiVersion and kind.
+    pub fn put_at(&self, resource: &str, mut value: Value) {
+        let key = Key {
+            resource: resource.to_string(),
+            namespace: value["metadata"]["namespace"].as_str().map(str::to_string),
+            name: value["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        };
         let mut inner = self.inner.lock().unwrap();
         let existing = inner.objects.get(&key).cloned();
         match existing {
