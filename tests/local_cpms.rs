@@ -8,9 +8,11 @@ mod local_run;
 mod vcsim;
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::Value;
 use vcsim::Vcsim;
+use vsphere_provider::vcenter::cluster::{ClusterGroup, GroupChange};
 
 use local_run::{Run, admin, workdir};
 
@@ -370,4 +372,118 @@ async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held
     let mhc = &items(&run, "MachineHealthCheck")[0]["status"];
     assert_eq!(mhc["remediationsAllowed"], 0);
     assert_eq!(mhc["expectedMachines"], 3);
+}
+
+/// Three HostGroup zones in one compute cluster (a host group per host, precreated as an admin
+/// would; autoConfigure adds the VM groups and the VM-host rules): the set's three machines,
+/// one per zone, each VM in its zone's VM group, the groups joined before power-on.
+/// vcsim does not enforce VM-host rules (nor place a clone on the destination cluster's
+/// hosts), so which host a VM runs on is vCenter's to decide and not asserted here; the VM
+/// group membership is what makes real vCenter keep it on the group's hosts.
+#[tokio::test]
+async fn host_group_zones_put_each_machine_in_its_zones_vm_group() {
+    let sim = Vcsim::builder().clusters(1).hosts(3).start().await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    let admin = admin(&sim);
+    let inv = admin.inventory().await.unwrap();
+    let cluster = inv.at_path("/DC0/host/DC0_C0").unwrap().moref.clone();
+    let groups: Vec<GroupChange> = (0..3)
+        .map(|i| {
+            GroupChange::Add(ClusterGroup::Host {
+                name: format!("hosts-{}", ["a", "b", "c"][i]),
+                hosts: vec![
+                    inv.at_path(&format!("/DC0/host/DC0_C0/DC0_C0_H{i}"))
+                        .unwrap()
+                        .moref
+                        .clone(),
+                ],
+            })
+        })
+        .collect();
+    let t = admin
+        .reconfigure_cluster(&cluster, &[], &groups)
+        .await
+        .unwrap();
+    admin.wait_task(&t, Duration::from_secs(10)).await.unwrap();
+    let mut zones = String::new();
+    for z in ["a", "b", "c"] {
+        zones += &format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereFailureDomain
+metadata: {{name: zone-{z}}}
+spec:
+  region: {{name: region-a, type: ComputeCluster, tagCategory: k8s-region, autoConfigure: true}}
+  zone: {{name: zone-{z}, type: HostGroup, tagCategory: k8s-zone, autoConfigure: true}}
+  topology:
+    datacenter: DC0
+    computeCluster: DC0_C0
+    hosts: {{vmGroupName: vms-{z}, hostGroupName: hosts-{z}}}
+    datastore: LocalDS_0
+    networks: [VM Network]
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata: {{name: zone-{z}}}
+spec:
+  server: 127.0.0.1
+  failureDomain: zone-{z}
+  placementConstraint: {{folder: vm}}
+---
+"
+        );
+    }
+    std::fs::write(m.join("zones.yaml"), zones).unwrap();
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ms = machines(&run);
+    let mut in_zones: Vec<&str> = ms.iter().map(|m| m.1.as_str()).collect();
+    in_zones.sort();
+    assert_eq!(in_zones, ["zone-a", "zone-b", "zone-c"]);
+    let inv = admin.inventory().await.unwrap();
+    let cfg = admin.cluster_config(&cluster).await.unwrap();
+    for (name, zone, uid, _) in &ms {
+        let z = zone.trim_start_matches("zone-");
+        let vm = inv
+            .vm_by_instance_uuid(uid)
+            .unwrap_or_else(|| panic!("no VM for {name}"));
+        assert_eq!(
+            vm.vm.as_ref().unwrap().power_state.as_deref(),
+            Some("poweredOn"),
+            "{name}"
+        );
+        match cfg.group(&format!("vms-{z}")) {
+            Some(ClusterGroup::Vm { vms, .. }) => {
+                assert_eq!(
+                    vms,
+                    std::slice::from_ref(&vm.moref),
+                    "{name} alone in vms-{z}"
+                )
+            }
+            other => panic!("vms-{z}: {other:?}"),
+        }
+        let join = run
+            .stderr
+            .find(&format!("{name}: add to VM group vms-{z}"))
+            .expect(&run.stderr);
+        let power = run
+            .stderr
+            .find(&format!("{name}: power on"))
+            .expect(&run.stderr);
+        assert!(join < power, "group edit before power-on:\n{}", run.stderr);
+    }
+    // The zones' VM-host rules, made by autoConfigure, are enabled and mandatory.
+    for z in ["a", "b", "c"] {
+        let rule = cfg
+            .vm_host_rules()
+            .find(|r| r.name == format!("vms-{z}-hosts-{z}-affinity"))
+            .unwrap_or_else(|| panic!("no rule for zone-{z}: {:?}", cfg.rules));
+        assert!(rule.enabled && rule.mandatory, "{rule:?}");
+        assert_eq!(
+            rule.affine_host_group.as_deref(),
+            Some(format!("hosts-{z}").as_str())
+        );
+    }
 }
