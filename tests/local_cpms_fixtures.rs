@@ -196,6 +196,14 @@ async fn fixture_cpms_01_unchanged_three_machines_one_per_domain_static_ip_devic
         "{cp}"
     );
 
+    // Static IPs from IP pools are not implemented: each machine says so (its NIC uses DHCP).
+    let warned: Vec<_> = run
+        .items("Event")
+        .into_iter()
+        .filter(|e| e["reason"] == "StaticIPNotImplemented" && e["type"] == "Warning")
+        .collect();
+    assert_eq!(warned.len(), 3, "{}", run.list);
+
     // The manifest is left as it was, and a re-run changes nothing.
     assert_eq!(std::fs::read(m.join("cpms.yaml")).unwrap(), original);
     let again = reconcile(&sim, &m, &state);

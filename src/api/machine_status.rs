@@ -87,4 +87,6 @@ pub mod event {
     pub const DRAIN_REQUEUED: &str = "DrainRequeued";
     pub const TERMINATE_BLOCKED: &str = "TerminateBlocked";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
+    /// Ours: a device asks for static IPs from IP pools, which are not implemented yet.
+    pub const STATIC_IP_NOT_IMPLEMENTED: &str = "StaticIPNotImplemented";
 }

@@ -157,6 +157,15 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             event::CREATE,
             format!("Cloning VM {name} from {}", placement.template),
         );
+        for i in static_ip_devices(m) {
+            plan.event(
+                true,
+                event::STATIC_IP_NOT_IMPLEMENTED,
+                format!(
+                    "spec.providerSpec.value.network.devices[{i}].addressesFromPools: static IPs from IP pools (IPAddressClaims) are not implemented; this NIC gets its address by DHCP"
+                ),
+            );
+        }
         plan.vm = Some(VmStep::Clone {
             name,
             instance_uuid: uuid,
@@ -287,6 +296,28 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
     plan
 }
 
+/// Indexes of the provider spec's network devices that ask for addresses from IP pools.
+fn static_ip_devices(m: &Machine) -> Vec<usize> {
+    let devices = m
+        .spec
+        .provider_spec
+        .as_ref()
+        .and_then(|p| p.value.as_ref())
+        .and_then(|v| v.pointer("/network/devices"))
+        .and_then(|d| d.as_array());
+    devices
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, d)| {
+            d.get("addressesFromPools")
+                .and_then(|a| a.as_array())
+                .is_some_and(|a| !a.is_empty())
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{input, machine, placement};
@@ -334,6 +365,30 @@ mod tests {
         }
         assert_eq!(phase(&p.machine), Some(ph::PROVISIONING));
         assert_eq!(p.events[0].reason, event::CREATE);
+    }
+
+    /// Static IPs from IP pools are not implemented: the clone goes ahead (DHCP) and a warning
+    /// names the device, rather than a silent difference.
+    #[test]
+    fn a_static_ip_device_is_cloned_with_a_warning_naming_it() {
+        let mut m = machine("m-0");
+        m.spec.provider_spec = Some(crate::api::machine::ProviderSpec {
+            value: Some(serde_json::json!({"network": {"devices": [
+                {"networkName": "a"},
+                {"networkName": "b", "addressesFromPools": [{"group": "installer.openshift.io", "resource": "IPPool", "name": "default-0"}]}
+            ]}})),
+        });
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        let p = plan_machine(&i);
+        assert!(matches!(p.vm, Some(VmStep::Clone { .. })));
+        let w: Vec<_> = p
+            .events
+            .iter()
+            .filter(|e| e.reason == event::STATIC_IP_NOT_IMPLEMENTED)
+            .collect();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].warning && w[0].message.contains("devices[1].addressesFromPools"));
     }
 
     #[test]
