@@ -487,3 +487,44 @@ spec:
         );
     }
 }
+
+/// Adding a third zone to a set whose three machines sit in two zones moves exactly one
+/// machine: one replacement created in the new zone, one machine deleted, the others kept.
+#[tokio::test]
+async fn adding_a_third_zone_moves_exactly_one_machine() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    let all = "[{name: zone-a}, {name: zone-b}, {name: zone-c}]";
+    let two = cpms(4).replace(all, "[{name: zone-a}, {name: zone-b}]");
+    assert_ne!(two, cpms(4));
+    std::fs::write(m.join("cpms.yaml"), &two).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let before = machines(&run);
+    let mut zones_before: Vec<&str> = before.iter().map(|m| m.1.as_str()).collect();
+    zones_before.sort();
+    assert_eq!(zones_before, ["zone-a", "zone-a", "zone-b"]);
+
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let after = machines(&run);
+    let mut zones_after: Vec<&str> = after.iter().map(|m| m.1.as_str()).collect();
+    zones_after.sort();
+    assert_eq!(zones_after, ["zone-a", "zone-b", "zone-c"]);
+    let kept = after.iter().filter(|a| before.contains(a)).count();
+    assert_eq!(kept, 2, "exactly one machine moved:\n{before:?}\n{after:?}");
+    let events = cpms_events(&run);
+    assert_eq!(
+        events.iter().filter(|e| e.0 == "Create").count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| e.0 == "Delete").count(),
+        1,
+        "{events:?}"
+    );
+}
