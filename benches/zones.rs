@@ -34,8 +34,8 @@ use vsphere_provider::api::failure_domain::{
     FailureDomain, FailureDomainType, Topology, VSphereFailureDomain, VSphereFailureDomainSpec,
 };
 use vsphere_provider::reconcile::zones::reconcile_server;
+use vsphere_provider::vcenter::model::tags::TagCatalog;
 use vsphere_provider::vcenter::stats::CallKind;
-use vsphere_provider::vcenter::tags::TagCatalog;
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
 fn zones(

@@ -14,8 +14,10 @@ use vsphere_provider::api::conditions::{find_capi, find_meta};
 use vsphere_provider::local::driver::{self, Options, Report};
 use vsphere_provider::local::store::Store;
 use vsphere_provider::plan::credentials::ManagerIdentity;
-use vsphere_provider::vcenter::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
-use vsphere_provider::vcenter::rest::tagging::CategorySpec;
+use vsphere_provider::vcenter::model::cluster::{
+    ClusterGroup, GroupChange, RuleChange, VmHostRule,
+};
+use vsphere_provider::vcenter::model::tags::CategorySpec;
 use vsphere_provider::vcenter::session::SessionCache;
 use vsphere_provider::vcenter::stats::CallKind;
 use vsphere_provider::vcenter::{

@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
-use vsphere_provider::vcenter::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
-use vsphere_provider::vcenter::error::RestErrorKind;
-use vsphere_provider::vcenter::rest::tagging::CategorySpec;
-use vsphere_provider::vcenter::soap::FaultKind as VFault;
-use vsphere_provider::vcenter::task::TaskState;
-use vsphere_provider::vcenter::tls::Thumbprint;
-use vsphere_provider::vcenter::vm::CloneSpec;
+use vsphere_provider::vcenter::model::cluster::{
+    ClusterGroup, GroupChange, RuleChange, VmHostRule,
+};
+use vsphere_provider::vcenter::model::error::RestErrorKind;
+use vsphere_provider::vcenter::model::fault::FaultKind as VFault;
+use vsphere_provider::vcenter::model::tags::CategorySpec;
+use vsphere_provider::vcenter::model::task::TaskState;
+use vsphere_provider::vcenter::model::trust::Thumbprint;
+use vsphere_provider::vcenter::model::vm::CloneSpec;
 use vsphere_provider::vcenter::{
     Client, ClientOptions, Credentials, Error, MoRef, RetryPolicy, TlsPolicy, Wanted,
 };

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
-use vsphere_provider::vcenter::rest::tagging::CategorySpec;
-use vsphere_provider::vcenter::tags::TagCatalog;
+use vsphere_provider::vcenter::model::tags::CategorySpec;
+use vsphere_provider::vcenter::model::tags::TagCatalog;
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
 const TAGS: usize = 24;

@@ -11,9 +11,9 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::any;
 use secrecy::SecretString;
-use vsphere_provider::vcenter::error::RestErrorKind;
+use vsphere_provider::vcenter::model::error::RestErrorKind;
+use vsphere_provider::vcenter::model::tags::CategorySpec;
 use vsphere_provider::vcenter::rest::Dialect;
-use vsphere_provider::vcenter::rest::tagging::CategorySpec;
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials, Error, MoRef, RetryPolicy};
 
 type Log = Arc<Mutex<Vec<String>>>;

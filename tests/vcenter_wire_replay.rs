@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use secrecy::SecretString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use vsphere_provider::vcenter::cluster::{ClusterConfig, ClusterGroup};
-use vsphere_provider::vcenter::inventory::Inventory;
+use vsphere_provider::vcenter::inventory;
+use vsphere_provider::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
+use vsphere_provider::vcenter::model::fault::FaultKind;
+use vsphere_provider::vcenter::model::task::{TaskRef, TaskState};
 use vsphere_provider::vcenter::property::PropertyFilter;
-use vsphere_provider::vcenter::soap::FaultKind;
-use vsphere_provider::vcenter::task::{TaskRef, TaskState};
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials, Error, MoRef, RetryPolicy};
 
 fn fixture(name: &str) -> String {
@@ -181,7 +181,7 @@ async fn bulk_reads_build_the_inventory() {
         .retrieve(&PropertyFilter::new().props("ManagedEntity", &["name", "parent"]))
         .await
         .unwrap();
-    let inv = Inventory::from_contents(contents);
+    let inv = inventory::from_contents(&contents);
     assert_eq!(
         inv.path(&MoRef::new("Datacenter", "datacenter-2")),
         Some("/DC0")
@@ -444,7 +444,7 @@ async fn a_cluster_busy_with_a_task_is_not_reconfigured_again() {
 
 #[test]
 fn rest_transcript_bodies_decode() {
-    use vsphere_provider::vcenter::rest::{Category, Tag};
+    use vsphere_provider::vcenter::model::tags::{Category, Tag};
     let text = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/vcsim-wire/rest_transcript.txt"),

@@ -15,7 +15,7 @@ use vsphere_provider::api::{VSphereDeploymentZone, VSphereFailureDomain};
 use vsphere_provider::plan::failure::{Cause, Retry};
 use vsphere_provider::plan::zone::{ZoneState, ZoneVerdict};
 use vsphere_provider::reconcile::zones::reconcile_server;
-use vsphere_provider::vcenter::tags::TagCatalog;
+use vsphere_provider::vcenter::model::tags::TagCatalog;
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
 /// A ComputeCluster zone on DC0_C0 whose tags autoConfigure creates and attaches.

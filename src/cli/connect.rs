@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use secrecy::SecretString;
 
-use crate::vcenter::{
-    Client, ClientOptions, Credentials, Endpoint, Stats, TlsPolicy, tls::Thumbprint,
-};
+use crate::vcenter::model::trust::Thumbprint;
+use crate::vcenter::{Client, ClientOptions, Credentials, Endpoint, Stats, TlsPolicy};
 
 #[derive(clap::Args, Clone)]
 pub struct ConnectArgs {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::vcenter::tls::{self, Thumbprint};
+use crate::vcenter::model::trust::Thumbprint;
+use crate::vcenter::tls;
 use crate::vcenter::{Client, Endpoint, Error, Stats, TlsPolicy};
 
 #[derive(clap::Args, Debug)]

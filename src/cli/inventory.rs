@@ -48,7 +48,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         tracing::warn!(error = %e, "logout failed");
     }
     // The root folder first, as `/`, then everything below it sorted by path.
-    let listed: Vec<(&crate::vcenter::inventory::Entity, &str)> = inventory
+    let listed: Vec<(&crate::vcenter::model::inventory::Entity, &str)> = inventory
         .root()
         .map(|r| (r, "/"))
         .into_iter()

@@ -10,7 +10,7 @@ use crate::api::VSphereCluster;
 use crate::api::vsphere_cluster::VSphereIdentityKind;
 use crate::plan::credentials::identity_for;
 use crate::plan::failure::Failure;
-use crate::vcenter::endpoint::same_server;
+use crate::vcenter::model::endpoint::same_server;
 use crate::vcenter::{Client, Credentials};
 
 impl Context {

@@ -10,9 +10,9 @@ use crate::plan::credentials::{ManagerIdentity, identity_for};
 use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
 use crate::plan::zone_status::{apply_zone_status, with_owner};
 use crate::reconcile::zones::reconcile_server;
+use crate::vcenter::model::tags::TagCatalog;
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::stats::Snapshot;
-use crate::vcenter::tags::TagCatalog;
 use crate::vcenter::{Credentials, Endpoint, TlsPolicy};
 
 /// How to run.

@@ -4,7 +4,7 @@
 //! zones; zones must also name the cluster's server; a zone whose `ready` is unset is published
 //! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
 //! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
-//! `vcenter::endpoint::same_server`), where CAPV compared strings.
+//! `vcenter::model::endpoint::same_server`), where CAPV compared strings.
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::api::conditions::{
 use crate::api::deployment_zone::V1Beta2Status;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::vsphere_cluster::{FailureDomainSpec, VSphereCluster, VSphereClusterStatus};
-use crate::vcenter::endpoint::same_server;
+use crate::vcenter::model::endpoint::same_server;
 
 use super::selector;
 

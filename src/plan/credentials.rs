@@ -9,8 +9,8 @@
 use secrecy::SecretString;
 
 use crate::api::vsphere_cluster::{VSphereCluster, VSphereIdentityKind};
-use crate::vcenter::endpoint::same_server;
-use crate::vcenter::tls::{Thumbprint, TlsPolicy};
+use crate::vcenter::model::endpoint::same_server;
+use crate::vcenter::model::trust::{Thumbprint, TlsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 
 /// The manager's own credentials (flags or environment) and TLS trust.

@@ -1,12 +1,12 @@
 //! Why something could not be done in vCenter, kept typed from the client up to the verdict:
 //! whether a later pass may succeed unchanged ("retry later") or someone has to act ("failed")
-//! is decided from the error's type ([`crate::vcenter::Error::is_transient`]), never from its
+//! is decided from the error's type ([`crate::vcenter::model::error::Error::is_transient`]), never from its
 //! text. The message is what conditions, events and the CLI show; it never holds a secret.
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::vcenter::Error;
+use crate::vcenter::model::error::Error;
 
 /// One failure: what was being done and what went wrong, and its cause.
 #[derive(Clone, Debug)]

@@ -11,8 +11,8 @@ use crate::api::infrastructure::{Infrastructure, VSpherePlatformFailureDomainSpe
 use crate::api::machine::Workspace;
 use crate::plan::cpms::spec::clean_path;
 use crate::plan::placement::{ConfigError, ZoneFill};
-use crate::vcenter::inventory::{Entity, Inventory, LookupError, Wanted};
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::inventory::{Entity, Inventory, LookupError, Wanted};
+use crate::vcenter::model::moref::MoRef;
 
 /// A domain's fill and what the reader should know about it (a default taken instead of
 /// upstream's, e.g. no `status.infrastructureName`).

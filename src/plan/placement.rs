@@ -12,8 +12,8 @@ use std::fmt;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{FailureDomainType, VSphereFailureDomain};
 use crate::api::machine::{Machine, NetworkDeviceSpec, VSphereMachineProviderSpec, Workspace};
-use crate::vcenter::inventory::{Inventory, LookupError, Wanted};
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::inventory::{Inventory, LookupError, Wanted};
+use crate::vcenter::model::moref::MoRef;
 
 /// The label naming the VSphereDeploymentZone a Machine is placed in (also accepted as an
 /// annotation; and the `machine.openshift.io/zone` label when it names a deployment zone). The
@@ -428,43 +428,43 @@ mod tests {
     use crate::api::failure_domain::{
         FailureDomain, FailureDomainHosts, Topology, VSphereFailureDomainSpec,
     };
-    use crate::vcenter::inventory::tests::{content, sample_contents};
+    use crate::vcenter::model::inventory::tests::{record, sample_records};
 
     /// The shared sample (two clusters each with a pool `rp0`) plus a template, a datastore and
     /// networks.
     fn inv() -> Inventory {
-        let mut c = sample_contents();
-        c.push(content(
+        let mut c = sample_records();
+        c.push(record(
             "Folder",
             "f-ds",
             "datastore",
             Some(("Datacenter", "dc-1")),
         ));
-        c.push(content(
+        c.push(record(
             "Datastore",
             "ds-1",
             "LocalDS_0",
             Some(("Folder", "f-ds")),
         ));
-        c.push(content(
+        c.push(record(
             "Folder",
             "f-net",
             "network",
             Some(("Datacenter", "dc-1")),
         ));
-        c.push(content(
+        c.push(record(
             "Network",
             "net-1",
             "VM Network",
             Some(("Folder", "f-net")),
         ));
-        c.push(content(
+        c.push(record(
             "VirtualMachine",
             "vm-t",
             "rhcos",
             Some(("Folder", "f-vm")),
         ));
-        Inventory::from_contents(c)
+        Inventory::from_records(c)
     }
 
     fn fd(kind: FailureDomainType, cluster: Option<&str>) -> VSphereFailureDomain {

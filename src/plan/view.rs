@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::failure_domain::{FailureDomainType, VSphereFailureDomain};
-use crate::vcenter::cluster::ClusterConfig;
-use crate::vcenter::inventory::{Inventory, Wanted};
-use crate::vcenter::moref::MoRef;
-use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::model::cluster::ClusterConfig;
+use crate::vcenter::model::inventory::{Inventory, Wanted};
+use crate::vcenter::model::moref::MoRef;
+use crate::vcenter::model::tags::TagCatalog;
 
 /// One vCenter at one moment, as far as the zones on it need.
 #[derive(Clone, Debug, Default)]

@@ -12,7 +12,7 @@ use crate::api::deployment_zone::{
 };
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
-use crate::vcenter::endpoint::same_server;
+use crate::vcenter::model::endpoint::same_server;
 
 /// Condition types per check: (v1beta1 type, v1beta2 type, v1beta2 ok reason).
 const VCENTER: (&str, &str, &str) = (

@@ -9,9 +9,9 @@ use tracing::info;
 use crate::plan::failure::Failure;
 use crate::plan::view::VcenterView;
 use crate::plan::zone::{CATEGORY_DESCRIPTION, Step};
-use crate::vcenter::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
-use crate::vcenter::error::RestErrorKind;
-use crate::vcenter::rest::tagging::CategorySpec;
+use crate::vcenter::model::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
+use crate::vcenter::model::error::RestErrorKind;
+use crate::vcenter::model::tags::CategorySpec;
 use crate::vcenter::{Client, Error, MoRef};
 
 /// How long a group or rule reconfiguration may take (they are quick metadata changes).
@@ -153,7 +153,7 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
             match client.create_category(&spec).await {
                 Ok(id) => {
                     view.tags
-                        .insert_new_category(crate::vcenter::rest::Category {
+                        .insert_new_category(crate::vcenter::model::tags::Category {
                             id,
                             name: spec.name,
                             description: spec.description,
@@ -180,10 +180,11 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
                 .update_category_types(&c.id, associable_types)
                 .await
                 .map_err(describe)?;
-            view.tags.insert_category(crate::vcenter::rest::Category {
-                associable_types: associable_types.clone(),
-                ..c
-            });
+            view.tags
+                .insert_category(crate::vcenter::model::tags::Category {
+                    associable_types: associable_types.clone(),
+                    ..c
+                });
             Ok(())
         }
         Step::CreateTag { category, name } => {
@@ -197,7 +198,7 @@ async fn tag_step(client: &Client, view: &mut VcenterView, step: &Step) -> Resul
             };
             match client.create_tag(name, &c.id, "").await {
                 Ok(id) => {
-                    view.tags.insert_tag(crate::vcenter::rest::Tag {
+                    view.tags.insert_tag(crate::vcenter::model::tags::Tag {
                         id,
                         name: name.clone(),
                         category_id: c.id,
@@ -313,7 +314,7 @@ async fn cluster_batch(
     if !groups.is_empty() || !rules.is_empty() {
         // A reconfiguration still queued or running (ours, after a timeout or a crash, or
         // anyone's) may be adding the same group or rule: wait for it rather than add twice.
-        if let Some(busy) = running_task(client, cluster).await.map_err(fail)? {
+        if let Some(busy) = client.running_task(cluster).await.map_err(fail)? {
             return Err(Failure::busy(format!(
                 "{} is busy with task {busy}; the change is retried on the next reconcile",
                 path_of(view, cluster)
@@ -329,31 +330,6 @@ async fn cluster_batch(
             .map_err(fail)?;
     }
     Ok(())
-}
-
-/// A queued or running task on the cluster, if any (two reads: `recentTask`, then their states).
-async fn running_task(client: &Client, cluster: &MoRef) -> Result<Option<String>, Error> {
-    let recent = client.retrieve_one(cluster, &["recentTask"]).await?;
-    let tasks: Vec<MoRef> = recent
-        .props
-        .get("recentTask")
-        .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
-        .unwrap_or_default();
-    if tasks.is_empty() {
-        return Ok(None);
-    }
-    let states = client
-        .retrieve_objects(&tasks, "Task", &["info.state", "info.descriptionId"])
-        .await?;
-    Ok(states.iter().find_map(|t| {
-        matches!(t.text("info.state"), Some("queued" | "running")).then(|| {
-            format!(
-                "{} ({})",
-                t.moref().value,
-                t.text("info.descriptionId").unwrap_or("task")
-            )
-        })
-    }))
 }
 
 fn path_of(view: &VcenterView, m: &MoRef) -> String {

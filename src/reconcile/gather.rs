@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::view::{VcenterView, needs};
-use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::model::tags::TagCatalog;
 use crate::vcenter::{Client, Result};
 
 /// Gather the view for these failure domains. `tags` is the caller's cache: it is filled and

@@ -27,8 +27,8 @@ use crate::plan::machine::{
     plan_machine,
 };
 use crate::plan::placement::{self, ConfigError, Placement};
-use crate::vcenter::cluster::{ClusterGroup, GroupChange};
-use crate::vcenter::vm::CloneSpec;
+use crate::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use crate::vcenter::model::vm::CloneSpec;
 use crate::vcenter::{Client, Inventory, MoRef};
 
 /// What one sweep needs from the Kubernetes side.
@@ -523,10 +523,10 @@ async fn finish<K: KubeOps>(
 
 /// What a sweep reads from vCenter.
 struct Gathered {
-    tasks: BTreeMap<MoRef, Option<crate::vcenter::task::TaskState>>,
+    tasks: BTreeMap<MoRef, Option<crate::vcenter::model::task::TaskState>>,
     inventory: Inventory,
     /// Cluster configurations, read at most once per sweep (lazily, for all clusters at once).
-    configs: tokio::sync::OnceCell<BTreeMap<MoRef, crate::vcenter::cluster::ClusterConfig>>,
+    configs: tokio::sync::OnceCell<BTreeMap<MoRef, crate::vcenter::model::cluster::ClusterConfig>>,
     clusters_wanted: Vec<MoRef>,
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use super::gather;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::view::VcenterView;
-use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::model::tags::TagCatalog;
 use crate::vcenter::{Client, Result};
 
 #[derive(Default)]

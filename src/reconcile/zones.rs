@@ -17,7 +17,7 @@ use crate::plan::failure::Failure;
 use crate::plan::view::VcenterView;
 use crate::plan::zone::{Step, ZoneVerdict, dedup_steps, plan_zone, plan_zone_against};
 use crate::vcenter::Client;
-use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::model::tags::TagCatalog;
 
 /// Reads before giving up on convergence in local mode (normally 2: configure, then verify).
 pub const MAX_ROUNDS: usize = 4;

@@ -1,126 +1,36 @@
-//! The connection to one vCenter: HTTP transport with bounded retries, the SOAP session
-//! (login, cookie, one re-login on `NotAuthenticated`, logout) and round-trip accounting.
+//! The connection to one vCenter: the SOAP session (login, cookie, one re-login on
+//! `NotAuthenticated`, logout) over the HTTP exchange ([`super::http`]), the REST session
+//! beside it ([`super::rest`]), and concurrent reads.
 //!
 //! Sessions are used optimistically: a cached session costs no liveness round trip; if vCenter
 //! answers `NotAuthenticated` (expired, logged out elsewhere) we log in again once and repeat
 //! the call. That is cheaper than CAPV's per-reconcile `UserSession` + REST `session?~action=get`.
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, COOKIE, SET_COOKIE};
-use tokio::sync::{Mutex, OnceCell, RwLock, Semaphore};
-use tracing::{debug, warn};
+use reqwest::header::{CONTENT_TYPE, COOKIE};
+use serde_json::Value;
+use tokio::sync::{OnceCell, RwLock, Semaphore};
+use tracing::debug;
 
 use super::credentials::Credentials;
-use super::endpoint::Endpoint;
-use super::error::{Error, Result};
-use super::moref::MoRef;
-use super::soap::{Fault, FaultKind, Node, Xml, envelope, xml};
+use super::http::{
+    ClientOptions, Connection, INVALID_LOGIN_MEMORY, RawResponse, sensitive, snippet,
+};
+use super::model::endpoint::Endpoint;
+use super::model::error::{Error, Result};
+use super::model::fault::{Fault, FaultKind};
+use super::model::moref::MoRef;
+use super::model::trust::TlsPolicy;
+use super::rest::{Dialect, RestRequest, RestSession};
+use super::soap::{Node, Xml, envelope, xml};
 use super::stats::{CallKind, Stats};
-use super::tls::{self, TlsPolicy};
 
 /// The SOAP version we ask for until vCenter tells us its own (`about.apiVersion`).
 /// RetrieveServiceContent is answered under any version.
 const BOOTSTRAP_API_VERSION: &str = "6.5";
-
-/// How long a rejected login is remembered, so N reconciles sharing a client with wrong
-/// credentials make one login attempt, not N (accounts lock after repeated failures).
-const INVALID_LOGIN_MEMORY: Duration = Duration::from_secs(60);
-
-/// Bounded retry of transient transport failures (connection refused while vCenter restarts,
-/// HTTP 502/503/504, a dropped connection on a read). Each wait is jittered (between half and
-/// all of [`RetryPolicy::delay`]) so clients failing together do not retry together, and the
-/// whole call with its retries is bounded by [`ClientOptions::retry_deadline`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Total attempts, including the first.
-    pub attempts: u32,
-    pub base_delay: Duration,
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            attempts: 4,
-            base_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(2),
-        }
-    }
-}
-
-impl RetryPolicy {
-    pub fn none() -> Self {
-        Self {
-            attempts: 1,
-            ..Self::default()
-        }
-    }
-
-    /// The longest wait before retry `attempt + 1` (exponential, capped).
-    fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
-        self.base_delay.saturating_mul(factor).min(self.max_delay)
-    }
-
-    /// The wait actually slept: "equal jitter", uniformly between half and all of the delay.
-    fn jittered(&self, attempt: u32, random: u64) -> Duration {
-        let delay = self.delay(attempt);
-        let half = delay / 2;
-        let span = u64::try_from((delay - half).as_nanos()).unwrap_or(u64::MAX);
-        half + Duration::from_nanos(random.checked_rem(span.saturating_add(1)).unwrap_or(0))
-    }
-}
-
-/// A random number for jitter, without a random-number crate: std's per-process random hash
-/// keys over the current time.
-fn jitter_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    h.finish()
-}
-
-/// Connection settings other than the address and credentials.
-#[derive(Clone, Debug)]
-pub struct ClientOptions {
-    pub tls: TlsPolicy,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    pub retry: RetryPolicy,
-    /// The most one call may take with its retries: no retry starts once its wait would end past
-    /// it (the attempt in flight still has its own `request_timeout`).
-    pub retry_deadline: Duration,
-    /// The most independent reads (tag and category gets, per-cluster reads) one client has in
-    /// flight at once, over its pooled connections; each still has its own retries and the
-    /// shared re-login. 1 makes them sequential. Default [`DEFAULT_READS_IN_FLIGHT`].
-    pub reads_in_flight: usize,
-}
-
-/// Independent reads in flight per client by default: a cold sweep of 100 zones then costs
-/// about seven round-trip latencies for its hundred tag gets instead of a hundred.
-pub const DEFAULT_READS_IN_FLIGHT: usize = 16;
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        Self {
-            tls: TlsPolicy::System,
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(30),
-            retry: RetryPolicy::default(),
-            retry_deadline: Duration::from_secs(60),
-            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
-        }
-    }
-}
 
 /// What vCenter says about itself (`ServiceContent.about`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -190,18 +100,11 @@ pub struct Client {
 }
 
 pub(crate) struct Inner {
-    pub(crate) http: reqwest::Client,
-    pub(crate) endpoint: Endpoint,
-    pub(crate) credentials: Credentials,
-    pub(crate) stats: Stats,
-    pub(crate) retry: RetryPolicy,
-    retry_deadline: Duration,
+    conn: Connection,
     content: OnceCell<ServiceContent>,
     session: RwLock<SoapSession>,
-    login_lock: Mutex<Option<(Instant, String)>>,
-    pub(crate) rest: super::rest::RestSession,
-    pub(crate) tls_policy: TlsPolicy,
-    requests: AtomicU64,
+    rest: RestSession,
+    tls_policy: TlsPolicy,
     /// Bounds the concurrent reads of [`Client::read_all`] across all its callers.
     read_slots: Semaphore,
     reads_in_flight: usize,
@@ -210,17 +113,10 @@ pub(crate) struct Inner {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("server", &self.inner.endpoint.to_string())
-            .field("username", &self.inner.credentials.username)
+            .field("server", &self.inner.conn.endpoint.to_string())
+            .field("username", &self.inner.conn.credentials.username)
             .finish_non_exhaustive()
     }
-}
-
-/// The outcome of one HTTP exchange before SOAP/REST interpretation.
-pub(crate) struct RawResponse {
-    pub status: StatusCode,
-    pub set_cookie: Vec<String>,
-    pub body: String,
 }
 
 impl Client {
@@ -237,65 +133,36 @@ impl Client {
         options: ClientOptions,
         stats: Stats,
     ) -> Result<Self> {
-        if options.tls == TlsPolicy::Insecure && endpoint.is_https() {
-            warn!(server = %endpoint, "TLS certificate verification is disabled (--insecure)");
-        }
-        if !endpoint.is_https() && !endpoint.is_loopback() {
-            warn!(server = %endpoint, "plain http:// to a remote vCenter: credentials travel unencrypted");
-        }
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .timeout(options.request_timeout)
-            .retry(reqwest::retry::never())
-            // A redirect would re-send the Login body or the REST session header elsewhere,
-            // and turn http:// into unverified https: follow none.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("vsphere-provider/", env!("CARGO_PKG_VERSION")));
-        // reqwest needs a TLS configuration even for http:// (it has no default provider).
-        let tls_policy = if endpoint.is_https() {
-            &options.tls
-        } else {
-            &TlsPolicy::Insecure
-        };
-        builder = builder.tls_backend_preconfigured(tls::client_config(tls_policy)?);
-        let http = builder.build().map_err(|e| Error::Unreachable {
-            server: endpoint.to_string(),
-            reason: format!("cannot build the HTTP client: {e}"),
-        })?;
+        let tls_policy = options.tls.clone();
+        let reads_in_flight = options.reads_in_flight.max(1);
+        let conn = Connection::new(endpoint, credentials, &options, stats)?;
         Ok(Self {
             inner: Arc::new(Inner {
-                http,
-                endpoint,
-                credentials,
-                stats,
-                retry: options.retry,
-                retry_deadline: options.retry_deadline,
+                conn,
                 content: OnceCell::new(),
                 session: RwLock::new(SoapSession::default()),
-                login_lock: Mutex::new(None),
-                rest: super::rest::RestSession::default(),
-                tls_policy: options.tls,
-                requests: AtomicU64::new(0),
-                read_slots: Semaphore::new(options.reads_in_flight.max(1)),
-                reads_in_flight: options.reads_in_flight.max(1),
+                rest: RestSession::default(),
+                tls_policy,
+                read_slots: Semaphore::new(reads_in_flight),
+                reads_in_flight,
             }),
         })
     }
 
     pub fn endpoint(&self) -> &Endpoint {
-        &self.inner.endpoint
+        &self.inner.conn.endpoint
     }
 
     pub fn server(&self) -> String {
-        self.inner.endpoint.to_string()
+        self.inner.conn.endpoint.to_string()
     }
 
     pub fn username(&self) -> &str {
-        &self.inner.credentials.username
+        &self.inner.conn.credentials.username
     }
 
     pub fn stats(&self) -> &Stats {
-        &self.inner.stats
+        &self.inner.conn.stats
     }
 
     pub fn tls_policy(&self) -> &TlsPolicy {
@@ -324,11 +191,6 @@ impl Client {
             .await
     }
 
-    /// The service content if it was already fetched (no round trip).
-    pub(crate) fn inner_content(&self) -> Option<&ServiceContent> {
-        self.inner.content.get()
-    }
-
     fn api_version(&self) -> &str {
         self.inner
             .content
@@ -355,7 +217,7 @@ impl Client {
 
     /// Log in again unless another caller already did since `seen_generation`.
     async fn relogin(&self, seen_generation: Option<u64>) -> Result<(u64, String)> {
-        let mut failed = self.inner.login_lock.lock().await;
+        let mut failed = self.inner.conn.login_lock.lock().await;
         {
             let s = self.inner.session.read().await;
             if let Some(c) = &s.cookie
@@ -376,8 +238,8 @@ impl Client {
         // Drop the old cookie first: vcsim answers Login on a live cookie with InvalidLogin.
         self.inner.session.write().await.cookie = None;
         let mut x = Xml::request("Login", &content.session_manager);
-        x.text("userName", &self.inner.credentials.username);
-        x.text("password", self.inner.credentials.password());
+        x.text("userName", &self.inner.conn.credentials.username);
+        x.text("password", self.inner.conn.credentials.password());
         let body = x.finish("Login");
         let raw = self
             .exchange_soap("Login", CallKind::Session, &body, None, self.api_version())
@@ -411,7 +273,7 @@ impl Client {
         s.cookie = Some(cookie.clone());
         s.key = key;
         s.generation += 1;
-        debug!(server = %self.inner.endpoint, user = %self.username(), "logged in to vCenter");
+        debug!(server = %self.inner.conn.endpoint, user = %self.username(), "logged in to vCenter");
         Ok((s.generation, cookie))
     }
 
@@ -425,7 +287,7 @@ impl Client {
             .await
         {
             Err(Error::Fault { fault, .. }) if fault.is_not_authenticated() => {
-                debug!(server = %self.inner.endpoint, method, "session expired; logging in again");
+                debug!(server = %self.inner.conn.endpoint, method, "session expired; logging in again");
                 let (_, cookie) = self.relogin(Some(generation)).await?;
                 self.send_soap(method, kind, body, Some(&cookie), self.api_version())
                     .await
@@ -473,7 +335,7 @@ impl Client {
 
     /// End the SOAP and REST sessions. Safe to call twice or without a session.
     pub async fn logout(&self) -> Result<()> {
-        let rest = self.rest_logout().await;
+        let rest = self.inner.rest.logout(&self.inner.conn).await;
         let cookie = self.inner.session.write().await.cookie.take();
         if let (Some(cookie), Some(content)) = (cookie, self.inner.content.get()) {
             let body = Xml::request("Logout", &content.session_manager).finish("Logout");
@@ -524,102 +386,26 @@ impl Client {
         cookie: Option<&str>,
         version: &str,
     ) -> Result<RawResponse> {
-        let url = self.inner.endpoint.sdk_url();
+        let url = self.inner.conn.endpoint.sdk_url();
         let payload = envelope(body);
         let soap_action = format!("urn:vim25/{version}");
-        self.with_retries(method, kind, || {
-            let mut req = self
-                .inner
-                .http
-                .post(url.clone())
-                .header(CONTENT_TYPE, "text/xml; charset=utf-8")
-                .header("SOAPAction", soap_action.clone())
-                .body(payload.clone());
-            if let Some(c) = cookie {
-                req = req.header(COOKIE, sensitive(format!("vmware_soap_session={c}")));
-            }
-            req
-        })
-        .await
-    }
-
-    /// Send a request built by `build`, retrying transient failures within the policy. Reads
-    /// are retried on any transport failure; writes only when the request cannot have been
-    /// processed (connection refused, 503), so a clone is never sent twice.
-    pub(crate) async fn with_retries(
-        &self,
-        method: &str,
-        kind: CallKind,
-        build: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<RawResponse> {
-        let policy = self.inner.retry;
-        let first = Instant::now();
-        let mut attempt = 0;
-        loop {
-            self.inner.requests.fetch_add(1, Ordering::Relaxed);
-            let started = Instant::now();
-            let result = send_once(build()).await;
-            let elapsed = started.elapsed();
-            let (outcome, retryable) = match result {
-                Ok(raw) => {
-                    let status = raw.status;
-                    let retry = matches!(status.as_u16(), 503)
-                        || (kind != CallKind::Write && matches!(status.as_u16(), 429 | 502 | 504));
-                    let ok = status.is_success();
-                    self.inner.stats.record(method, kind, elapsed, ok);
-                    if retry {
-                        (
-                            Err(Error::Http {
-                                server: self.server(),
-                                method: method.to_string(),
-                                status: status.as_u16(),
-                                detail: snippet(&raw.body),
-                            }),
-                            true,
-                        )
-                    } else {
-                        (Ok(raw), false)
-                    }
+        self.inner
+            .conn
+            .with_retries(method, kind, || {
+                let mut req = self
+                    .inner
+                    .conn
+                    .http
+                    .post(url.clone())
+                    .header(CONTENT_TYPE, "text/xml; charset=utf-8")
+                    .header("SOAPAction", soap_action.clone())
+                    .body(payload.clone());
+                if let Some(c) = cookie {
+                    req = req.header(COOKIE, sensitive(format!("vmware_soap_session={c}")));
                 }
-                Err(failure) => {
-                    self.inner.stats.record(method, kind, elapsed, false);
-                    let retry = match failure {
-                        SendFailure::Connect(_) => true,
-                        SendFailure::Tls(_) => false,
-                        SendFailure::AfterSend(_) => kind != CallKind::Write,
-                        // A vCenter that did not answer in time will not answer a retry sooner.
-                        SendFailure::TimedOut(_) => false,
-                    };
-                    (Err(self.failure_error(method, failure)), retry)
-                }
-            };
-            attempt += 1;
-            match outcome {
-                Err(e) if retryable && attempt < policy.attempts => {
-                    let delay = policy.jittered(attempt - 1, jitter_seed());
-                    if first.elapsed() + delay >= self.inner.retry_deadline {
-                        debug!(server = %self.inner.endpoint, method, attempt, error = %e, deadline = ?self.inner.retry_deadline, "not retrying: past the deadline");
-                        return Err(e);
-                    }
-                    debug!(server = %self.inner.endpoint, method, attempt, error = %e, ?delay, "retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn failure_error(&self, method: &str, failure: SendFailure) -> Error {
-        let server = self.server();
-        match failure {
-            SendFailure::Connect(reason) => Error::Unreachable { server, reason },
-            SendFailure::Tls(reason) => Error::TlsHandshake { server, reason },
-            SendFailure::AfterSend(reason) | SendFailure::TimedOut(reason) => Error::Transport {
-                server,
-                method: method.to_string(),
-                reason,
-            },
-        }
+                req
+            })
+            .await
     }
 
     /// Turn an HTTP answer into the response element or a typed error.
@@ -688,21 +474,6 @@ impl Client {
         Ok(response)
     }
 
-    /// Whether vCenter rejected these credentials within [`INVALID_LOGIN_MEMORY`]; shared by the
-    /// SOAP and REST logins so neither keeps trying a wrong password.
-    pub(crate) async fn login_rejected_recently(&self) -> bool {
-        self.inner
-            .login_lock
-            .lock()
-            .await
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < INVALID_LOGIN_MEMORY)
-    }
-
-    pub(crate) async fn remember_rejected_login(&self) {
-        *self.inner.login_lock.lock().await = Some((Instant::now(), self.username().to_string()));
-    }
-
     /// Run independent reads concurrently: at most [`ClientOptions::reads_in_flight`] in flight
     /// for this client (all callers together), over the pooled connections. Each read keeps its
     /// own retries and the shared re-login (a session lost under many reads is re-established
@@ -734,122 +505,31 @@ impl Client {
 
     /// Requests sent on this client (all attempts), for tests that check retry bounds.
     pub fn requests_sent(&self) -> u64 {
-        self.inner.requests.load(Ordering::Relaxed)
+        self.inner.conn.requests_sent()
     }
-}
 
-pub(crate) enum SendFailure {
-    /// Nothing was sent: the request can be retried safely.
-    Connect(String),
-    Tls(String),
-    /// The request may have reached the server.
-    AfterSend(String),
-    /// No answer within the request timeout.
-    TimedOut(String),
-}
-
-async fn send_once(req: reqwest::RequestBuilder) -> std::result::Result<RawResponse, SendFailure> {
-    let resp = req.send().await.map_err(classify_send_error)?;
-    let status = resp.status();
-    let set_cookie = resp
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_string))
-        .collect();
-    let body = resp
-        .text()
-        .await
-        .map_err(|e| SendFailure::AfterSend(error_chain(&e)))?;
-    Ok(RawResponse {
-        status,
-        set_cookie,
-        body,
-    })
-}
-
-fn classify_send_error(e: reqwest::Error) -> SendFailure {
-    let chain = error_chain(&e);
-    if is_tls_error(&e) {
-        return SendFailure::Tls(tls_reason(&chain));
+    /// Send a REST request through the REST session (logging in first, and once more on 401).
+    /// Returns the unwrapped JSON value (`Null` for an empty body).
+    pub(crate) async fn rest(&self, req: RestRequest) -> Result<Value> {
+        let api_version = || self.api_version_for_rest();
+        self.inner
+            .rest
+            .call(&self.inner.conn, api_version, req)
+            .await
     }
-    if e.is_connect() {
-        // The innermost cause is the one an admin can act on ("Connection refused").
-        let inner = chain.rsplit(": ").next().unwrap_or(&chain).to_string();
-        return SendFailure::Connect(inner);
-    }
-    if e.is_timeout() {
-        return SendFailure::TimedOut(chain);
-    }
-    SendFailure::AfterSend(chain)
-}
 
-fn is_tls_error(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>())
-        {
-            return true;
-        }
-        source = err.source();
+    /// The REST dialect in use (logging in if needed).
+    pub async fn rest_dialect(&self) -> Result<Dialect> {
+        let api_version = || self.api_version_for_rest();
+        self.inner.rest.dialect(&self.inner.conn, api_version).await
     }
-    // Only rustls' own phrases, never a substring of the URL (`vc-tls01.corp`).
-    let text = error_chain(e);
-    TLS_MARKERS.iter().any(|m| text.contains(m))
-}
 
-/// Messages rustls gives TLS failures, most specific first.
-const TLS_MARKERS: [&str; 5] = [
-    "certificate thumbprint mismatch",
-    "the server did not prove it holds the key",
-    "invalid peer certificate",
-    "peer is incompatible",
-    "received fatal alert",
-];
-
-fn tls_reason(chain: &str) -> String {
-    // rustls' own message is the useful one ("invalid peer certificate: UnknownIssuer",
-    // "certificate thumbprint mismatch: expected …"); drop reqwest's and hyper's wrappers.
-    for marker in [
-        "certificate thumbprint mismatch",
-        "invalid peer certificate",
-        "peer is incompatible",
-        "received fatal alert",
-    ] {
-        if let Some(i) = chain.find(marker) {
-            return chain[i..].to_string();
-        }
+    /// The SOAP `about.apiVersion` (read once per client), which tells the REST login which
+    /// dialect to try first; `None` when the service content cannot be read.
+    async fn api_version_for_rest(&self) -> Option<String> {
+        let content = self.service_content().await.ok()?;
+        Some(content.about.api_version.clone())
     }
-    chain.rsplit(": ").next().unwrap_or(chain).to_string()
-}
-
-/// A header value hyper and h2 never log or index (session cookies and tokens).
-pub(crate) fn sensitive(value: String) -> reqwest::header::HeaderValue {
-    let mut v = reqwest::header::HeaderValue::from_str(&value)
-        .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
-    v.set_sensitive(true);
-    v
-}
-
-/// `a: b: c` from an error and its sources, without repeats.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut source: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = source {
-        let s = err.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
-        }
-        source = err.source();
-    }
-    // reqwest puts the URL in its message; keep it, it names the server, never credentials.
-    parts.join(": ")
 }
 
 /// The value of `vmware_soap_session` from a Set-Cookie header, quotes included.
@@ -875,16 +555,6 @@ fn missing_set_not_authenticated(response: &Node) -> Option<Fault> {
     None
 }
 
-/// The first 200 characters of a body, for error messages.
-pub(crate) fn snippet(body: &str) -> String {
-    let trimmed = body.trim();
-    let mut s: String = trimmed.chars().take(200).collect();
-    if trimmed.chars().count() > 200 {
-        s.push('…');
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -901,36 +571,6 @@ mod tests {
             Some(r#""52a1b2""#)
         );
         assert_eq!(parse_session_cookie("other=1"), None);
-    }
-
-    #[test]
-    fn retry_delays_are_bounded() {
-        let p = RetryPolicy::default();
-        assert_eq!(p.delay(0), Duration::from_millis(200));
-        assert_eq!(p.delay(1), Duration::from_millis(400));
-        assert_eq!(p.delay(10), Duration::from_secs(2));
-        assert_eq!(p.delay(40), Duration::from_secs(2));
-    }
-
-    #[test]
-    fn retry_waits_are_jittered_between_half_and_all_of_the_delay() {
-        let p = RetryPolicy::default();
-        for attempt in 0..6 {
-            let full = p.delay(attempt);
-            for random in [0, 1, 7, u64::MAX / 3, u64::MAX] {
-                let d = p.jittered(attempt, random);
-                assert!(d >= full / 2 && d <= full, "{attempt}: {d:?} of {full:?}");
-            }
-        }
-        assert_eq!(p.jittered(0, 0), Duration::from_millis(100));
-        let spread: std::collections::BTreeSet<Duration> =
-            (0..32).map(|_| p.jittered(3, jitter_seed())).collect();
-        assert!(spread.len() > 1, "waits differ between clients");
-        let none = RetryPolicy {
-            base_delay: Duration::ZERO,
-            ..p
-        };
-        assert_eq!(none.jittered(2, 12345), Duration::ZERO);
     }
 
     #[test]

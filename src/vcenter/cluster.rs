@@ -1,173 +1,72 @@
 //! Cluster host groups, VM groups and VM-host rules: read from `configurationEx` (fetched whole:
 //! real vCenter rejects subclass-only sub-paths such as `configurationEx.group`) and changed with
-//! `ReconfigureComputeResource_Task` (`modify=true`, incremental).
+//! `ReconfigureComputeResource_Task` (`modify=true`, incremental). The values are
+//! `model::cluster`.
 use std::collections::BTreeMap;
 
 use super::client::Client;
-use super::error::Result;
-use super::moref::MoRef;
+use super::model::cluster::{
+    ClusterConfig, ClusterGroup, ClusterRule, GroupChange, RuleChange, VmHostRule,
+};
+use super::model::error::{Error, Result};
+use super::model::moref::MoRef;
+use super::model::task::TaskRef;
 use super::soap::{Node, Xml};
-use super::task::TaskRef;
 
-/// A cluster group. A group's key is its name.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum ClusterGroup {
-    Host {
-        name: String,
-        hosts: Vec<MoRef>,
-    },
-    Vm {
-        name: String,
-        vms: Vec<MoRef>,
-    },
-    /// A group of another (or no) type, e.g. a bare `ClusterGroupInfo`.
-    Other {
-        name: String,
-        type_name: String,
-    },
-}
-
-impl ClusterGroup {
-    pub fn name(&self) -> &str {
-        match self {
-            ClusterGroup::Host { name, .. }
-            | ClusterGroup::Vm { name, .. }
-            | ClusterGroup::Other { name, .. } => name,
-        }
-    }
-}
-
-/// A VM-host rule (`ClusterVmHostRuleInfo`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct VmHostRule {
-    /// Server-assigned; unset when adding.
-    pub key: Option<i32>,
-    pub name: String,
-    pub enabled: bool,
-    pub mandatory: bool,
-    pub vm_group: String,
-    pub affine_host_group: Option<String>,
-    pub anti_affine_host_group: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum ClusterRule {
-    VmHost(VmHostRule),
-    /// Affinity/anti-affinity and dependency rules: kept so names stay unique.
-    Other {
-        key: Option<i32>,
-        name: String,
-        type_name: String,
-        enabled: bool,
-    },
-}
-
-impl ClusterRule {
-    pub fn name(&self) -> &str {
-        match self {
-            ClusterRule::VmHost(r) => &r.name,
-            ClusterRule::Other { name, .. } => name,
-        }
-    }
-}
-
-/// Groups and rules of one cluster.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ClusterConfig {
-    pub groups: Vec<ClusterGroup>,
-    pub rules: Vec<ClusterRule>,
-}
-
-impl ClusterConfig {
-    pub fn group(&self, name: &str) -> Option<&ClusterGroup> {
-        self.groups.iter().find(|g| g.name() == name)
-    }
-
-    pub fn rule(&self, name: &str) -> Option<&ClusterRule> {
-        self.rules.iter().find(|r| r.name() == name)
-    }
-
-    pub fn vm_host_rules(&self) -> impl Iterator<Item = &VmHostRule> {
-        self.rules.iter().filter_map(|r| match r {
-            ClusterRule::VmHost(r) => Some(r),
-            ClusterRule::Other { .. } => None,
+/// Parse a `ClusterConfigInfoEx` value.
+pub fn parse_config(val: &Node) -> ClusterConfig {
+    let groups = val
+        .children_named("group")
+        .map(|g| {
+            let name = g.child_text("name").unwrap_or_default().to_string();
+            let members = |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
+            match g.xsi_type.as_deref() {
+                Some("ClusterHostGroup") => ClusterGroup::Host {
+                    name,
+                    hosts: members("host"),
+                },
+                Some("ClusterVmGroup") => ClusterGroup::Vm {
+                    name,
+                    vms: members("vm"),
+                },
+                other => ClusterGroup::Other {
+                    name,
+                    type_name: other.unwrap_or("ClusterGroupInfo").to_string(),
+                },
+            }
         })
-    }
-
-    /// Parse a `ClusterConfigInfoEx` value.
-    pub fn from_node(val: &Node) -> Self {
-        let groups = val
-            .children_named("group")
-            .map(|g| {
-                let name = g.child_text("name").unwrap_or_default().to_string();
-                let members =
-                    |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
-                match g.xsi_type.as_deref() {
-                    Some("ClusterHostGroup") => ClusterGroup::Host {
-                        name,
-                        hosts: members("host"),
-                    },
-                    Some("ClusterVmGroup") => ClusterGroup::Vm {
-                        name,
-                        vms: members("vm"),
-                    },
-                    other => ClusterGroup::Other {
-                        name,
-                        type_name: other.unwrap_or("ClusterGroupInfo").to_string(),
-                    },
-                }
-            })
-            .collect();
-        let rules = val
-            .children_named("rule")
-            .map(|r| {
-                let key = r.child_text("key").and_then(|k| k.trim().parse().ok());
-                let name = r.child_text("name").unwrap_or_default().to_string();
-                let enabled = r.child("enabled").is_some_and(Node::is_true);
-                let opt = |tag: &str| {
-                    r.child_text(tag)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                };
-                match r.xsi_type.as_deref() {
-                    Some("ClusterVmHostRuleInfo") => ClusterRule::VmHost(VmHostRule {
-                        key,
-                        name,
-                        enabled,
-                        mandatory: r.child("mandatory").is_some_and(Node::is_true),
-                        vm_group: opt("vmGroupName").unwrap_or_default(),
-                        affine_host_group: opt("affineHostGroupName"),
-                        anti_affine_host_group: opt("antiAffineHostGroupName"),
-                    }),
-                    other => ClusterRule::Other {
-                        key,
-                        name,
-                        type_name: other.unwrap_or("ClusterRuleInfo").to_string(),
-                        enabled,
-                    },
-                }
-            })
-            .collect();
-        Self { groups, rules }
-    }
-}
-
-/// A change to a group.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupChange {
-    Add(ClusterGroup),
-    /// Replaces the whole member list.
-    Edit(ClusterGroup),
-    Remove(String),
-}
-
-/// A change to a VM-host rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RuleChange {
-    Add(VmHostRule),
-    /// Carries the existing key and the same name (real vCenter matches by key, vcsim by name).
-    Edit(VmHostRule),
-    Remove(i32),
+        .collect();
+    let rules = val
+        .children_named("rule")
+        .map(|r| {
+            let key = r.child_text("key").and_then(|k| k.trim().parse().ok());
+            let name = r.child_text("name").unwrap_or_default().to_string();
+            let enabled = r.child("enabled").is_some_and(Node::is_true);
+            let opt = |tag: &str| {
+                r.child_text(tag)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            };
+            match r.xsi_type.as_deref() {
+                Some("ClusterVmHostRuleInfo") => ClusterRule::VmHost(VmHostRule {
+                    key,
+                    name,
+                    enabled,
+                    mandatory: r.child("mandatory").is_some_and(Node::is_true),
+                    vm_group: opt("vmGroupName").unwrap_or_default(),
+                    affine_host_group: opt("affineHostGroupName"),
+                    anti_affine_host_group: opt("antiAffineHostGroupName"),
+                }),
+                other => ClusterRule::Other {
+                    key,
+                    name,
+                    type_name: other.unwrap_or("ClusterRuleInfo").to_string(),
+                    enabled,
+                },
+            }
+        })
+        .collect();
+    ClusterConfig { groups, rules }
 }
 
 fn write_group(x: &mut Xml, g: &ClusterGroup) {
@@ -274,7 +173,7 @@ impl Client {
             // Unreadable (NoPermission, …) is not "no groups": deciding on it would re-create
             // what exists.
             if let Some((_, fault)) = c.missing.iter().find(|(p, _)| p == "configurationEx") {
-                return Err(crate::vcenter::Error::Fault {
+                return Err(Error::Fault {
                     server: self.server(),
                     method: format!("RetrievePropertiesEx({}.configurationEx)", c.moref()),
                     fault: Box::new(fault.clone()),
@@ -283,7 +182,7 @@ impl Client {
             let cfg = c
                 .props
                 .get("configurationEx")
-                .map(ClusterConfig::from_node)
+                .map(parse_config)
                 .unwrap_or_default();
             out.insert(c.moref().clone(), cfg);
         }
@@ -349,7 +248,7 @@ mod tests {
           <group xsi:type="ClusterVmGroup"><name>vms</name></group>
           <group><name>bare</name></group>
         </val>"#;
-        let cfg = ClusterConfig::from_node(&parse(doc).unwrap());
+        let cfg = parse_config(&parse(doc).unwrap());
         assert_eq!(cfg.groups.len(), 3);
         assert!(
             matches!(cfg.group("hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts.len() == 2)

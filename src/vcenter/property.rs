@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use super::client::Client;
-use super::error::{Error, Result};
-use super::moref::MoRef;
-use super::soap::{Fault, Node, Xml};
+use super::model::error::{Error, Result};
+use super::model::fault::Fault;
+use super::model::moref::MoRef;
+use super::soap::{Node, Xml};
 use super::stats::CallKind;
 
 /// One object's properties as returned by the collector.

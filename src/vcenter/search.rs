@@ -1,7 +1,7 @@
 //! SearchIndex lookups. Misses are `None` (vCenter answers an empty response, not a fault).
 use super::client::Client;
-use super::error::Result;
-use super::moref::MoRef;
+use super::model::error::Result;
+use super::model::moref::MoRef;
 use super::soap::Xml;
 use super::stats::CallKind;
 

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::client::{Client, ClientOptions};
+use super::client::Client;
 use super::credentials::Credentials;
-use super::endpoint::Endpoint;
-use super::error::Result;
+use super::http::ClientOptions;
+use super::model::endpoint::Endpoint;
+use super::model::error::Result;
+use super::model::trust::TlsPolicy;
 use super::stats::Stats;
-use super::tls::TlsPolicy;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {

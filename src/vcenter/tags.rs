@@ -1,91 +1,12 @@
-//! A snapshot of the tag categories and tags a reconcile cares about, with name lookups.
-//!
-//! vAPI has no "find tag by name": names cost one `get` per category and per tag. The catalog
-//! first reads the tags found attached to the objects being reconciled (and their categories);
-//! only names still unknown after that cost a category list and a tag list of the categories
-//! concerned. It is kept between reconciles: an id is dropped when a change involving it fails,
-//! and a tag re-created under the same name replaces the old entry.
-use std::collections::{BTreeMap, BTreeSet};
+//! Filling a [`TagCatalog`] (`model::tags`) with what a reconcile needs, reading only what it
+//! does not know yet: the tags found attached to the objects being reconciled (and their
+//! categories) first; only names still unknown after that cost a category list and a tag list
+//! of the categories concerned.
+use std::collections::BTreeSet;
 
 use super::client::Client;
-use super::error::RestErrorKind;
-use super::error::{Error, Result};
-use super::rest::{Category, Tag};
-
-/// Categories and tags by id, with name indexes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TagCatalog {
-    categories: BTreeMap<String, Category>,
-    tags: BTreeMap<String, Tag>,
-    /// Categories whose tag list was read completely.
-    complete: BTreeSet<String>,
-}
-
-impl TagCatalog {
-    pub fn category(&self, name: &str) -> Option<&Category> {
-        self.categories.values().find(|c| c.name == name)
-    }
-
-    pub fn category_by_id(&self, id: &str) -> Option<&Category> {
-        self.categories.get(id)
-    }
-
-    pub fn tag_by_id(&self, id: &str) -> Option<&Tag> {
-        self.tags.get(id)
-    }
-
-    /// The tag named `tag` in the category named `category`.
-    pub fn tag(&self, category: &str, tag: &str) -> Option<&Tag> {
-        let cat = self.category(category)?;
-        self.tags
-            .values()
-            .find(|t| t.category_id == cat.id && t.name == tag)
-    }
-
-    /// Whether the tag list of this category is known completely, so "not found" is definite.
-    pub fn is_complete(&self, category: &str) -> bool {
-        self.category(category)
-            .is_some_and(|c| self.complete.contains(&c.id))
-    }
-
-    pub fn insert_category(&mut self, c: Category) {
-        self.categories.insert(c.id.clone(), c);
-    }
-
-    /// Record a category created by us: it has no tags yet.
-    pub fn insert_new_category(&mut self, c: Category) {
-        self.complete.insert(c.id.clone());
-        self.insert_category(c);
-    }
-
-    /// Add a tag; an older entry with the same name in the same category (deleted and
-    /// re-created outside us, so a new id) is dropped.
-    pub fn insert_tag(&mut self, t: Tag) {
-        self.tags.retain(|id, old| {
-            *id == t.id || old.category_id != t.category_id || old.name != t.name
-        });
-        self.tags.insert(t.id.clone(), t);
-    }
-
-    pub fn categories(&self) -> impl Iterator<Item = &Category> {
-        self.categories.values()
-    }
-
-    pub fn tags(&self) -> impl Iterator<Item = &Tag> {
-        self.tags.values()
-    }
-}
-
-impl TagCatalog {
-    /// Forget a tag or category vCenter says is gone, so the next fill reads it again.
-    pub fn forget(&mut self, id: &str) {
-        self.tags.remove(id);
-        if self.categories.remove(id).is_some() {
-            self.complete.remove(id);
-            self.tags.retain(|_, t| t.category_id != id);
-        }
-    }
-}
+use super::model::error::{Error, RestErrorKind, Result};
+use super::model::tags::TagCatalog;
 
 fn ignore_not_found<T>(r: Result<T>) -> Result<Option<T>> {
     match r {
@@ -121,10 +42,10 @@ impl Client {
         // so the categories cost no wave of their own.
         let unknown: Vec<&str> = tag_ids
             .iter()
-            .filter(|id| !catalog.tags.contains_key(*id))
+            .filter(|id| !catalog.has_tag(id))
             .map(String::as_str)
             .collect();
-        let known = &catalog.categories;
+        let known = &*catalog;
         let claimed = std::sync::Mutex::new(BTreeSet::<String>::new());
         let claimed = &claimed;
         let found = self
@@ -132,7 +53,7 @@ impl Client {
                 let Some(t) = ignore_not_found(self.get_tag(id).await)? else {
                     return Ok(None);
                 };
-                let first = !known.contains_key(&t.category_id)
+                let first = !known.has_category(&t.category_id)
                     && claimed
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -156,7 +77,7 @@ impl Client {
             let ids = self.list_categories().await?;
             let unknown: Vec<&str> = ids
                 .iter()
-                .filter(|id| !catalog.categories.contains_key(*id))
+                .filter(|id| !catalog.has_category(id))
                 .map(String::as_str)
                 .collect();
             self.read_categories(catalog, unknown).await?;
@@ -171,7 +92,7 @@ impl Client {
             .await?;
         let mut unknown: Vec<&String> = Vec::new();
         for id in lists.iter().flatten() {
-            if !catalog.tags.contains_key(id) && !unknown.contains(&id) {
+            if !catalog.has_tag(id) && !unknown.contains(&id) {
                 unknown.push(id);
             }
         }
@@ -179,7 +100,7 @@ impl Client {
             .get_each(unknown.iter().map(|id| id.as_str()), |id| self.get_tag(id))
             .await?;
         found.into_iter().for_each(|t| catalog.insert_tag(t));
-        catalog.complete.extend(stale);
+        catalog.mark_complete(stale);
         Ok(())
     }
 
@@ -207,42 +128,5 @@ impl Client {
             })
             .await?;
         Ok(found.into_iter().flatten().collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cat(id: &str, name: &str) -> Category {
-        Category {
-            id: id.into(),
-            name: name.into(),
-            description: String::new(),
-            cardinality: "MULTIPLE".into(),
-            associable_types: vec![],
-        }
-    }
-
-    fn tag(id: &str, name: &str, category: &str) -> Tag {
-        Tag {
-            id: id.into(),
-            name: name.into(),
-            category_id: category.into(),
-            description: String::new(),
-        }
-    }
-
-    #[test]
-    fn tags_are_found_only_in_their_own_category() {
-        let mut c = TagCatalog::default();
-        c.insert_category(cat("c1", "k8s-zone"));
-        c.insert_category(cat("c2", "other"));
-        c.insert_tag(tag("t1", "zone-a", "c2"));
-        assert!(c.tag("k8s-zone", "zone-a").is_none());
-        assert_eq!(c.tag("other", "zone-a").unwrap().id, "t1");
-        assert!(!c.is_complete("k8s-zone"));
-        c.insert_new_category(cat("c3", "fresh"));
-        assert!(c.is_complete("fresh"));
     }
 }

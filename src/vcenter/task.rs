@@ -3,32 +3,12 @@
 use std::time::{Duration, Instant};
 
 use super::client::Client;
-use super::error::{Error, Result};
-use super::moref::MoRef;
-use super::soap::{Fault, Node};
+use super::model::error::{Error, Result};
+use super::model::fault::{Fault, FaultKind};
+use super::model::moref::MoRef;
+use super::model::task::{TaskRef, TaskState};
+use super::soap::Node;
 use super::stats::CallKind;
-
-/// A started task.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TaskRef {
-    pub task: MoRef,
-    /// The operation, for messages (`CloneVM_Task`).
-    pub operation: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TaskState {
-    Queued,
-    Running { progress: Option<u32> },
-    Success { result: Option<MoRef> },
-    Error(Fault),
-}
-
-impl TaskState {
-    pub fn is_done(&self) -> bool {
-        matches!(self, TaskState::Success { .. } | TaskState::Error(_))
-    }
-}
 
 /// Read a `TaskInfo` element.
 pub fn parse_task_info(info: &Node) -> TaskState {
@@ -39,9 +19,7 @@ pub fn parse_task_info(info: &Node) -> TaskState {
         "error" => TaskState::Error(
             info.child("error")
                 .map(Fault::from_localized)
-                .unwrap_or_else(|| {
-                    Fault::from_object(&Node::default(), "task failed without an error")
-                }),
+                .unwrap_or_else(|| Fault::untyped("task failed without an error")),
         ),
         "running" => TaskState::Running {
             progress: info.child_text("progress").and_then(|p| p.parse().ok()),
@@ -108,9 +86,7 @@ impl Client {
                 }
                 Err(e) => {
                     let missing = match e.fault().map(|f| &f.kind) {
-                        Some(super::soap::FaultKind::ManagedObjectNotFound { obj: Some(obj) }) => {
-                            obj.clone()
-                        }
+                        Some(FaultKind::ManagedObjectNotFound { obj: Some(obj) }) => obj.clone(),
                         _ => return Err(e),
                     };
                     if !wanted.contains(&missing) {
@@ -121,6 +97,32 @@ impl Client {
             }
         }
         Ok(out)
+    }
+
+    /// A queued or running task on `entity`, if any, as `task-12 (description)` (two reads:
+    /// `recentTask`, then their states).
+    pub async fn running_task(&self, entity: &MoRef) -> Result<Option<String>> {
+        let recent = self.retrieve_one(entity, &["recentTask"]).await?;
+        let tasks: Vec<MoRef> = recent
+            .props
+            .get("recentTask")
+            .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
+            .unwrap_or_default();
+        if tasks.is_empty() {
+            return Ok(None);
+        }
+        let states = self
+            .retrieve_objects(&tasks, "Task", &["info.state", "info.descriptionId"])
+            .await?;
+        Ok(states.iter().find_map(|t| {
+            matches!(t.text("info.state"), Some("queued" | "running")).then(|| {
+                format!(
+                    "{} ({})",
+                    t.moref().value,
+                    t.text("info.descriptionId").unwrap_or("task")
+                )
+            })
+        }))
     }
 
     /// Poll until the task ends (backoff 100 ms → 2 s) or `timeout` passes; a task error is
@@ -157,7 +159,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vcenter::soap::{FaultKind, xml::parse};
+    use crate::vcenter::soap::xml::parse;
 
     #[test]
     fn task_info_states_parse() {

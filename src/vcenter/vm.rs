@@ -1,79 +1,12 @@
-//! Virtual machine lifecycle: clone, power, destroy. Each returns a [`TaskRef`] at once.
+//! Virtual machine lifecycle: clone, power, destroy. Each returns a [`TaskRef`] at once. The
+//! clone spec and template devices are `model::vm`.
 use super::client::Client;
-use super::error::Result;
-use super::moref::MoRef;
+use super::model::error::Result;
+use super::model::moref::MoRef;
+use super::model::task::TaskRef;
+use super::model::vm::{CloneSpec, DiskInfo, NicBacking, NicChange, TemplateDevices};
+use super::property::PropertyFilter;
 use super::soap::{Node, Xml};
-use super::task::TaskRef;
-
-/// Where and how to clone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CloneSpec {
-    pub name: String,
-    /// Required by `CloneVM_Task` (vcsim panics without it).
-    pub folder: MoRef,
-    pub datastore: Option<MoRef>,
-    /// Required when the source is a template.
-    pub pool: Option<MoRef>,
-    pub host: Option<MoRef>,
-    /// Set our own instance UUID so a crash between clone and status write can find the VM again.
-    pub instance_uuid: Option<String>,
-    pub annotation: Option<String>,
-    pub num_cpus: Option<i32>,
-    pub num_cores_per_socket: Option<i32>,
-    pub memory_mb: Option<i64>,
-    pub extra_config: Vec<(String, String)>,
-    /// The template's NICs removed and one vmxnet3 per `network.devices[]` added.
-    pub nics: Vec<NicChange>,
-    /// The template's disk grown to this many KiB (`diskGiB`).
-    pub disk_resize: Option<(DiskInfo, i64)>,
-    pub power_on: bool,
-}
-
-/// Where a new NIC is plugged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NicBacking {
-    /// A standard (or opaque-less) network, by name and reference.
-    Network { name: String, network: MoRef },
-    /// A distributed port group: its switch's UUID and its key.
-    PortGroup {
-        switch_uuid: String,
-        portgroup_key: String,
-    },
-}
-
-/// A NIC change in the clone's config spec.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NicChange {
-    /// Remove a template NIC (its device type and key).
-    Remove {
-        device_type: String,
-        key: i32,
-    },
-    Add(NicBacking),
-}
-
-/// A template's first virtual disk, as much of it as an `edit` needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DiskInfo {
-    pub key: i32,
-    /// `deviceInfo.label` ("Hard disk 1").
-    pub label: String,
-    pub controller_key: Option<i32>,
-    pub unit_number: Option<i32>,
-    pub capacity_kb: i64,
-    pub backing_type: String,
-    pub file_name: String,
-    pub disk_mode: Option<String>,
-}
-
-/// What a clone needs to know of its template's devices.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TemplateDevices {
-    /// (device type, key) of each NIC.
-    pub nics: Vec<(String, i32)>,
-    /// The first virtual disk (the one `diskGiB` sizes).
-    pub disk: Option<DiskInfo>,
-}
 
 /// The first virtual disk of a `config.hardware.device` value.
 pub fn parse_disk(devices: &Node) -> Option<DiskInfo> {
@@ -320,7 +253,7 @@ impl Client {
         let mut uuids = std::collections::BTreeMap::new();
         for c in self
             .retrieve(
-                &super::property::PropertyFilter::new()
+                &PropertyFilter::new()
                     .props("DistributedVirtualSwitch", &["uuid"])
                     .objects(&switches),
             )

@@ -15,7 +15,7 @@ use crate::plan::failure::Failure;
 use crate::plan::zone::ZoneState;
 use crate::plan::zone_status::{apply_zone_status, with_owner};
 use crate::reconcile::zones::{ZoneRun, reconcile_zone};
-use crate::vcenter::endpoint::same_server;
+use crate::vcenter::model::endpoint::same_server;
 
 /// The failure domains of every zone on `server` (plus the zone's own), so the shared view of
 /// that server is gathered once for all of them.

@@ -8,7 +8,7 @@ use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::{Infrastructure, VSphereDeploymentZone, VSphereFailureDomain};
 use crate::plan::infra_domain::infra_domain_fill;
 use crate::plan::placement::zone_fill;
-use crate::vcenter::Inventory;
+use crate::vcenter::model::inventory::Inventory;
 
 /// The failure domains a CPMS names, as the planner sees them, and what to say about them.
 ///

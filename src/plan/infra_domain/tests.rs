@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::infrastructure::{HostGroup, ZoneAffinity};
 use crate::plan::cpms::spec::inject;
-use crate::vcenter::inventory::tests::content;
+use crate::vcenter::model::inventory::tests::record;
 
 const FIXTURE_02: &str = include_str!(
     "../../../tests/fixtures/manifests/upstream/cpms-02-vsphere-failuredomains-infra-and-cpms.fragments.yaml"
@@ -16,28 +16,28 @@ const FIXTURE_02: &str = include_str!(
 /// template in `vm/templates`.
 fn inv() -> Inventory {
     let mut c = vec![
-        content("Folder", "group-d1", "Datacenters", None),
-        content(
+        record("Folder", "group-d1", "Datacenters", None),
+        record(
             "Datacenter",
             "dc-1",
             "IBMCloud",
             Some(("Folder", "group-d1")),
         ),
-        content("Folder", "f-vm", "vm", Some(("Datacenter", "dc-1"))),
-        content("Folder", "f-host", "host", Some(("Datacenter", "dc-1"))),
-        content("Folder", "f-ds", "datastore", Some(("Datacenter", "dc-1"))),
-        content("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
-        content("Folder", "f-infra", "infra-x", Some(("Folder", "f-vm"))),
-        content("Folder", "f-tmpl", "templates", Some(("Folder", "f-vm"))),
-        content("Folder", "f-own", "own", Some(("Folder", "f-vm"))),
-        content(
+        record("Folder", "f-vm", "vm", Some(("Datacenter", "dc-1"))),
+        record("Folder", "f-host", "host", Some(("Datacenter", "dc-1"))),
+        record("Folder", "f-ds", "datastore", Some(("Datacenter", "dc-1"))),
+        record("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
+        record("Folder", "f-infra", "infra-x", Some(("Folder", "f-vm"))),
+        record("Folder", "f-tmpl", "templates", Some(("Folder", "f-vm"))),
+        record("Folder", "f-own", "own", Some(("Folder", "f-vm"))),
+        record(
             "Network",
             "net-1",
             "ci-vlan-1289",
             Some(("Folder", "f-net")),
         ),
-        content("Network", "net-2", "ci-vlan-2", Some(("Folder", "f-net"))),
-        content(
+        record("Network", "net-2", "ci-vlan-2", Some(("Folder", "f-net"))),
+        record(
             "VirtualMachine",
             "vm-t",
             "rhcos-415",
@@ -45,32 +45,32 @@ fn inv() -> Inventory {
         ),
     ];
     for i in 1..=2 {
-        c.push(content(
+        c.push(record(
             "ClusterComputeResource",
             &format!("c-{i}"),
             &format!("vcs-mdcnc-workload-{i}"),
             Some(("Folder", "f-host")),
         ));
-        c.push(content(
+        c.push(record(
             "ResourcePool",
             &format!("rp-{i}"),
             "Resources",
             Some(("ClusterComputeResource", &format!("c-{i}"))),
         ));
-        c.push(content(
+        c.push(record(
             "ResourcePool",
             &format!("rp-{i}a"),
             "ocp",
             Some(("ResourcePool", &format!("rp-{i}"))),
         ));
-        c.push(content(
+        c.push(record(
             "Datastore",
             &format!("ds-{i}"),
             &format!("mdcnc-ds-{i}"),
             Some(("Folder", "f-ds")),
         ));
     }
-    Inventory::from_contents(c)
+    Inventory::from_records(c)
 }
 
 /// The Infrastructure `cluster` of fixture 02: its `spec` fragment as given, in a whole object.

@@ -324,9 +324,9 @@ mod tests {
     use super::*;
     use crate::plan::machine::{TaskObs, VcenterTrouble, VmObs, plan_machine};
     use crate::plan::placement::ConfigError;
-    use crate::vcenter::moref::MoRef;
-    use crate::vcenter::soap::Fault;
-    use crate::vcenter::task::TaskState;
+    use crate::vcenter::model::fault::Fault;
+    use crate::vcenter::model::moref::MoRef;
+    use crate::vcenter::model::task::TaskState;
 
     fn vm(power: &str) -> VmObs {
         VmObs {
@@ -512,10 +512,7 @@ mod tests {
     fn a_failed_task_is_reported_and_backed_off() {
         let m = machine("m-0");
         let mut i = input(&m);
-        i.task = TaskObs::State(TaskState::Error(Fault::from_object(
-            &Default::default(),
-            "insufficient disk space",
-        )));
+        i.task = TaskObs::State(TaskState::Error(Fault::untyped("insufficient disk space")));
         let p = plan_machine(&i);
         assert!(p.vm.is_none());
         assert_eq!(p.requeue, Requeue::Backoff);

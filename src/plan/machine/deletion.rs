@@ -261,7 +261,7 @@ mod tests {
     use super::super::{VmObs, drain::PodInfo, plan_machine};
     use super::*;
     use crate::api::machine::{LifecycleHook, LifecycleHooks};
-    use crate::vcenter::moref::MoRef;
+    use crate::vcenter::model::moref::MoRef;
 
     fn deleting(pre_drain: bool, pre_terminate: bool) -> Machine {
         let mut m = machine("m-0");

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::super::placement::Placement;
-use crate::vcenter::inventory::Inventory;
-use crate::vcenter::moref::MoRef;
-use crate::vcenter::vm::{DiskInfo, NicBacking, NicChange, TemplateDevices};
+use crate::vcenter::model::inventory::Inventory;
+use crate::vcenter::model::moref::MoRef;
+use crate::vcenter::model::vm::{DiskInfo, NicBacking, NicChange, TemplateDevices};
 
 /// What the clones of a sweep need to know, read once per sweep.
 #[derive(Clone, Debug, Default)]

@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::conditions::{ConditionUpdate, set_capi_condition};
 use crate::api::machine::Machine;
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
-use crate::vcenter::moref::MoRef;
-use crate::vcenter::task::TaskState;
+use crate::vcenter::model::moref::MoRef;
+use crate::vcenter::model::task::TaskState;
 
 pub use create::plan_create;
 pub use deletion::plan_delete;

@@ -1,9 +1,9 @@
 //! What the failure domain checks read: the view, resolved to the zone's datacenter, compute
 //! cluster (with its configuration) and host group.
-use crate::vcenter::cluster::{ClusterConfig, ClusterGroup};
-use crate::vcenter::inventory::{Entity, Inventory};
-use crate::vcenter::moref::MoRef;
-use crate::vcenter::tags::TagCatalog;
+use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
+use crate::vcenter::model::inventory::{Entity, Inventory};
+use crate::vcenter::model::moref::MoRef;
+use crate::vcenter::model::tags::TagCatalog;
 
 use crate::plan::view::VcenterView;
 

@@ -1,9 +1,9 @@
 //! The hosts of a HostGroup zone: the host group, the VM group and the VM-host rule binding
 //! them — checked, or planned when autoConfigure is set.
 use crate::api::failure_domain::FailureDomain;
-use crate::vcenter::cluster::{ClusterConfig, ClusterGroup, VmHostRule};
-use crate::vcenter::inventory::Entity;
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup, VmHostRule};
+use crate::vcenter::model::inventory::Entity;
+use crate::vcenter::model::moref::MoRef;
 
 use super::context::FdContext;
 use super::reasons::FdProblem;

@@ -4,7 +4,7 @@
 use crate::api::conditions::{zone, zone_ours, zone_v1beta1};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
-use crate::vcenter::inventory::{Entity, LookupError, Wanted};
+use crate::vcenter::model::inventory::{Entity, LookupError, Wanted};
 
 use super::context::FdContext;
 use super::reasons::FdProblem;

@@ -2,7 +2,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::moref::MoRef;
 
 /// The description CAPV gives categories it creates; kept so existing estates look the same.
 pub const CATEGORY_DESCRIPTION: &str = "CAPV generated category for Failure Domain support";

@@ -1,7 +1,7 @@
 //! Region and zone tags: the category, the tag, and its attachment to the objects the failure
 //! domain names — checked, or planned when autoConfigure is set.
 use crate::api::failure_domain::{FailureDomain, FailureDomainType};
-use crate::vcenter::inventory::Entity;
+use crate::vcenter::model::inventory::Entity;
 
 use super::context::FdContext;
 use super::reasons::FdProblem;

@@ -2,7 +2,7 @@
 //! where its machines go.
 use crate::api::conditions::{zone, zone_v1beta1};
 use crate::api::failure_domain::VSphereFailureDomain;
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::moref::MoRef;
 
 use super::reasons::FdProblem;
 use super::steps::Step;

@@ -4,17 +4,17 @@
 //! dialect the server speaks for the life of the client.
 pub mod tagging;
 
+use std::future::Future;
+
 use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::debug;
 
-use super::client::{Client, sensitive, snippet};
-use super::error::{Error, RestErrorKind, Result};
+use super::http::{Connection, sensitive, snippet};
+use super::model::error::{Error, RestErrorKind, Result};
 use super::stats::CallKind;
-
-pub use tagging::{Category, Tag};
 
 /// Which REST dialect the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub enum Dialect {
     Rest,
 }
 
+/// The REST session of one client: the dialect the server speaks and the session token. The
+/// client (`Client::rest`) sends requests through it; `api_version` is how the login learns
+/// the SOAP `about.apiVersion` (read only when the dialect is not known yet).
 #[derive(Default)]
 pub(crate) struct RestSession {
     state: Mutex<RestState>,
@@ -51,217 +54,81 @@ pub(crate) struct RestRequest {
     pub rest_body: Option<Value>,
 }
 
-impl Client {
-    /// Whether the SOAP `about.apiVersion` is at least `major.minor.patch` (None if unknown).
-    fn api_version_at_least(&self, major: u32, minor: u32, patch: u32) -> Option<bool> {
-        let v = &self.inner_content()?.about.api_version;
-        let parts: Vec<u32> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
-        let get = |i: usize| parts.get(i).copied().unwrap_or(0);
-        Some((get(0), get(1), get(2)) >= (major, minor, patch))
-    }
-
+impl RestSession {
     /// The REST dialect in use (logging in if needed).
-    pub async fn rest_dialect(&self) -> Result<Dialect> {
-        Ok(self.rest_token().await?.0)
+    pub(crate) async fn dialect<F>(
+        &self,
+        conn: &Connection,
+        api_version: impl Fn() -> F,
+    ) -> Result<Dialect>
+    where
+        F: Future<Output = Option<String>>,
+    {
+        Ok(self.token(conn, &api_version).await?.0)
     }
 
-    async fn rest_token(&self) -> Result<(Dialect, SecretString, u64)> {
-        let mut state = self.inner.rest.state.lock().await;
+    async fn token<F>(
+        &self,
+        conn: &Connection,
+        api_version: &impl Fn() -> F,
+    ) -> Result<(Dialect, SecretString, u64)>
+    where
+        F: Future<Output = Option<String>>,
+    {
+        let mut state = self.state.lock().await;
         if let (Some(d), Some(t)) = (state.dialect, state.token.clone()) {
             return Ok((d, t, state.generation));
         }
-        let (dialect, token) = self.rest_login(state.dialect).await?;
+        let (dialect, token) = login(conn, state.dialect, api_version).await?;
         state.dialect = Some(dialect);
         state.token = Some(token.clone());
         state.generation += 1;
         Ok((dialect, token, state.generation))
     }
 
-    async fn rest_login(&self, known: Option<Dialect>) -> Result<(Dialect, SecretString)> {
-        if self.login_rejected_recently().await {
-            return Err(Error::InvalidLogin {
-                server: self.server(),
-                username: self.inner.credentials.username.clone(),
-            });
-        }
-        if known.is_none() {
-            // The API version tells which dialect to try first (cached; usually already read).
-            let _ = self.service_content().await;
-        }
-        let creds = &self.inner.credentials;
-        let try_dialect = |d: Dialect| {
-            let url = match d {
-                Dialect::Api => self.inner.endpoint.join("api/session"),
-                Dialect::Rest => self.inner.endpoint.join("rest/com/vmware/cis/session"),
-            };
-            let http = self.inner.http.clone();
-            let user = creds.username.clone();
-            let password = creds.password().to_string();
-            async move {
-                self.with_retries("rest:session.create", CallKind::Session, || {
-                    http.post(url.clone())
-                        .basic_auth(&user, Some(&password))
-                        .header("Accept", "application/json")
-                })
-                .await
-            }
-        };
-        let order: &[Dialect] = match known {
-            Some(Dialect::Rest) => &[Dialect::Rest],
-            Some(Dialect::Api) => &[Dialect::Api],
-            // `/api` exists from vSphere 7.0 U2 (API 7.0.2); older servers (and vcsim, which
-            // reports 6.5) only serve `/rest`: ask the likely one first, fall back on 404.
-            None if self.api_version_at_least(7, 0, 2) == Some(false) => {
-                &[Dialect::Rest, Dialect::Api]
-            }
-            None => &[Dialect::Api, Dialect::Rest],
-        };
-        let mut last_status = StatusCode::NOT_FOUND;
-        for &d in order {
-            let raw = try_dialect(d).await?;
-            match raw.status {
-                s if s.is_success() => {
-                    let v: Value =
-                        serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
-                            server: self.server(),
-                            method: "rest:session.create".into(),
-                            reason: e.to_string(),
-                        })?;
-                    let token = match d {
-                        Dialect::Api => v.as_str(),
-                        Dialect::Rest => v.get("value").and_then(Value::as_str),
-                    }
-                    .ok_or_else(|| Error::Decode {
-                        server: self.server(),
-                        method: "rest:session.create".into(),
-                        reason: "no session id in the answer".into(),
-                    })?;
-                    debug!(server = %self.inner.endpoint, dialect = ?d, "REST session created");
-                    return Ok((d, SecretString::from(token.to_string())));
-                }
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                    self.remember_rejected_login().await;
-                    return Err(Error::InvalidLogin {
-                        server: self.server(),
-                        username: creds.username.clone(),
-                    });
-                }
-                StatusCode::NOT_FOUND => last_status = raw.status,
-                s => {
-                    return Err(Error::Http {
-                        server: self.server(),
-                        method: "rest:session.create".into(),
-                        status: s.as_u16(),
-                        detail: snippet(&raw.body),
-                    });
-                }
-            }
-        }
-        Err(Error::Rest {
-            server: self.server(),
-            operation: "REST session create".into(),
-            kind: RestErrorKind::Unavailable,
-            detail: format!(
-                "neither /api/session nor /rest/com/vmware/cis/session is served (HTTP {})",
-                last_status.as_u16()
-            ),
-        })
-    }
-
     /// Send a REST request, logging in first and once more on 401. Returns the unwrapped
     /// JSON value (`Null` for an empty body).
-    pub(crate) async fn rest(&self, req: RestRequest) -> Result<Value> {
-        let (dialect, token, generation) = self.rest_token().await?;
-        match self.rest_once(&req, dialect, &token).await {
+    pub(crate) async fn call<F>(
+        &self,
+        conn: &Connection,
+        api_version: impl Fn() -> F,
+        req: RestRequest,
+    ) -> Result<Value>
+    where
+        F: Future<Output = Option<String>>,
+    {
+        let (dialect, token, generation) = self.token(conn, &api_version).await?;
+        match send(conn, &req, dialect, &token).await {
             Err(Error::Rest {
                 kind: RestErrorKind::Unauthenticated,
                 ..
             }) => {
                 {
-                    let mut state = self.inner.rest.state.lock().await;
+                    let mut state = self.state.lock().await;
                     if state.generation == generation {
                         state.token = None;
                     }
                 }
-                let (dialect, token, _) = self.rest_token().await?;
-                self.rest_once(&req, dialect, &token).await
+                let (dialect, token, _) = self.token(conn, &api_version).await?;
+                send(conn, &req, dialect, &token).await
             }
             other => other,
         }
     }
 
-    async fn rest_once(
-        &self,
-        req: &RestRequest,
-        dialect: Dialect,
-        token: &SecretString,
-    ) -> Result<Value> {
-        let (path, body) = match dialect {
-            Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
-            Dialect::Rest => (
-                format!("rest/com/vmware/{}", req.rest_path),
-                req.rest_body.clone(),
-            ),
-        };
-        let (path_only, query) = match path.split_once('?') {
-            Some((p, q)) => (p.to_string(), Some(q.to_string())),
-            None => (path, None),
-        };
-        let mut url = self.inner.endpoint.join(&path_only);
-        url.set_query(query.as_deref());
-        let raw = self
-            .with_retries(req.op, req.kind, || {
-                let mut r = self
-                    .inner
-                    .http
-                    .request(req.method.clone(), url.clone())
-                    .header(
-                        "vmware-api-session-id",
-                        sensitive(token.expose_secret().to_string()),
-                    )
-                    .header("Accept", "application/json");
-                if let Some(b) = &body {
-                    r = r.json(b);
-                }
-                r
-            })
-            .await?;
-        if raw.status.is_success() {
-            let text = raw.body.trim();
-            if text.is_empty() {
-                return Ok(Value::Null);
-            }
-            let v: Value = serde_json::from_str(text).map_err(|e| Error::Decode {
-                server: self.server(),
-                method: req.op.to_string(),
-                reason: e.to_string(),
-            })?;
-            return Ok(match dialect {
-                Dialect::Api => v,
-                Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
-            });
-        }
-        Err(Error::Rest {
-            server: self.server(),
-            operation: req.op.trim_start_matches("rest:").to_string(),
-            kind: classify_rest_error(raw.status, &raw.body),
-            detail: rest_error_detail(raw.status, &raw.body),
-        })
-    }
-
     /// End the REST session if one is held.
-    pub(crate) async fn rest_logout(&self) -> Result<()> {
-        let mut state = self.inner.rest.state.lock().await;
+    pub(crate) async fn logout(&self, conn: &Connection) -> Result<()> {
+        let mut state = self.state.lock().await;
         let (Some(dialect), Some(token)) = (state.dialect, state.token.take()) else {
             return Ok(());
         };
         let url = match dialect {
-            Dialect::Api => self.inner.endpoint.join("api/session"),
-            Dialect::Rest => self.inner.endpoint.join("rest/com/vmware/cis/session"),
+            Dialect::Api => conn.endpoint.join("api/session"),
+            Dialect::Rest => conn.endpoint.join("rest/com/vmware/cis/session"),
         };
-        let raw = self
+        let raw = conn
             .with_retries("rest:session.delete", CallKind::Session, || {
-                self.inner.http.delete(url.clone()).header(
+                conn.http.delete(url.clone()).header(
                     "vmware-api-session-id",
                     sensitive(token.expose_secret().to_string()),
                 )
@@ -271,13 +138,181 @@ impl Client {
             Ok(())
         } else {
             Err(Error::Http {
-                server: self.server(),
+                server: conn.server(),
                 method: "rest:session.delete".into(),
                 status: raw.status.as_u16(),
                 detail: snippet(&raw.body),
             })
         }
     }
+}
+
+/// Whether an `about.apiVersion` is at least `major.minor.patch` (None if unknown).
+fn version_at_least(version: Option<&str>, major: u32, minor: u32, patch: u32) -> Option<bool> {
+    let parts: Vec<u32> = version?
+        .split('.')
+        .map(|p| p.parse().unwrap_or(0))
+        .collect();
+    let get = |i: usize| parts.get(i).copied().unwrap_or(0);
+    Some((get(0), get(1), get(2)) >= (major, minor, patch))
+}
+
+async fn login<F>(
+    conn: &Connection,
+    known: Option<Dialect>,
+    api_version: &impl Fn() -> F,
+) -> Result<(Dialect, SecretString)>
+where
+    F: Future<Output = Option<String>>,
+{
+    if conn.login_rejected_recently().await {
+        return Err(Error::InvalidLogin {
+            server: conn.server(),
+            username: conn.credentials.username.clone(),
+        });
+    }
+    // The API version tells which dialect to try first (cached; usually already read).
+    let version = match known {
+        None => api_version().await,
+        Some(_) => None,
+    };
+    let creds = &conn.credentials;
+    let try_dialect = |d: Dialect| {
+        let url = match d {
+            Dialect::Api => conn.endpoint.join("api/session"),
+            Dialect::Rest => conn.endpoint.join("rest/com/vmware/cis/session"),
+        };
+        let http = conn.http.clone();
+        let user = creds.username.clone();
+        let password = creds.password().to_string();
+        async move {
+            conn.with_retries("rest:session.create", CallKind::Session, || {
+                http.post(url.clone())
+                    .basic_auth(&user, Some(&password))
+                    .header("Accept", "application/json")
+            })
+            .await
+        }
+    };
+    let order: &[Dialect] = match known {
+        Some(Dialect::Rest) => &[Dialect::Rest],
+        Some(Dialect::Api) => &[Dialect::Api],
+        // `/api` exists from vSphere 7.0 U2 (API 7.0.2); older servers (and vcsim, which
+        // reports 6.5) only serve `/rest`: ask the likely one first, fall back on 404.
+        None if version_at_least(version.as_deref(), 7, 0, 2) == Some(false) => {
+            &[Dialect::Rest, Dialect::Api]
+        }
+        None => &[Dialect::Api, Dialect::Rest],
+    };
+    let mut last_status = StatusCode::NOT_FOUND;
+    for &d in order {
+        let raw = try_dialect(d).await?;
+        match raw.status {
+            s if s.is_success() => {
+                let v: Value =
+                    serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
+                        server: conn.server(),
+                        method: "rest:session.create".into(),
+                        reason: e.to_string(),
+                    })?;
+                let token = match d {
+                    Dialect::Api => v.as_str(),
+                    Dialect::Rest => v.get("value").and_then(Value::as_str),
+                }
+                .ok_or_else(|| Error::Decode {
+                    server: conn.server(),
+                    method: "rest:session.create".into(),
+                    reason: "no session id in the answer".into(),
+                })?;
+                debug!(server = %conn.endpoint, dialect = ?d, "REST session created");
+                return Ok((d, SecretString::from(token.to_string())));
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                conn.remember_rejected_login().await;
+                return Err(Error::InvalidLogin {
+                    server: conn.server(),
+                    username: creds.username.clone(),
+                });
+            }
+            StatusCode::NOT_FOUND => last_status = raw.status,
+            s => {
+                return Err(Error::Http {
+                    server: conn.server(),
+                    method: "rest:session.create".into(),
+                    status: s.as_u16(),
+                    detail: snippet(&raw.body),
+                });
+            }
+        }
+    }
+    Err(Error::Rest {
+        server: conn.server(),
+        operation: "REST session create".into(),
+        kind: RestErrorKind::Unavailable,
+        detail: format!(
+            "neither /api/session nor /rest/com/vmware/cis/session is served (HTTP {})",
+            last_status.as_u16()
+        ),
+    })
+}
+
+/// One REST exchange in the session's dialect.
+async fn send(
+    conn: &Connection,
+    req: &RestRequest,
+    dialect: Dialect,
+    token: &SecretString,
+) -> Result<Value> {
+    let (path, body) = match dialect {
+        Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
+        Dialect::Rest => (
+            format!("rest/com/vmware/{}", req.rest_path),
+            req.rest_body.clone(),
+        ),
+    };
+    let (path_only, query) = match path.split_once('?') {
+        Some((p, q)) => (p.to_string(), Some(q.to_string())),
+        None => (path, None),
+    };
+    let mut url = conn.endpoint.join(&path_only);
+    url.set_query(query.as_deref());
+    let raw = conn
+        .with_retries(req.op, req.kind, || {
+            let mut r = conn
+                .http
+                .request(req.method.clone(), url.clone())
+                .header(
+                    "vmware-api-session-id",
+                    sensitive(token.expose_secret().to_string()),
+                )
+                .header("Accept", "application/json");
+            if let Some(b) = &body {
+                r = r.json(b);
+            }
+            r
+        })
+        .await?;
+    if raw.status.is_success() {
+        let text = raw.body.trim();
+        if text.is_empty() {
+            return Ok(Value::Null);
+        }
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::Decode {
+            server: conn.server(),
+            method: req.op.to_string(),
+            reason: e.to_string(),
+        })?;
+        return Ok(match dialect {
+            Dialect::Api => v,
+            Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
+        });
+    }
+    Err(Error::Rest {
+        server: conn.server(),
+        operation: req.op.trim_start_matches("rest:").to_string(),
+        kind: classify_rest_error(raw.status, &raw.body),
+        detail: rest_error_detail(raw.status, &raw.body),
+    })
 }
 
 /// Classify by the vAPI error type, not the HTTP status: the status for one error varies by

@@ -1,51 +1,14 @@
 //! Tag categories, tags and their attachment to inventory objects (vAPI `cis.tagging`).
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::RestRequest;
 use crate::vcenter::client::Client;
-use crate::vcenter::error::{Error, Result};
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::error::{Error, Result};
+use crate::vcenter::model::moref::MoRef;
+use crate::vcenter::model::tags::{Category, CategorySpec, Tag, null_as_empty};
 use crate::vcenter::stats::CallKind;
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Category {
-    pub id: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    /// `SINGLE` or `MULTIPLE`.
-    #[serde(default)]
-    pub cardinality: String,
-    /// Empty means every type.
-    #[serde(default, deserialize_with = "null_as_empty")]
-    pub associable_types: Vec<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tag {
-    pub id: String,
-    pub name: String,
-    pub category_id: String,
-    #[serde(default)]
-    pub description: String,
-}
-
-/// What to create.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CategorySpec {
-    pub name: String,
-    pub description: String,
-    pub cardinality: String,
-    pub associable_types: Vec<String>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Vec<String>, D::Error> {
-    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
-}
 
 fn object_id(obj: &MoRef) -> Value {
     json!({"type": obj.kind, "id": obj.value})
@@ -356,24 +319,5 @@ struct ObjectId {
 impl ObjectId {
     fn into_moref(self) -> MoRef {
         MoRef::new(self.kind, self.id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn categories_decode_with_missing_optional_fields() {
-        // vcsim omits an empty description and used_by.
-        let c: Category = serde_json::from_str(
-            r#"{"id":"urn:c","name":"k8s-zone","cardinality":"SINGLE","associable_types":["ClusterComputeResource"]}"#,
-        )
-        .unwrap();
-        assert_eq!(c.description, "");
-        assert_eq!(c.associable_types, vec!["ClusterComputeResource"]);
-        let c: Category =
-            serde_json::from_str(r#"{"id":"urn:c","name":"x","associable_types":null}"#).unwrap();
-        assert!(c.associable_types.is_empty());
     }
 }

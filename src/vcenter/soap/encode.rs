@@ -3,7 +3,7 @@
 //! them is clearer than a serde model.
 use quick_xml::escape::escape;
 
-use crate::vcenter::moref::MoRef;
+use crate::vcenter::model::moref::MoRef;
 
 /// Wrap a request body in the SOAP envelope, declaring the `xsi` and `xsd` prefixes that
 /// polymorphic slots (`xsi:type="ClusterConfigSpecEx"`, `xsi:type="xsd:int"`) rely on.

@@ -1,8 +1,8 @@
-//! SOAP at `/sdk`: the envelope, a namespace-aware XML tree, request encoding and typed faults.
+//! SOAP at `/sdk`, the wire codec (no I/O): the envelope and request writer, a namespace-aware
+//! XML tree, and decoding of the general vSphere values (morefs, faults) into `model` types.
+pub mod decode;
 pub mod encode;
-pub mod fault;
 pub mod xml;
 
 pub use encode::{Xml, envelope};
-pub use fault::{Fault, FaultKind};
 pub use xml::Node;

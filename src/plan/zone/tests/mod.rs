@@ -19,37 +19,37 @@ pub(super) use crate::api::failure_domain::{
     FailureDomainHosts, Topology, VSphereFailureDomainSpec,
 };
 pub(super) use crate::plan::view::VcenterView;
-pub(super) use crate::vcenter::cluster::ClusterRule;
-pub(super) use crate::vcenter::cluster::VmHostRule;
-pub(super) use crate::vcenter::cluster::{ClusterConfig, ClusterGroup};
-pub(super) use crate::vcenter::inventory::Inventory;
-pub(super) use crate::vcenter::inventory::tests::{content, sample_contents};
-pub(super) use crate::vcenter::moref::MoRef;
-pub(super) use crate::vcenter::rest::{Category, Tag};
+pub(super) use crate::vcenter::model::cluster::ClusterRule;
+pub(super) use crate::vcenter::model::cluster::VmHostRule;
+pub(super) use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
+pub(super) use crate::vcenter::model::inventory::Inventory;
+pub(super) use crate::vcenter::model::inventory::tests::{record, sample_records};
+pub(super) use crate::vcenter::model::moref::MoRef;
+pub(super) use crate::vcenter::model::tags::{Category, Tag};
 
 /// DC0 with clusters C0 (hosts h0, h1; pool rp0) and C1 (host h2; pool rp0), datastore ds0,
 /// network net0, folder vm/capi.
 pub(super) fn inventory() -> Inventory {
-    let mut objects = sample_contents();
+    let mut objects = sample_records();
     objects.extend([
-        content("Folder", "f-ds", "datastore", Some(("Datacenter", "dc-1"))),
-        content("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
-        content("Datastore", "ds-0", "ds0", Some(("Folder", "f-ds"))),
-        content("Network", "net-0", "net0", Some(("Folder", "f-net"))),
-        content(
+        record("Folder", "f-ds", "datastore", Some(("Datacenter", "dc-1"))),
+        record("Folder", "f-net", "network", Some(("Datacenter", "dc-1"))),
+        record("Datastore", "ds-0", "ds0", Some(("Folder", "f-ds"))),
+        record("Network", "net-0", "net0", Some(("Folder", "f-net"))),
+        record(
             "HostSystem",
             "h-1",
             "h1",
             Some(("ClusterComputeResource", "c-0")),
         ),
-        content(
+        record(
             "HostSystem",
             "h-2",
             "h2",
             Some(("ClusterComputeResource", "c-1")),
         ),
     ]);
-    Inventory::from_contents(objects)
+    Inventory::from_records(objects)
 }
 
 pub(super) fn m(kind: &str, v: &str) -> MoRef {

@@ -1,14 +1,18 @@
-//! Client errors. Each variant is one failure class an admin can act on; messages name the
-//! server and the operation, never a password or a session token.
-use super::soap::Fault;
+//! vCenter errors, as data: each variant is one failure class an admin can act on; messages
+//! name the server and the operation, never a password or a session token. The transport
+//! produces them; planners read them (whether to retry) without depending on the transport.
+use super::endpoint::EndpointError;
+use super::fault::Fault;
+use super::inventory::LookupError;
+use super::trust::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("invalid vCenter address: {0}")]
-    Endpoint(#[from] super::endpoint::EndpointError),
+    Endpoint(#[from] EndpointError),
 
     #[error(transparent)]
-    Tls(#[from] super::tls::TlsError),
+    Tls(#[from] TlsError),
 
     /// Nothing answered: DNS failure, connection refused, no route, connect timeout.
     #[error("cannot connect to vCenter {server}: {reason}")]
@@ -70,7 +74,7 @@ pub enum Error {
 
     /// An inventory lookup failed (not found, ambiguous, wrong type).
     #[error(transparent)]
-    Lookup(#[from] Box<super::inventory::LookupError>),
+    Lookup(#[from] Box<LookupError>),
 
     /// A task finished in error.
     #[error("task {task} ({operation}) failed: {fault}")]

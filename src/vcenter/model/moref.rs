@@ -1,7 +1,6 @@
 //! Managed object references: the opaque `(type, value)` handles vCenter gives every object.
+//! (Read from a SOAP answer by `soap::decode`.)
 use std::fmt;
-
-use super::soap::xml::Node;
 
 /// A managed object reference such as `ClusterComputeResource:domain-c7`.
 #[derive(
@@ -21,13 +20,6 @@ impl MoRef {
             kind: kind.into(),
             value: value.into(),
         }
-    }
-
-    /// Read a moref from an element such as `<obj type="Folder">group-d1</obj>`.
-    pub fn from_node(node: &Node) -> Option<Self> {
-        let kind = node.type_attr.clone()?;
-        let value = node.text.trim();
-        (!value.is_empty()).then(|| Self::new(kind, value))
     }
 }
 

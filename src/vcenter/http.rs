@@ -1,0 +1,441 @@
+//! The HTTP exchange with one vCenter, under both the SOAP and the REST session: the reqwest
+//! client (TLS from the policy, no redirects), bounded retries of transient failures, round-trip
+//! accounting, and the memory of a rejected login that both logins share.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use reqwest::header::SET_COOKIE;
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+use super::credentials::Credentials;
+use super::model::endpoint::Endpoint;
+use super::model::error::{Error, Result};
+use super::model::trust::TlsPolicy;
+use super::stats::{CallKind, Stats};
+use super::tls;
+
+/// How long a rejected login is remembered, so N reconciles sharing a client with wrong
+/// credentials make one login attempt, not N (accounts lock after repeated failures).
+pub(crate) const INVALID_LOGIN_MEMORY: Duration = Duration::from_secs(60);
+
+/// Bounded retry of transient transport failures (connection refused while vCenter restarts,
+/// HTTP 502/503/504, a dropped connection on a read). Each wait is jittered (between half and
+/// all of [`RetryPolicy::delay`]) so clients failing together do not retry together, and the
+/// whole call with its retries is bounded by [`ClientOptions::retry_deadline`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts, including the first.
+    pub attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    pub fn none() -> Self {
+        Self {
+            attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    /// The longest wait before retry `attempt + 1` (exponential, capped).
+    fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+
+    /// The wait actually slept: "equal jitter", uniformly between half and all of the delay.
+    fn jittered(&self, attempt: u32, random: u64) -> Duration {
+        let delay = self.delay(attempt);
+        let half = delay / 2;
+        let span = u64::try_from((delay - half).as_nanos()).unwrap_or(u64::MAX);
+        half + Duration::from_nanos(random.checked_rem(span.saturating_add(1)).unwrap_or(0))
+    }
+}
+
+/// A random number for jitter, without a random-number crate: std's per-process random hash
+/// keys over the current time.
+fn jitter_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// Connection settings other than the address and credentials.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub tls: TlsPolicy,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// The most one call may take with its retries: no retry starts once its wait would end past
+    /// it (the attempt in flight still has its own `request_timeout`).
+    pub retry_deadline: Duration,
+    /// The most independent reads (tag and category gets, per-cluster reads) one client has in
+    /// flight at once, over its pooled connections; each still has its own retries and the
+    /// shared re-login. 1 makes them sequential. Default [`DEFAULT_READS_IN_FLIGHT`].
+    pub reads_in_flight: usize,
+}
+
+/// Independent reads in flight per client by default: a cold sweep of 100 zones then costs
+/// about seven round-trip latencies for its hundred tag gets instead of a hundred.
+pub const DEFAULT_READS_IN_FLIGHT: usize = 16;
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            tls: TlsPolicy::System,
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            retry_deadline: Duration::from_secs(60),
+            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+        }
+    }
+}
+
+/// The outcome of one HTTP exchange before SOAP/REST interpretation.
+pub(crate) struct RawResponse {
+    pub status: StatusCode,
+    pub set_cookie: Vec<String>,
+    pub body: String,
+}
+
+/// One vCenter's HTTP side: what the SOAP session (`client`) and the REST session (`rest`)
+/// send their requests through.
+pub(crate) struct Connection {
+    pub(crate) http: reqwest::Client,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) credentials: Credentials,
+    pub(crate) stats: Stats,
+    retry: RetryPolicy,
+    retry_deadline: Duration,
+    requests: AtomicU64,
+    /// The last login vCenter rejected (when, which user). Held across a SOAP login so
+    /// concurrent callers log in once.
+    pub(crate) login_lock: Mutex<Option<(Instant, String)>>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        credentials: Credentials,
+        options: &ClientOptions,
+        stats: Stats,
+    ) -> Result<Self> {
+        if options.tls == TlsPolicy::Insecure && endpoint.is_https() {
+            warn!(server = %endpoint, "TLS certificate verification is disabled (--insecure)");
+        }
+        if !endpoint.is_https() && !endpoint.is_loopback() {
+            warn!(server = %endpoint, "plain http:// to a remote vCenter: credentials travel unencrypted");
+        }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+            .retry(reqwest::retry::never())
+            // A redirect would re-send the Login body or the REST session header elsewhere,
+            // and turn http:// into unverified https: follow none.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("vsphere-provider/", env!("CARGO_PKG_VERSION")));
+        // reqwest needs a TLS configuration even for http:// (it has no default provider).
+        let tls_policy = if endpoint.is_https() {
+            &options.tls
+        } else {
+            &TlsPolicy::Insecure
+        };
+        builder = builder.tls_backend_preconfigured(tls::client_config(tls_policy)?);
+        let http = builder.build().map_err(|e| Error::Unreachable {
+            server: endpoint.to_string(),
+            reason: format!("cannot build the HTTP client: {e}"),
+        })?;
+        Ok(Self {
+            http,
+            endpoint,
+            credentials,
+            stats,
+            retry: options.retry,
+            retry_deadline: options.retry_deadline,
+            requests: AtomicU64::new(0),
+            login_lock: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn server(&self) -> String {
+        self.endpoint.to_string()
+    }
+
+    /// Requests sent (all attempts), for tests that check retry bounds.
+    pub(crate) fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Send a request built by `build`, retrying transient failures within the policy. Reads
+    /// are retried on any transport failure; writes only when the request cannot have been
+    /// processed (connection refused, 503), so a clone is never sent twice.
+    pub(crate) async fn with_retries(
+        &self,
+        method: &str,
+        kind: CallKind,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<RawResponse> {
+        let policy = self.retry;
+        let first = Instant::now();
+        let mut attempt = 0;
+        loop {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let started = Instant::now();
+            let result = send_once(build()).await;
+            let elapsed = started.elapsed();
+            let (outcome, retryable) = match result {
+                Ok(raw) => {
+                    let status = raw.status;
+                    let retry = matches!(status.as_u16(), 503)
+                        || (kind != CallKind::Write && matches!(status.as_u16(), 429 | 502 | 504));
+                    let ok = status.is_success();
+                    self.stats.record(method, kind, elapsed, ok);
+                    if retry {
+                        (
+                            Err(Error::Http {
+                                server: self.server(),
+                                method: method.to_string(),
+                                status: status.as_u16(),
+                                detail: snippet(&raw.body),
+                            }),
+                            true,
+                        )
+                    } else {
+                        (Ok(raw), false)
+                    }
+                }
+                Err(failure) => {
+                    self.stats.record(method, kind, elapsed, false);
+                    let retry = match failure {
+                        SendFailure::Connect(_) => true,
+                        SendFailure::Tls(_) => false,
+                        SendFailure::AfterSend(_) => kind != CallKind::Write,
+                        // A vCenter that did not answer in time will not answer a retry sooner.
+                        SendFailure::TimedOut(_) => false,
+                    };
+                    (Err(self.failure_error(method, failure)), retry)
+                }
+            };
+            attempt += 1;
+            match outcome {
+                Err(e) if retryable && attempt < policy.attempts => {
+                    let delay = policy.jittered(attempt - 1, jitter_seed());
+                    if first.elapsed() + delay >= self.retry_deadline {
+                        debug!(server = %self.endpoint, method, attempt, error = %e, deadline = ?self.retry_deadline, "not retrying: past the deadline");
+                        return Err(e);
+                    }
+                    debug!(server = %self.endpoint, method, attempt, error = %e, ?delay, "retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn failure_error(&self, method: &str, failure: SendFailure) -> Error {
+        let server = self.server();
+        match failure {
+            SendFailure::Connect(reason) => Error::Unreachable { server, reason },
+            SendFailure::Tls(reason) => Error::TlsHandshake { server, reason },
+            SendFailure::AfterSend(reason) | SendFailure::TimedOut(reason) => Error::Transport {
+                server,
+                method: method.to_string(),
+                reason,
+            },
+        }
+    }
+
+    /// Whether vCenter rejected these credentials within [`INVALID_LOGIN_MEMORY`]; shared by the
+    /// SOAP and REST logins so neither keeps trying a wrong password.
+    pub(crate) async fn login_rejected_recently(&self) -> bool {
+        self.login_lock
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < INVALID_LOGIN_MEMORY)
+    }
+
+    pub(crate) async fn remember_rejected_login(&self) {
+        *self.login_lock.lock().await = Some((Instant::now(), self.credentials.username.clone()));
+    }
+}
+
+pub(crate) enum SendFailure {
+    /// Nothing was sent: the request can be retried safely.
+    Connect(String),
+    Tls(String),
+    /// The request may have reached the server.
+    AfterSend(String),
+    /// No answer within the request timeout.
+    TimedOut(String),
+}
+
+async fn send_once(req: reqwest::RequestBuilder) -> std::result::Result<RawResponse, SendFailure> {
+    let resp = req.send().await.map_err(classify_send_error)?;
+    let status = resp.status();
+    let set_cookie = resp
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let body = resp
+        .text()
+        .await
+        .map_err(|e| SendFailure::AfterSend(error_chain(&e)))?;
+    Ok(RawResponse {
+        status,
+        set_cookie,
+        body,
+    })
+}
+
+fn classify_send_error(e: reqwest::Error) -> SendFailure {
+    let chain = error_chain(&e);
+    if is_tls_error(&e) {
+        return SendFailure::Tls(tls_reason(&chain));
+    }
+    if e.is_connect() {
+        // The innermost cause is the one an admin can act on ("Connection refused").
+        let inner = chain.rsplit(": ").next().unwrap_or(&chain).to_string();
+        return SendFailure::Connect(inner);
+    }
+    if e.is_timeout() {
+        return SendFailure::TimedOut(chain);
+    }
+    SendFailure::AfterSend(chain)
+}
+
+fn is_tls_error(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    // Only rustls' own phrases, never a substring of the URL (`vc-tls01.corp`).
+    let text = error_chain(e);
+    TLS_MARKERS.iter().any(|m| text.contains(m))
+}
+
+/// Messages rustls gives TLS failures, most specific first.
+const TLS_MARKERS: [&str; 5] = [
+    "certificate thumbprint mismatch",
+    "the server did not prove it holds the key",
+    "invalid peer certificate",
+    "peer is incompatible",
+    "received fatal alert",
+];
+
+fn tls_reason(chain: &str) -> String {
+    // rustls' own message is the useful one ("invalid peer certificate: UnknownIssuer",
+    // "certificate thumbprint mismatch: expected …"); drop reqwest's and hyper's wrappers.
+    for marker in [
+        "certificate thumbprint mismatch",
+        "invalid peer certificate",
+        "peer is incompatible",
+        "received fatal alert",
+    ] {
+        if let Some(i) = chain.find(marker) {
+            return chain[i..].to_string();
+        }
+    }
+    chain.rsplit(": ").next().unwrap_or(chain).to_string()
+}
+
+/// A header value hyper and h2 never log or index (session cookies and tokens).
+pub(crate) fn sensitive(value: String) -> reqwest::header::HeaderValue {
+    let mut v = reqwest::header::HeaderValue::from_str(&value)
+        .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
+    v.set_sensitive(true);
+    v
+}
+
+/// `a: b: c` from an error and its sources, without repeats.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = source {
+        let s = err.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        source = err.source();
+    }
+    // reqwest puts the URL in its message; keep it, it names the server, never credentials.
+    parts.join(": ")
+}
+
+/// The first 200 characters of a body, for error messages.
+pub(crate) fn snippet(body: &str) -> String {
+    let trimmed = body.trim();
+    let mut s: String = trimmed.chars().take(200).collect();
+    if trimmed.chars().count() > 200 {
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_are_bounded() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.delay(0), Duration::from_millis(200));
+        assert_eq!(p.delay(1), Duration::from_millis(400));
+        assert_eq!(p.delay(10), Duration::from_secs(2));
+        assert_eq!(p.delay(40), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn retry_waits_are_jittered_between_half_and_all_of_the_delay() {
+        let p = RetryPolicy::default();
+        for attempt in 0..6 {
+            let full = p.delay(attempt);
+            for random in [0, 1, 7, u64::MAX / 3, u64::MAX] {
+                let d = p.jittered(attempt, random);
+                assert!(d >= full / 2 && d <= full, "{attempt}: {d:?} of {full:?}");
+            }
+        }
+        assert_eq!(p.jittered(0, 0), Duration::from_millis(100));
+        let spread: std::collections::BTreeSet<Duration> =
+            (0..32).map(|_| p.jittered(3, jitter_seed())).collect();
+        assert!(spread.len() > 1, "waits differ between clients");
+        let none = RetryPolicy {
+            base_delay: Duration::ZERO,
+            ..p
+        };
+        assert_eq!(none.jittered(2, 12345), Duration::ZERO);
+    }
+}
