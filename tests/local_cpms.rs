@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use vcsim::Vcsim;
-use vsphere_provider::vcenter::cluster::{ClusterGroup, GroupChange};
+use vsphere_provider::vcenter::model::cluster::{ClusterGroup, GroupChange};
 
 use local_run::{Run, admin, workdir};
 
