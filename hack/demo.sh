@@ -11,7 +11,10 @@
 #   5. a control plane machine set of 3 over the three zones: a vertical scale rolled out one
 #      index at a time, a deleted machine replaced in its zone;
 #   6. a machine health check: one NotReady control plane node → its machine replaced in the
-#      same zone; two NotReady → nothing deleted, the check says why.
+#      same zone; two NotReady → nothing deleted, the check says why;
+#   7. OpenShift's own vSphere CPMS manifest (fixtures cpms-01), unchanged, against a second
+#      vcsim laid out like the estate it was written for (hack/vcsim/layouts/openshift-ibmcloud.json),
+#      its vCenter name redirected with --connect-to.
 # Safe to re-run. Everything it starts is stopped on exit.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -27,8 +30,10 @@ BIN="$REPO_ROOT/target/debug/vsphere-provider"
 
 work="$(mktemp -d)"
 vcsim_pid=""
+estate_pid=""
 cleanup() {
 	[ -n "$vcsim_pid" ] && kill "$vcsim_pid" 2>/dev/null || true
+	[ -n "$estate_pid" ] && kill "$estate_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -215,5 +220,38 @@ set +e
 "$BIN" reconcile -f "$cp_dir" --state "$cp_state" --simulate-nodes --now 2026-01-01T02:00:00Z |
 	sed -n '/^MACHINEHEALTHCHECKS/,/^done/p'
 set -e
+
+banner "OpenShift's own CPMS (fixture cpms-01, unchanged) against a vcsim laid out as its estate"
+"$VCSIM_BIN" -l 127.0.0.1:0 -cluster 3 -host 1 -layout hack/vcsim/layouts/openshift-ibmcloud.json \
+	-url-file "$work/estate.url" >/dev/null 2>"$work/estate.log" &
+estate_pid=$!
+for _ in $(seq 200); do [ -s "$work/estate.url" ] && break; sleep 0.05; done
+[ -s "$work/estate.url" ] || die "vcsim did not start: $(cat "$work/estate.log")"
+mkdir -p "$work/openshift"
+cp tests/fixtures/manifests/upstream/cpms-01-cpms-vsphere-3fd-static-ip.yaml "$work/openshift/"
+cat >"$work/openshift/infrastructure.yaml" <<'YAML'
+apiVersion: config.openshift.io/v1
+kind: Infrastructure
+metadata: {name: cluster}
+spec:
+  platformSpec:
+    type: VSphere
+    vsphere:
+      failureDomains:
+      - {name: fd-2, region: us-east, zone: us-east-1a, server: vcs8e-vc.ocp2.dev.cluster.com,
+         topology: {datacenter: IBMCloud, computeCluster: /IBMCloud/host/vcs-mdcnc-workload-1,
+                    datastore: /IBMCloud/datastore/mdcnc-ds-1, networks: [ci-vlan-1289]}}
+      - {name: fd-3, region: us-east, zone: us-east-1b, server: vcs8e-vc.ocp2.dev.cluster.com,
+         topology: {datacenter: IBMCloud, computeCluster: /IBMCloud/host/vcs-mdcnc-workload-2,
+                    datastore: /IBMCloud/datastore/mdcnc-ds-2, networks: [ci-vlan-1289]}}
+      - {name: fd-4, region: us-east, zone: us-east-1c, server: vcs8e-vc.ocp2.dev.cluster.com,
+         topology: {datacenter: IBMCloud, computeCluster: /IBMCloud/host/vcs-mdcnc-workload-3,
+                    datastore: /IBMCloud/datastore/mdcnc-ds-3, networks: [ci-vlan-1289]}}
+status: {infrastructureName: ngirard-dev-bwnz9}
+YAML
+"$BIN" reconcile -f "$work/openshift" --no-state --simulate-nodes \
+	--connect-to "vcs8e-vc.ocp2.dev.cluster.com=$(cat "$work/estate.url")" |
+	sed -n '/^MACHINES/,/^EVENTS/p'
+"$BIN" inventory --server "$(cat "$work/estate.url")" 2>/dev/null | grep 'ngirard-dev-bwnz9/ngirard-dev-bwnz9-master' || true
 
 banner "done"
