@@ -1,8 +1,9 @@
 //! The Machine controller: Kubernetes hands Machines over one at a time, but vCenter is read per
 //! server, for all its machines at once (`reconcile::machines::sweep`, the same sweep local mode
-//! runs). A reconcile therefore asks the server's [`Sweeps`] gate: if a sweep since the machine
-//! last changed has already decided for it and it is not due yet, that decision stands;
-//! otherwise one sweep runs for every machine of the server and records a decision for each.
+//! runs, driven like the zones under the server's write lock in [`Context::views`]). A reconcile
+//! therefore asks the server's [`Sweeps`] gate: if a sweep since the machine last changed has
+//! already decided for it and it is not due yet, that decision stands; otherwise one sweep runs
+//! for every machine of the server and records a decision for each.
 //! N machines woken together (a resync, a restart) cost one sweep, not N.
 //!
 //! Requeues come from the planner: a task in flight or a node expected → 10 s; a deleting VM →
@@ -200,10 +201,6 @@ async fn sweep_server(
     } else {
         ctx.vcenter_client(server).await
     };
-    let trouble = client.as_ref().err().map(|f| VcenterTrouble {
-        message: f.to_string(),
-        permanent: !matches!(f.retry(), crate::plan::failure::Retry::Later),
-    });
     let kube = ApiServer {
         client: ctx.client.clone(),
         recorder: ctx.recorder.clone(),
@@ -217,11 +214,8 @@ async fn sweep_server(
         pods: &pods,
         now: now(),
     };
-    let outcome = match (&client, trouble) {
-        (Ok(c), _) => sweep(Ok(c), &kube, input).await,
-        (Err(_), Some(t)) => sweep(Err(t), &kube, input).await,
-        (Err(_), None) => unreachable!("an error has a trouble"),
-    };
+    let client = client.as_ref().map_err(VcenterTrouble::from);
+    let outcome = sweep(&ctx.views, client, &kube, input).await;
     for w in &outcome.vcenter_writes {
         tracing::info!(%server, change = %w, "vCenter change");
     }

@@ -19,6 +19,7 @@ use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
 use crate::reconcile::machines::{SweepInput, machine_server, sweep};
+use crate::reconcile::views::ServerViews;
 use crate::vcenter::Endpoint;
 use crate::vcenter::Inventory;
 use crate::vcenter::session::SessionCache;
@@ -68,6 +69,8 @@ pub async fn run_machines(
         }
     }
     let mut wait = Duration::from_millis(200);
+    // The servers' write locks (every read fresh: TTL zero), as the zones' drives have theirs.
+    let views = ServerViews::new(Duration::ZERO);
     // The inventory of each server, as last read (by a sweep, or for the machine sets).
     let mut inventories: BTreeMap<String, Inventory> = BTreeMap::new();
     for round in 0..MAX_ROUNDS {
@@ -158,7 +161,7 @@ pub async fn run_machines(
                 pods: &BTreeMap::new(),
                 now: opts.now.clone(),
             };
-            let out = sweep(client_ref, cluster, input).await;
+            let out = sweep(&views, client_ref, cluster, input).await;
             if let Some(inv) = &out.inventory {
                 inventories.insert(label.clone(), inv.clone());
             }

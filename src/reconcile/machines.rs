@@ -1,23 +1,33 @@
-//! One machine sweep over one vCenter: gather in a fixed number of bulk reads, plan every
-//! machine (pure, `plan::machine`), execute the one step each needs, write the Machines back
-//! through [`KubeOps`].
+//! One machine sweep over one vCenter, driven by the per-server driver ([`super::server`]) like
+//! the zones: read in a fixed number of bulk reads, plan every machine (pure, `plan::machine`),
+//! start the one vCenter change each needs, then write the Machines back through [`KubeOps`].
 //!
 //! Reads per sweep, whatever the number of machines: the recorded tasks (one read, only when
 //! some are recorded, and always *before* the inventory, so a clone seen finished is also seen
 //! in the inventory), the inventory with the VM properties (one read), and the VM groups of the
 //! clusters whose new VMs are about to be powered on (one read, only then). Writes: one task per
-//! VM change, and one cluster reconfiguration per cluster for all its new VMs' group joins.
+//! VM change, and one cluster reconfiguration per cluster and VM group for all its new VMs'
+//! joins. The reads and writes happen under the server's write lock (the drive holds it from
+//! the start, [`Locking::Whole`]), so a group join is decided on a read no zone reconfiguration
+//! of the same cluster can overtake; the drive ends after its writes (the tasks are read by the
+//! next sweep), and the Machines are written after the lock is released.
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::execute::Outcome;
 use super::kube::{EventRecord, Eviction, KubeOps, machine_ref};
+use super::server::{Limits, Locking, Sweep, drive};
+use super::views::ServerViews;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
 use crate::api::machine_status::{VSphereMachineProviderStatus, event};
+use crate::plan::failure::Failure;
 use crate::plan::machine::create::fail_invalid_configuration;
 use crate::plan::machine::deletion::mark_drain_error;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, DeviceFacts, device_changes};
@@ -27,9 +37,10 @@ use crate::plan::machine::{
     plan_machine,
 };
 use crate::plan::placement::{self, ConfigError, Placement};
-use crate::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup, GroupChange};
+use crate::vcenter::model::task::TaskState;
 use crate::vcenter::model::vm::CloneSpec;
-use crate::vcenter::{Client, Inventory, MoRef};
+use crate::vcenter::{Client, Error, Inventory, MoRef};
 
 /// What one sweep needs from the Kubernetes side.
 pub struct SweepInput<'a> {
@@ -252,139 +263,242 @@ fn clone_spec(
 }
 
 /// Run one sweep. `client` is the server's client, or why there is none (then machines record
-/// the trouble and back off; nothing else changes).
+/// the trouble and back off; nothing else changes). `views` holds the server's write lock.
 pub async fn sweep<K: KubeOps>(
+    views: &ServerViews,
     client: Result<&Client, VcenterTrouble>,
     kube: &K,
     input: SweepInput<'_>,
 ) -> SweepOutcome {
     let mut out = SweepOutcome::default();
-    let gathered = match client {
-        Err(t) => Err(t),
-        Ok(c) => gather(c, &input.machines).await.map(|g| (c, g)),
-    };
-    let (client, g) = match gathered {
-        Ok(x) => (Some(x.0), Some(x.1)),
+    let client = match client {
+        Ok(c) => c,
         Err(t) => {
             for m in &input.machines {
-                let i = base_input(m, &input, Some(t.clone()));
-                let plan = plan_machine(&i);
+                let plan = plan_machine(&base_input(m, &input, Some(t.clone())));
                 finish(kube, m, plan, &mut out, &input.now).await;
             }
             return out;
         }
     };
-    let Some(g) = g else { return out };
-    let client = client.expect("a client when gathered");
-    out.inventory = Some(g.inventory.clone());
+    let mut sweep = MachineSweep {
+        input: &input,
+        plans: Vec::new(),
+        vm_paths: BTreeMap::new(),
+        started: BTreeMap::new(),
+    };
+    let limits = Limits {
+        max_writes: 1,
+        dry_run: false,
+        locking: Locking::Whole,
+    };
+    let driven = drive(views, client, &mut sweep, limits).await;
+    out.inventory = driven.view.map(|v| v.inventory);
+    out.vm_paths = std::mem::take(&mut sweep.vm_paths);
+    let MachineSweep { plans, started, .. } = sweep;
+    for (m, mut plan) in input.machines.iter().zip(plans) {
+        let k = key(m);
+        plan.vm = None;
+        match started.get(&k) {
+            None => {}
+            Some(Started::Task(task, what)) => {
+                set_task_ref(&mut plan.machine, task);
+                out.vcenter_writes.push(format!("{k}: {what}"));
+            }
+            Some(Started::Refused(message)) => {
+                let reason = if m.metadata.deletion_timestamp.is_some() {
+                    event::FAILED_DELETE
+                } else {
+                    event::FAILED_CREATE
+                };
+                out.failed.push(format!("{k}: {message}"));
+                plan.event(true, reason, message.clone());
+                plan.requeue = Requeue::Backoff;
+            }
+            Some(Started::Invalid(message)) => fail_invalid_configuration(&mut plan, message),
+        }
+        finish(kube, m, plan, &mut out, &input.now).await;
+    }
+    out
+}
 
-    // Plan every machine; group joins are collected per cluster.
-    let mut plans: Vec<(Machine, MachinePlan)> = Vec::new();
-    let mut placements = Vec::new();
-    for m in &input.machines {
-        let (placement, labels) = if m.metadata.deletion_timestamp.is_some() {
+/// What the machines of a sweep are planned on: read fresh, under the server's write lock.
+#[derive(Clone, Debug)]
+pub struct MachineView {
+    /// The recorded tasks (`None`: vCenter no longer knows the task).
+    tasks: BTreeMap<MoRef, Option<TaskState>>,
+    pub inventory: Inventory,
+    /// Groups and rules of the clusters whose new VMs wait for their VM group (read only then).
+    configs: BTreeMap<MoRef, ClusterConfig>,
+}
+
+/// A vCenter change of the machine sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MachineStep {
+    /// One task for one machine's VM (clone, power on or off, destroy).
+    Vm { machine: String, step: VmStep },
+    /// One reconfiguration of a cluster adding the new VMs of these machines to a VM group,
+    /// on the group as read.
+    Join {
+        cluster: MoRef,
+        group: String,
+        members: Vec<(String, MoRef)>,
+    },
+}
+
+/// What became of a machine's step.
+#[derive(Clone, Debug)]
+enum Started {
+    /// The task started, and what it does.
+    Task(MoRef, String),
+    /// vCenter refused (or could not be asked): the message for the machine's event.
+    Refused(String),
+    /// The clone asks for something impossible: the machine fails.
+    Invalid(String),
+}
+
+/// The machines of one server as a sweep of the per-server driver.
+struct MachineSweep<'a, 'i> {
+    input: &'a SweepInput<'i>,
+    /// Each machine's plan against the last read, in input order.
+    plans: Vec<MachinePlan>,
+    vm_paths: BTreeMap<String, String>,
+    /// Machine key → what its step came to.
+    started: BTreeMap<String, Started>,
+}
+
+impl MachineSweep<'_, '_> {
+    /// A machine's resolved placement and zone labels (none for a deleting machine) and its VM.
+    fn observe(&self, m: &Machine, inv: &Inventory) -> (PlacementAndLabels, Option<VmObs>) {
+        let placed = if m.metadata.deletion_timestamp.is_some() {
             (None, None)
         } else {
-            machine_placement(m, input.zones, input.failure_domains, &g.inventory)
+            machine_placement(m, self.input.zones, self.input.failure_domains, inv)
         };
-        placements.push(placement.clone());
-        let mut i = base_input(m, &input, None);
-        i.placement = placement;
-        i.zone_labels = labels;
-        i.vm = vm_obs(&g.inventory, m.metadata.uid.as_deref());
-        if let Some(vm) = &i.vm {
-            out.vm_paths.insert(key(m), vm.path.clone());
-        }
-        i.task = match task_ref(m) {
-            None => TaskObs::None,
-            Some(t) => match g.tasks.get(&t) {
-                Some(Some(s)) => TaskObs::State(s.clone()),
-                _ => TaskObs::Gone,
-            },
-        };
-        if let (Some(vm), Some(Ok(p))) = (&i.vm, &i.placement)
-            && let (Some(cluster), Some(group)) = (&p.cluster, &p.vm_group)
-            && !vm.powered_on()
-        {
-            i.in_vm_group = g.membership(client, cluster, group, vm).await;
-        }
-        let plan = plan_machine(&i);
-        plans.push((m.clone(), plan));
+        (placed, vm_obs(inv, m.metadata.uid.as_deref()))
     }
 
-    // Group joins: one reconfiguration per cluster and group, on the configuration just read.
-    let mut joins: BTreeMap<(MoRef, String), Vec<usize>> = BTreeMap::new();
-    for (idx, (_, plan)) in plans.iter().enumerate() {
-        if let Some(VmStep::JoinGroup { cluster, group, .. }) = &plan.vm {
-            joins
-                .entry((cluster.clone(), group.clone()))
-                .or_default()
-                .push(idx);
-        }
+    /// The cluster and VM group a machine's powered-off VM must be in before it is powered on.
+    fn group_wanted<'p>(
+        placement: &'p Option<Result<Placement, ConfigError>>,
+        vm: Option<&VmObs>,
+    ) -> Option<(&'p MoRef, &'p str)> {
+        let (Some(vm), Some(Ok(p))) = (vm, placement) else {
+            return None;
+        };
+        let (Some(cluster), Some(group)) = (&p.cluster, &p.vm_group) else {
+            return None;
+        };
+        (!vm.powered_on()).then_some((cluster, group.as_str()))
     }
-    for ((cluster, group), idxs) in joins {
-        let new: Vec<MoRef> = idxs
+
+    async fn read_view(&self, client: &Client) -> Result<MachineView, Error> {
+        let refs: Vec<MoRef> = self.input.machines.iter().filter_map(task_ref).collect();
+        let tasks = if refs.is_empty() {
+            BTreeMap::new()
+        } else {
+            client.task_states(&refs).await?
+        };
+        let inventory = client.inventory().await?;
+        // The clusters whose groups decide whether a new VM may be powered on, read together.
+        let mut clusters: Vec<MoRef> = Vec::new();
+        for m in &self.input.machines {
+            let ((placement, _), vm) = self.observe(m, &inventory);
+            if let Some((cluster, _)) = Self::group_wanted(&placement, vm.as_ref()) {
+                clusters.push(cluster.clone());
+            }
+        }
+        clusters.sort();
+        clusters.dedup();
+        let configs = if clusters.is_empty() {
+            BTreeMap::new()
+        } else {
+            client.cluster_configs(&clusters).await?
+        };
+        Ok(MachineView {
+            tasks,
+            inventory,
+            configs,
+        })
+    }
+
+    async fn start(
+        &mut self,
+        client: &Client,
+        view: &MachineView,
+        steps: &[MachineStep],
+    ) -> Outcome<MachineStep> {
+        let mut outcome = Outcome::default();
+        let namespaces: BTreeMap<String, String> = self
+            .input
+            .machines
             .iter()
-            .filter_map(|i| match &plans[*i].1.vm {
-                Some(VmStep::JoinGroup { vm, .. }) => Some(vm.clone()),
+            .map(|m| (key(m), m.metadata.namespace.clone().unwrap_or_default()))
+            .collect();
+        // Group joins first: one reconfiguration per cluster and group.
+        for step in steps {
+            let MachineStep::Join {
+                cluster,
+                group,
+                members,
+            } = step
+            else {
+                continue;
+            };
+            let vms: Vec<MoRef> = members.iter().map(|(_, vm)| vm.clone()).collect();
+            let result = join_group(client, view, cluster, group, &vms).await;
+            for (k, _) in members {
+                let started = result.clone().map(|task| {
+                    Started::Task(task, format!("add to VM group {group} of {cluster}"))
+                });
+                record(&mut outcome, &mut self.started, step, k, started);
+            }
+        }
+        let clones: Vec<&Placement> = steps
+            .iter()
+            .filter_map(|s| match s {
+                MachineStep::Vm {
+                    step: VmStep::Clone { placement, .. },
+                    ..
+                } => Some(placement.as_ref()),
                 _ => None,
             })
             .collect();
-        let result = join_group(client, &g, &cluster, &group, &new).await;
-        for i in idxs {
-            let (m, plan) = &mut plans[i];
-            plan.vm = None;
-            match &result {
-                Ok(task) => {
-                    set_task_ref(&mut plan.machine, task);
-                    out.vcenter_writes
-                        .push(format!("{}: add to VM group {group} of {cluster}", key(m)));
-                }
-                Err(e) => {
-                    out.failed.push(format!("{}: {e}", key(m)));
-                    plan.event(true, event::FAILED_CREATE, e.clone());
-                    plan.requeue = Requeue::Backoff;
-                }
-            }
-        }
-    }
-
-    let clones: Vec<&Placement> = plans
-        .iter()
-        .filter_map(|(_, p)| match &p.vm {
-            Some(VmStep::Clone { placement, .. }) => Some(placement.as_ref()),
-            _ => None,
-        })
-        .collect();
-    let facts = device_facts(client, &clones).await;
-    for (m, mut plan) in plans {
-        if let Some(step) = plan.vm.take() {
-            let started = match &step {
+        let facts = device_facts(client, &clones).await;
+        for step in steps {
+            let MachineStep::Vm {
+                machine: k,
+                step: vm_step,
+            } = step
+            else {
+                continue;
+            };
+            let started = match vm_step {
                 VmStep::Clone {
                     name,
                     instance_uuid,
                     placement,
                 } => {
-                    let ns = m.metadata.namespace.clone().unwrap_or_default();
+                    let ns = namespaces.get(k).map(String::as_str).unwrap_or_default();
                     match facts
                         .as_ref()
                         .map_err(|e| DeviceError::Unreadable(e.clone()))
-                        .and_then(|f| device_changes(placement, &g.inventory, f))
+                        .and_then(|f| device_changes(placement, &view.inventory, f))
                     {
                         Ok(devices) => {
                             client
                                 .clone_vm(
                                     &placement.template,
-                                    &clone_spec(name, &ns, instance_uuid, placement, devices),
+                                    &clone_spec(name, ns, instance_uuid, placement, devices),
                                 )
                                 .await
                         }
                         Err(DeviceError::Invalid(e)) => {
-                            fail_invalid_configuration(&mut plan, &e);
-                            finish(kube, &m, plan, &mut out, &input.now).await;
+                            self.started.insert(k.clone(), Started::Invalid(e.clone()));
+                            outcome.failed.push((step.clone(), Failure::config(e)));
                             continue;
                         }
-                        Err(DeviceError::Unreadable(e)) => Err(crate::vcenter::Error::Decode {
+                        Err(DeviceError::Unreadable(e)) => Err(Error::Decode {
                             server: client.server(),
                             method: "template devices".into(),
                             reason: e,
@@ -394,30 +508,138 @@ pub async fn sweep<K: KubeOps>(
                 VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
                 VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
                 VmStep::Destroy(vm) => client.destroy(vm).await,
-                VmStep::JoinGroup { .. } => unreachable!("joins are batched above"),
+                VmStep::JoinGroup { .. } => unreachable!("joins are batched per group"),
             };
-            match started {
-                Ok(task) => {
-                    set_task_ref(&mut plan.machine, &task.task);
-                    out.vcenter_writes
-                        .push(format!("{}: {}", key(&m), step.describe()));
-                }
-                Err(e) => {
-                    let reason = if m.metadata.deletion_timestamp.is_some() {
-                        event::FAILED_DELETE
-                    } else {
-                        event::FAILED_CREATE
-                    };
-                    let msg = format!("{}: {e}", step.describe());
-                    out.failed.push(format!("{}: {msg}", key(&m)));
-                    plan.event(true, reason, msg);
-                    plan.requeue = Requeue::Backoff;
-                }
+            let what = vm_step.describe();
+            let started = started
+                .map(|task| Started::Task(task.task, what.clone()))
+                .map_err(|e| Failure::vcenter(Some(&what), e));
+            record(&mut outcome, &mut self.started, step, k, started);
+        }
+        outcome
+    }
+}
+
+impl Sweep for MachineSweep<'_, '_> {
+    type View = MachineView;
+    type Step = MachineStep;
+    const VERIFY_WRITES: bool = false;
+
+    async fn read(
+        &self,
+        _views: &ServerViews,
+        client: &Client,
+    ) -> Result<Arc<MachineView>, Failure> {
+        self.read_view(client)
+            .await
+            .map(Arc::new)
+            .map_err(Failure::from)
+    }
+
+    /// Plan every machine; the group joins are batched per cluster and group. (A machine drive
+    /// ends after its writes, so nothing is ever refused before a plan.)
+    fn plan(
+        &mut self,
+        view: Result<&MachineView, &Failure>,
+        _refused: &[(MachineStep, Failure)],
+    ) -> Vec<MachineStep> {
+        let input = self.input;
+        let view = match view {
+            Ok(v) => v,
+            Err(failure) => {
+                let trouble = VcenterTrouble::from(failure);
+                self.plans = input
+                    .machines
+                    .iter()
+                    .map(|m| plan_machine(&base_input(m, input, Some(trouble.clone()))))
+                    .collect();
+                return Vec::new();
+            }
+        };
+        self.plans.clear();
+        for m in &input.machines {
+            let ((placement, labels), vm) = self.observe(m, &view.inventory);
+            let mut i = base_input(m, input, None);
+            i.in_vm_group = Self::group_wanted(&placement, vm.as_ref())
+                .and_then(|(cluster, group)| membership(view, cluster, group, vm.as_ref()?));
+            i.placement = placement;
+            i.zone_labels = labels;
+            if let Some(vm) = &vm {
+                self.vm_paths.insert(key(m), vm.path.clone());
+            }
+            i.vm = vm;
+            i.task = match task_ref(m) {
+                None => TaskObs::None,
+                Some(t) => match view.tasks.get(&t) {
+                    Some(Some(s)) => TaskObs::State(s.clone()),
+                    _ => TaskObs::Gone,
+                },
+            };
+            self.plans.push(plan_machine(&i));
+        }
+        let mut joins: BTreeMap<(MoRef, String), Vec<(String, MoRef)>> = BTreeMap::new();
+        let mut steps = Vec::new();
+        for (m, plan) in input.machines.iter().zip(&self.plans) {
+            match &plan.vm {
+                Some(VmStep::JoinGroup { cluster, group, vm }) => joins
+                    .entry((cluster.clone(), group.clone()))
+                    .or_default()
+                    .push((key(m), vm.clone())),
+                Some(step) => steps.push(MachineStep::Vm {
+                    machine: key(m),
+                    step: step.clone(),
+                }),
+                None => {}
             }
         }
-        finish(kube, &m, plan, &mut out, &input.now).await;
+        let joins = joins
+            .into_iter()
+            .map(|((cluster, group), members)| MachineStep::Join {
+                cluster,
+                group,
+                members,
+            });
+        joins.chain(steps).collect()
     }
-    out
+
+    fn execute<'a>(
+        &'a mut self,
+        client: &'a Client,
+        view: &'a mut MachineView,
+        steps: &'a [MachineStep],
+    ) -> impl Future<Output = Outcome<MachineStep>> + Send + 'a {
+        self.start(client, view, steps)
+    }
+}
+
+/// Keep what a machine's step came to, and count it done or failed.
+fn record(
+    outcome: &mut Outcome<MachineStep>,
+    started: &mut BTreeMap<String, Started>,
+    step: &MachineStep,
+    machine: &str,
+    result: Result<Started, Failure>,
+) {
+    match result {
+        Ok(s) => {
+            outcome.done.push(step.clone());
+            started.insert(machine.to_string(), s);
+        }
+        Err(f) => {
+            started.insert(machine.to_string(), Started::Refused(f.to_string()));
+            outcome.failed.push((step.clone(), f));
+        }
+    }
+}
+
+/// Whether a VM is in a group, as read (a missing group: joining will say so, and back off,
+/// rather than powering on outside the zone); `None` when the cluster was not read.
+fn membership(view: &MachineView, cluster: &MoRef, group: &str, vm: &VmObs) -> Option<bool> {
+    let vm = vm.moref.as_ref()?;
+    match view.configs.get(cluster)?.group(group) {
+        Some(ClusterGroup::Vm { vms, .. }) => Some(vms.contains(vm)),
+        _ => Some(false),
+    }
 }
 
 fn base_input<'a>(
@@ -521,100 +743,25 @@ async fn finish<K: KubeOps>(
     }
 }
 
-/// What a sweep reads from vCenter.
-struct Gathered {
-    tasks: BTreeMap<MoRef, Option<crate::vcenter::model::task::TaskState>>,
-    inventory: Inventory,
-    /// Cluster configurations, read at most once per sweep (lazily, for all clusters at once).
-    configs: tokio::sync::OnceCell<BTreeMap<MoRef, crate::vcenter::model::cluster::ClusterConfig>>,
-    clusters_wanted: Vec<MoRef>,
-}
-
-impl Gathered {
-    async fn membership(
-        &self,
-        client: &Client,
-        cluster: &MoRef,
-        group: &str,
-        vm: &VmObs,
-    ) -> Option<bool> {
-        let configs = self
-            .configs
-            .get_or_try_init(|| async {
-                let mut wanted = self.clusters_wanted.clone();
-                if !wanted.contains(cluster) {
-                    wanted.push(cluster.clone());
-                }
-                client.cluster_configs(&wanted).await
-            })
-            .await
-            .ok()?;
-        let vm = vm.moref.as_ref()?;
-        match configs.get(cluster)?.group(group) {
-            Some(ClusterGroup::Vm { vms, .. }) => Some(vms.contains(vm)),
-            // A missing group: joining will say so (and back off) rather than powering on
-            // outside the zone.
-            _ => Some(false),
-        }
-    }
-}
-
-async fn gather(client: &Client, machines: &[Machine]) -> Result<Gathered, VcenterTrouble> {
-    let trouble = |e: crate::vcenter::Error| VcenterTrouble {
-        permanent: !e.is_transient(),
-        message: e.to_string(),
-    };
-    let refs: Vec<MoRef> = machines.iter().filter_map(task_ref).collect();
-    let tasks = if refs.is_empty() {
-        BTreeMap::new()
-    } else {
-        client.task_states(&refs).await.map_err(trouble)?
-    };
-    let inventory = client.inventory().await.map_err(trouble)?;
-    // Every cluster a powered-off VM of the sweep sits in: read together, once, if needed.
-    let mut clusters_wanted: Vec<MoRef> = machines
-        .iter()
-        .filter_map(|m| vm_obs(&inventory, m.metadata.uid.as_deref()))
-        .filter(|v| !v.powered_on())
-        .filter_map(|v| {
-            inventory.ancestor(v.moref.as_ref()?, crate::vcenter::Wanted::ComputeCluster)
-        })
-        .map(|c| c.moref.clone())
-        .collect();
-    clusters_wanted.sort();
-    clusters_wanted.dedup();
-    Ok(Gathered {
-        tasks,
-        inventory,
-        configs: tokio::sync::OnceCell::new(),
-        clusters_wanted,
-    })
-}
-
-/// Add `new` VMs to a VM group with one reconfiguration, on the configuration read this sweep.
+/// Add `new` VMs to a VM group with one reconfiguration, on the group as read this sweep.
 async fn join_group(
     client: &Client,
-    g: &Gathered,
+    view: &MachineView,
     cluster: &MoRef,
     group: &str,
     new: &[MoRef],
-) -> Result<MoRef, String> {
-    let current = g
-        .configs
-        .get()
-        .and_then(|c| c.get(cluster))
-        .and_then(|c| c.group(group).cloned());
-    let mut vms = match current {
-        Some(ClusterGroup::Vm { vms, .. }) => vms,
+) -> Result<MoRef, Failure> {
+    let mut vms = match view.configs.get(cluster).and_then(|c| c.group(group)) {
+        Some(ClusterGroup::Vm { vms, .. }) => vms.clone(),
         Some(other) => {
-            return Err(format!(
+            return Err(Failure::config(format!(
                 "{group} in {cluster} is not a VM group ({other:?})"
-            ));
+            )));
         }
         None => {
-            return Err(format!(
+            return Err(Failure::config(format!(
                 "VM group {group} does not exist in {cluster} (spec.providerSpec.value.workspace.vmGroup); the VM stays powered off until it does"
-            ));
+            )));
         }
     };
     for v in new {
@@ -633,5 +780,67 @@ async fn join_group(
         )
         .await
         .map(|t| t.task)
-        .map_err(|e| e.to_string())
+        .map_err(Failure::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use super::*;
+    use crate::local::kube::LocalCluster;
+    use crate::local::store::Store;
+    use crate::plan::machine::tests::machine;
+    use crate::vcenter::{ClientOptions, Credentials, RetryPolicy};
+
+    /// A machine's group join and a zone's autoConfigure of the same cluster are serialised: the
+    /// machine drive takes the server's write lock before its first read and keeps it until its
+    /// last write, so while a zone holds it (to change the cluster's groups and rules) the
+    /// machine sweep neither reads nor writes anything.
+    #[tokio::test]
+    async fn a_machine_sweep_reads_and_writes_only_under_the_server_write_lock() {
+        let views = ServerViews::new(Duration::ZERO);
+        // Nothing listens there: once the sweep may go, its first read fails at once.
+        let options = ClientOptions {
+            retry: RetryPolicy::none(),
+            ..ClientOptions::default()
+        };
+        let client = Client::new(
+            "http://127.0.0.1:9",
+            Credentials::new("u", "p".to_string().into()),
+            options,
+        )
+        .unwrap();
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let kube = LocalCluster::new(Store::default(), None, now.clone());
+        let machines = vec![machine("m-0")];
+        let (zones, fds, pods) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let input = SweepInput {
+            machines: machines.clone(),
+            all_machines: &machines,
+            zones: &zones,
+            failure_domains: &fds,
+            nodes: &[],
+            pods: &pods,
+            now,
+        };
+
+        let zone_writing = views.write_lock(&client).await;
+        let mut run = pin!(sweep(&views, Ok(&client), &kube, input));
+        let waited = tokio::time::timeout(Duration::from_millis(300), &mut run).await;
+        assert!(waited.is_err(), "the machine sweep waits for the lock");
+        assert_eq!(
+            client.requests_sent(),
+            0,
+            "nothing read or written meanwhile"
+        );
+
+        drop(zone_writing);
+        let out = run.await;
+        assert!(client.requests_sent() > 0, "it reads once the lock is free");
+        assert!(out.inventory.is_none(), "the read failed: {out:?}");
+        assert!(out.requeues.contains_key("openshift-machine-api/m-0"));
+        let released = tokio::time::timeout(Duration::from_secs(5), views.write_lock(&client));
+        assert!(released.await.is_ok(), "the sweep released the lock");
+    }
 }

@@ -1,14 +1,22 @@
-//! The per-server driver both shells use: a sweep (zones now; machines next) is planned against
-//! the server's view, its changes made under the server's write lock, and the view read again,
-//! until the plan asks for nothing more — the one fixed point of the core.
+//! The per-server driver both shells use, for zones and machines alike: a sweep is planned
+//! against what it reads of the server, its changes made under the server's write lock, and
+//! (when its changes can be verified at once) the server read again, until the plan asks for
+//! nothing more — the one fixed point of the core.
 //!
-//! * The view comes from the server's [`ServerViews`] entry: cached for a while in the cluster
-//!   (N zones on one server cost one gather), always fresh in local mode (TTL zero).
-//! * Changes are decided on a view read under the write lock, so two sweeps sharing a cluster or
-//!   a tag cannot both create it. [`Locking::OnWrite`] reads the shared view first and locks only
-//!   when there is something to change (most reconciles change nothing); [`Locking::Whole`]
-//!   holds the lock from the start (local mode: one sweep covers the whole server anyway, and its
-//!   first read is then already fresh).
+//! * What is read is the sweep's own ([`Sweep::read`]): zones plan against the server's
+//!   [`ServerViews`] entry, cached for a while in the cluster (N zones on one server cost one
+//!   gather) and always fresh in local mode (TTL zero); machines against the recorded tasks
+//!   and the inventory, read fresh every drive.
+//! * Changes are decided on a read taken under the write lock, so two sweeps sharing a cluster,
+//!   its groups or a tag cannot both change it (a machine joining a VM group and a zone
+//!   configuring the same cluster's groups and rules are serialised). [`Locking::OnWrite`]
+//!   reads first and locks only when there is something to change (most zone reconciles change
+//!   nothing); [`Locking::Whole`] holds the lock from the start (local mode's zones: one sweep
+//!   covers the whole server anyway, and its first read is then already fresh; machines: their
+//!   read is fresh anyway, so reading under the lock costs no second read).
+//! * A sweep whose changes start vCenter tasks ([`Sweep::VERIFY_WRITES`] false: machines)
+//!   stops after its writes: a read right after them would decide nothing new, the tasks take
+//!   time and the next drive reads how they ended.
 //! * A step vCenter refused is not tried again in the same drive: the sweep is told which steps
 //!   were refused, with their typed failures, and says so in its verdicts.
 use std::future::Future;
@@ -16,32 +24,54 @@ use std::sync::Arc;
 
 use super::execute::Outcome;
 use super::views::ServerViews;
-use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::failure::Failure;
-use crate::plan::view::VcenterView;
 use crate::vcenter::Client;
 
-/// What one kind of object needs from the driver: a plan against a view, and the executor of
-/// its steps.
+/// What one kind of object needs from the driver: how to read the server, a plan against what
+/// was read, and the executor of its steps.
 pub trait Sweep {
+    /// What a plan is made on.
+    type View: Clone + Send + Sync;
     type Step: Clone + PartialEq + Send + Sync;
+
+    /// Whether a read right after the writes can decide something new in the same drive:
+    /// zones configure, then verify; machines only start tasks (the next drive reads them).
+    const VERIFY_WRITES: bool = true;
+
+    /// Read what the plan needs of the server (under the write lock when the drive holds it).
+    fn read<'a>(
+        &'a self,
+        views: &'a ServerViews,
+        client: &'a Client,
+    ) -> impl Future<Output = Result<Arc<Self::View>, Failure>> + Send + 'a;
 
     /// Decide every object against `view` (or the typed failure that kept it from being read)
     /// and return the steps still wanted, leaving out those in `refused` (refused earlier in
     /// this drive; the verdicts say why).
     fn plan(
         &mut self,
-        view: Result<&VcenterView, &Failure>,
+        view: Result<&Self::View, &Failure>,
         refused: &[(Self::Step, Failure)],
     ) -> Vec<Self::Step>;
 
-    /// Make these changes, updating `view` with what was learnt (ids of what was created).
+    /// Make these changes, updating `view` with what was learnt (ids of what was created); the
+    /// sweep may keep what it needs of the results.
     fn execute<'a>(
-        &'a self,
+        &'a mut self,
         client: &'a Client,
-        view: &'a mut VcenterView,
+        view: &'a mut Self::View,
         steps: &'a [Self::Step],
     ) -> impl Future<Output = Outcome<Self::Step>> + Send + 'a;
+
+    /// Keep in `views` what executing learnt (zones: the ids of tags they created).
+    fn learnt<'a>(
+        &'a self,
+        _views: &'a ServerViews,
+        _client: &'a Client,
+        _view: &'a Self::View,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        async {}
+    }
 }
 
 /// When the server's write lock is taken.
@@ -65,7 +95,7 @@ pub struct Limits {
 
 /// What a drive did.
 #[derive(Debug)]
-pub struct Driven<S> {
+pub struct Driven<S, V> {
     /// Steps executed, in order.
     pub applied: Vec<S>,
     /// Steps that would run (dry run) or were still wanted when the drive stopped.
@@ -73,10 +103,10 @@ pub struct Driven<S> {
     /// Steps vCenter refused, with the typed failure.
     pub failed: Vec<(S, Failure)>,
     /// The last view read (with what the executor learnt), if any could be read.
-    pub view: Option<VcenterView>,
+    pub view: Option<V>,
 }
 
-impl<S> Default for Driven<S> {
+impl<S, V> Default for Driven<S, V> {
     fn default() -> Self {
         Driven {
             applied: Vec::new(),
@@ -87,16 +117,15 @@ impl<S> Default for Driven<S> {
     }
 }
 
-/// Drive `sweep` on the server of `client` to a fixed point: read (a view covering `covers`),
-/// plan, and while steps are wanted, change and read again. With nothing to cover, no vCenter
-/// call is made (an empty view is planned against).
+/// Drive `sweep` on the server of `client` to a fixed point: read, plan, and while steps are
+/// wanted, change (under the server's write lock, on a read taken under it) and, when the sweep
+/// verifies its writes, read again.
 pub async fn drive<W>(
     views: &ServerViews,
     client: &Client,
-    covers: &[&VSphereFailureDomain],
     sweep: &mut W,
     limits: Limits,
-) -> Driven<W::Step>
+) -> Driven<W::Step, W::View>
 where
     W: Sweep + Send,
 {
@@ -107,11 +136,7 @@ where
     };
     let mut writes = 0;
     loop {
-        let read = if covers.is_empty() {
-            Ok(Arc::new(VcenterView::default()))
-        } else {
-            views.view(client, covers).await.map_err(Failure::from)
-        };
+        let read = sweep.read(views, client).await;
         let steps = match &read {
             Ok(view) => sweep.plan(Ok(view), &out.failed),
             Err(failure) => sweep.plan(Err(failure), &out.failed),
@@ -119,7 +144,7 @@ where
         let Ok(view) = read else { break };
         if steps.is_empty() || limits.dry_run || writes == limits.max_writes {
             out.pending = steps;
-            out.view = Some((*view).clone());
+            out.view = Some(Arc::unwrap_or_clone(view));
             break;
         }
         if lock.is_none() {
@@ -128,15 +153,19 @@ where
             views.invalidate(client).await;
             continue;
         }
-        let mut working = (*view).clone();
+        let mut working = Arc::unwrap_or_clone(view);
         let outcome = sweep.execute(client, &mut working, &steps).await;
-        views.remember_tags(client, &working.tags).await;
+        sweep.learnt(views, client, &working).await;
         views.invalidate(client).await;
         writes += 1;
         out.applied.extend(outcome.done);
         out.failed.extend(outcome.failed);
-        out.pending = steps;
         out.view = Some(working);
+        if !W::VERIFY_WRITES {
+            // Nothing more is decided in this drive: its changes are tasks still running.
+            break;
+        }
+        out.pending = steps;
     }
     drop(lock);
     out

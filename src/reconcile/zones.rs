@@ -6,6 +6,7 @@
 //! zone on its server ([`reconcile_zone`]).
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::execute::{self, Outcome};
@@ -22,14 +23,33 @@ use crate::vcenter::model::tags::TagCatalog;
 /// Reads before giving up on convergence in local mode (normally 2: configure, then verify).
 pub const MAX_ROUNDS: usize = 4;
 
-/// The zones of one server, each with its failure domain (if it exists), and what was decided.
+/// The zones of one server, each with its failure domain (if it exists), the failure domains
+/// the view covers, and what was decided.
 struct ZoneSweep<'a> {
     zones: Vec<(&'a VSphereDeploymentZone, Option<&'a VSphereFailureDomain>)>,
+    covers: Vec<&'a VSphereFailureDomain>,
     verdicts: BTreeMap<String, ZoneVerdict>,
 }
 
 impl Sweep for ZoneSweep<'_> {
+    type View = VcenterView;
     type Step = Step;
+
+    /// The server's view covering the failure domains; with none to cover, no vCenter call is
+    /// made (an empty view is planned against).
+    async fn read(
+        &self,
+        views: &ServerViews,
+        client: &Client,
+    ) -> Result<Arc<VcenterView>, Failure> {
+        if self.covers.is_empty() {
+            return Ok(Arc::new(VcenterView::default()));
+        }
+        views
+            .view(client, &self.covers)
+            .await
+            .map_err(Failure::from)
+    }
 
     fn plan(
         &mut self,
@@ -61,12 +81,21 @@ impl Sweep for ZoneSweep<'_> {
     }
 
     fn execute<'a>(
-        &'a self,
+        &'a mut self,
         client: &'a Client,
         view: &'a mut VcenterView,
         steps: &'a [Step],
     ) -> impl Future<Output = Outcome<Step>> + Send + 'a {
         execute::execute(client, view, steps)
+    }
+
+    fn learnt<'a>(
+        &'a self,
+        views: &'a ServerViews,
+        client: &'a Client,
+        view: &'a VcenterView,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        views.remember_tags(client, &view.tags)
     }
 }
 
@@ -114,9 +143,9 @@ pub async fn reconcile_server(
     let fd_of = |z: &VSphereDeploymentZone| z.spec.failure_domain.as_ref().and_then(|n| fds.get(n));
     let mut sweep = ZoneSweep {
         zones: zones.iter().map(|z| (*z, fd_of(z))).collect(),
+        covers: zones.iter().filter_map(|z| fd_of(z)).collect(),
         verdicts: BTreeMap::new(),
     };
-    let covers: Vec<&VSphereFailureDomain> = zones.iter().filter_map(|z| fd_of(z)).collect();
     // Every read fresh: one run, one pass over the server.
     let views = ServerViews::new(Duration::ZERO);
     views.remember_tags(client, tags).await;
@@ -125,7 +154,7 @@ pub async fn reconcile_server(
         dry_run,
         locking: Locking::Whole,
     };
-    let driven = drive(&views, client, &covers, &mut sweep, limits).await;
+    let driven = drive(&views, client, &mut sweep, limits).await;
     *tags = views.tags(client).await;
     ServerRun {
         verdicts: sweep.finish(),
@@ -174,15 +203,15 @@ pub async fn reconcile_zone(
     };
     let mut sweep = ZoneSweep {
         zones: vec![(zone, fd)],
+        covers: server_fds.values().collect(),
         verdicts: BTreeMap::new(),
     };
-    let covers: Vec<&VSphereFailureDomain> = server_fds.values().collect();
     let limits = Limits {
         max_writes: 1,
         dry_run: false,
         locking: Locking::OnWrite,
     };
-    let driven = drive(views, client, &covers, &mut sweep, limits).await;
+    let driven = drive(views, client, &mut sweep, limits).await;
     if let Some(verdict) = sweep.finish().into_values().next() {
         run.verdict = verdict;
     }

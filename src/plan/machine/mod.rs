@@ -29,6 +29,7 @@ use crate::vcenter::model::task::TaskState;
 pub use create::plan_create;
 pub use deletion::plan_delete;
 
+use super::failure::{Failure, Retry};
 use super::placement::{ConfigError, Placement};
 
 /// A VM as the inventory snapshot shows it.
@@ -94,6 +95,16 @@ pub struct VcenterTrouble {
     /// Wrong credentials or a refused certificate: retrying will not help until someone acts,
     /// but the machine is still not failed (its VM may be fine).
     pub permanent: bool,
+}
+
+/// Why vCenter could not be asked: permanent unless the failure is worth retrying as it is.
+impl From<&Failure> for VcenterTrouble {
+    fn from(f: &Failure) -> Self {
+        VcenterTrouble {
+            message: f.to_string(),
+            permanent: f.retry() != Retry::Later,
+        }
+    }
 }
 
 /// One vCenter change.
