@@ -7,13 +7,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
 use kube::Resource;
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::{reflector, watcher};
 use tracing::Instrument;
 
 use super::cache::display_name;
-use super::{Context, Error};
+use super::{Context, Error, Shutdown};
+
+/// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
+const CONCURRENCY: u16 = 4;
 
 /// A controller's reconcile over decoded objects.
 pub type Reconcile<K, F> = fn(Arc<K>, Arc<Context>) -> F;
@@ -75,4 +80,59 @@ where
             Action::await_change()
         }
     })
+}
+/// Run one controller the way all run: bounded concurrency, stopped by `shutdown` (in-flight
+/// reconciles drained), every object through the one entry point and error policy, queue
+/// trouble logged.
+pub fn run<K, F>(
+    name: &'static str,
+    controller: Controller<DeserializeGuard<K>>,
+    reconcile: Reconcile<K, F>,
+    policy: ErrorPolicy<K>,
+    ctx: Arc<Context>,
+    shutdown: &Shutdown,
+) -> impl Future<Output = ()> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    controller
+        .with_config(Config::default().concurrency(CONCURRENCY))
+        .graceful_shutdown_on(shutdown.clone().wait())
+        .run(
+            move |o, ctx| self::reconcile(name, reconcile, o, ctx),
+            move |o, e, ctx| error_policy(name, policy, o, e, ctx),
+            ctx,
+        )
+        .for_each(move |result| {
+            log_controller_result(name, result);
+            futures::future::ready(())
+        })
+}
+
+/// Reconcile failures are logged by the error policies; this logs the rest (queue trouble).
+fn log_controller_result<K: Resource, E: std::error::Error>(
+    controller: &str,
+    result: Result<
+        (reflector::ObjectRef<K>, Action),
+        kube::runtime::controller::Error<E, watcher::Error>,
+    >,
+) {
+    use kube::runtime::controller::Error as CtrlError;
+    match result {
+        Ok((obj, action)) => tracing::debug!(controller, object = %obj, ?action, "reconciled"),
+        Err(CtrlError::ReconcilerFailed(_, obj)) => {
+            tracing::debug!(controller, object = %obj, "reconcile failed (see error policy)");
+        }
+        Err(CtrlError::ObjectNotFound(obj)) => {
+            tracing::debug!(controller, object = %obj, "object gone before its reconcile");
+        }
+        Err(e) => tracing::warn!(controller, error = %e, "controller error"),
+    }
 }

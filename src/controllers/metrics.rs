@@ -1,20 +1,20 @@
 //! Prometheus metrics of the controller manager, served on `/metrics`.
 //!
 //! Reconciles are counted and timed per controller; errors per category (the same labels the
-//! error policy decides on). vCenter round trips are not double-bookkept: the client already
-//! counts every request in [`Stats`], and a collector turns that snapshot into metrics at scrape
-//! time, so the numbers on `/metrics` and in the local-mode summary can never disagree.
+//! error policy decides on); health checks and control plane machine sets report their
+//! verdicts. vCenter round trips come from the client's own accounting
+//! ([`super::vcenter_metrics`]).
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::vcenter_metrics::VcenterCollector;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSetStatus;
 use crate::vcenter::Stats;
 
@@ -144,7 +144,7 @@ impl Metrics {
             "Machines a ControlPlaneMachineSet created or deleted",
             cpms_machines.clone(),
         );
-        registry.register_collector(Box::new(VcenterCollector { stats }));
+        registry.register_collector(Box::new(VcenterCollector::new(stats)));
         Arc::new(Self {
             registry,
             reconciles,
@@ -257,77 +257,6 @@ impl Metrics {
 
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
-}
-
-/// vCenter round trips per method, read from the client's own accounting at scrape time.
-#[derive(Debug)]
-struct VcenterCollector {
-    stats: Stats,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MethodLabels {
-    method: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabels {
-    kind: String,
-}
-
-impl Collector for VcenterCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let snapshot = self.stats.snapshot();
-        let requests = Family::<MethodLabels, Counter>::default();
-        let errors = Family::<MethodLabels, Counter>::default();
-        let seconds = Family::<MethodLabels, Counter<f64>>::default();
-        for (method, m) in &snapshot.methods {
-            let labels = MethodLabels {
-                method: method.clone(),
-            };
-            requests.get_or_create(&labels).inc_by(m.calls);
-            errors.get_or_create(&labels).inc_by(m.errors);
-            seconds.get_or_create(&labels).inc_by(m.total.as_secs_f64());
-        }
-        let by_kind = Family::<KindLabels, Counter>::default();
-        for (kind, n) in &snapshot.by_kind {
-            let kind = serde_json::to_value(kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            by_kind.get_or_create(&KindLabels { kind }).inc_by(*n);
-        }
-        for (name, help, family) in [
-            (
-                "vcenter_requests",
-                "vCenter round trips, by SOAP method or REST operation",
-                &requests,
-            ),
-            (
-                "vcenter_request_errors",
-                "vCenter round trips that failed, by SOAP method or REST operation",
-                &errors,
-            ),
-        ] {
-            let e = encoder.encode_descriptor(name, help, None, family.metric_type())?;
-            family.encode(e)?;
-        }
-        let e = encoder.encode_descriptor(
-            "vcenter_request_seconds",
-            "Time spent waiting for vCenter, by SOAP method or REST operation",
-            None,
-            seconds.metric_type(),
-        )?;
-        seconds.encode(e)?;
-        let e = encoder.encode_descriptor(
-            "vcenter_requests_by_kind",
-            "vCenter round trips by kind (session, read, write)",
-            None,
-            by_kind.metric_type(),
-        )?;
-        by_kind.encode(e)?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub mod patch;
 pub mod runtime;
 pub mod shutdown;
 pub mod stores;
+pub mod vcenter_metrics;
 pub mod watch;
 pub mod zone;
 

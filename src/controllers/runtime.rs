@@ -4,12 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::Resource;
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector;
-use kube::runtime::watcher;
+use kube::runtime::controller::Controller;
 
 use super::cache::Cache;
 use super::stores::Stores;
@@ -20,9 +17,6 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
-
-/// Reconciles of one controller running at once (2 cores; vCenter is the bottleneck anyway).
-const CONCURRENCY: u16 = 4;
 
 /// After shutdown, how long in-flight reconciles get to finish before they are aborted: within
 /// the pod's 30 s grace period, leaving time to release the lease and log out of vCenter.
@@ -117,133 +111,110 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     shared.health.set_synced(true);
     let ctx = Arc::new(Context::new(shared, stores.clone()));
 
-    let machine_ctx = ctx.clone();
-    let set_ctx = ctx.clone();
-    let check_ctx = ctx.clone();
     let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();
-    let zone_controller = Controller::for_shared_stream(
-        skip_status_only_changes(zone_trigger, zone_store.clone()),
-        zone_store,
-    )
-    .watches_shared_stream(
-        fd_trigger,
-        move |fd: Arc<DeserializeGuard<VSphereFailureDomain>>| {
-            zone::zones_using(
-                &zones_for_fd.state(),
-                &fd.meta().name.clone().unwrap_or_default(),
-            )
-        },
-    )
-    .with_config(Config::default().concurrency(CONCURRENCY))
-    .graceful_shutdown_on(shutdown.clone().wait())
-    .run(
-        |z, ctx| entry::reconcile(zone::CONTROLLER, zone::reconcile, z, ctx),
-        |z, e, ctx| entry::error_policy(zone::CONTROLLER, zone::error_policy, z, e, ctx),
+    let zone_controller = entry::run(
+        zone::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(zone_trigger, zone_store.clone()),
+            zone_store,
+        )
+        .watches_shared_stream(
+            fd_trigger,
+            move |fd: Arc<DeserializeGuard<VSphereFailureDomain>>| {
+                zone::zones_using(
+                    &zones_for_fd.state(),
+                    &fd.meta().name.clone().unwrap_or_default(),
+                )
+            },
+        ),
+        zone::reconcile,
+        zone::error_policy,
         ctx.clone(),
-    )
-    .for_each(|result| {
-        log_controller_result(zone::CONTROLLER, result);
-        futures::future::ready(())
-    });
+        &shutdown,
+    );
 
     // Zone changes and deletions both wake the clusters concerned.
     let zone_events = futures::stream::select(zone_to_clusters, deleted_zones);
     let clusters_for_zone = stores.clusters.store();
-    let cluster_controller = Controller::for_shared_stream(
-        skip_status_only_changes(cluster_trigger, cluster_store.clone()),
-        cluster_store,
-    )
-    .watches_shared_stream(
-        zone_events,
-        move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
-            cluster::clusters_concerned(&clusters_for_zone.state(), &z)
-        },
-    )
-    .with_config(Config::default().concurrency(CONCURRENCY))
-    .graceful_shutdown_on(shutdown.clone().wait())
-    .run(
-        |c, ctx| entry::reconcile(cluster::CONTROLLER, cluster::reconcile, c, ctx),
-        |c, e, ctx| entry::error_policy(cluster::CONTROLLER, cluster::error_policy, c, e, ctx),
+    let cluster_controller = entry::run(
+        cluster::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(cluster_trigger, cluster_store.clone()),
+            cluster_store,
+        )
+        .watches_shared_stream(
+            zone_events,
+            move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
+                cluster::clusters_concerned(&clusters_for_zone.state(), &z)
+            },
+        ),
+        cluster::reconcile,
+        cluster::error_policy,
         ctx.clone(),
-    )
-    .for_each(|result| {
-        log_controller_result(cluster::CONTROLLER, result);
-        futures::future::ready(())
-    });
+        &shutdown,
+    );
 
-    let machine_controller = Controller::for_shared_stream(
-        skip_status_only_changes(machine_trigger, machine_store.clone()),
-        machine_store,
-    )
-    .with_config(Config::default().concurrency(CONCURRENCY))
-    .graceful_shutdown_on(shutdown.clone().wait())
-    .run(
-        |m, ctx| entry::reconcile(machine::CONTROLLER, machine::reconcile, m, ctx),
-        |m, e, ctx| entry::error_policy(machine::CONTROLLER, machine::error_policy, m, e, ctx),
-        machine_ctx,
-    )
-    .for_each(|result| {
-        log_controller_result(machine::CONTROLLER, result);
-        futures::future::ready(())
-    });
+    let machine_controller = entry::run(
+        machine::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(machine_trigger, machine_store.clone()),
+            machine_store,
+        ),
+        machine::reconcile,
+        machine::error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
 
     // A set is woken by its own changes and by those of the machines it owns.
-    let set_controller = Controller::for_shared_stream(
-        skip_status_only_changes(set_trigger, set_store.clone()),
-        set_store,
-    )
-    .watches_shared_stream(machine_to_sets, |m: Arc<DeserializeGuard<Machine>>| {
-        m.0.as_ref().map(cpms::sets_owning).unwrap_or_default()
-    })
-    .watches_shared_stream(
-        zone_to_sets,
-        move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
-            cpms::sets_naming(
-                &sets_for_zone.state(),
-                &z.meta().name.clone().unwrap_or_default(),
-            )
-        },
-    )
-    .with_config(Config::default().concurrency(CONCURRENCY))
-    .graceful_shutdown_on(shutdown.clone().wait())
-    .run(
-        |c, ctx| entry::reconcile(cpms::CONTROLLER, cpms::reconcile, c, ctx),
-        |c, e, ctx| entry::error_policy(cpms::CONTROLLER, cpms::error_policy, c, e, ctx),
-        set_ctx,
-    )
-    .for_each(|result| {
-        log_controller_result(cpms::CONTROLLER, result);
-        futures::future::ready(())
-    });
+    let set_controller = entry::run(
+        cpms::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(set_trigger, set_store.clone()),
+            set_store,
+        )
+        .watches_shared_stream(machine_to_sets, |m: Arc<DeserializeGuard<Machine>>| {
+            m.0.as_ref().map(cpms::sets_owning).unwrap_or_default()
+        })
+        .watches_shared_stream(
+            zone_to_sets,
+            move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
+                cpms::sets_naming(
+                    &sets_for_zone.state(),
+                    &z.meta().name.clone().unwrap_or_default(),
+                )
+            },
+        ),
+        cpms::reconcile,
+        cpms::error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
 
     // A check is woken by its own changes and by those of Machines and Nodes it may judge.
     let checks_for_machine = stores.health_checks.store();
     let checks_for_node = stores.health_checks.store();
-    let check_controller = Controller::for_shared_stream(
-        skip_status_only_changes(check_trigger, check_store.clone()),
-        check_store,
-    )
-    .watches_shared_stream(
-        machine_to_checks,
-        move |m: Arc<DeserializeGuard<Machine>>| {
-            mhc::checks_in(&checks_for_machine.state(), m.meta().namespace.as_deref())
-        },
-    )
-    .watches_shared_stream(node_to_checks, move |_n: Arc<DeserializeGuard<Node>>| {
-        mhc::checks_in(&checks_for_node.state(), None)
-    })
-    .with_config(Config::default().concurrency(CONCURRENCY))
-    .graceful_shutdown_on(shutdown.clone().wait())
-    .run(
-        |h, ctx| entry::reconcile(mhc::CONTROLLER, mhc::reconcile, h, ctx),
-        |h, e, ctx| entry::error_policy(mhc::CONTROLLER, mhc::error_policy, h, e, ctx),
-        check_ctx,
-    )
-    .for_each(|result| {
-        log_controller_result(mhc::CONTROLLER, result);
-        futures::future::ready(())
-    });
+    let check_controller = entry::run(
+        mhc::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(check_trigger, check_store.clone()),
+            check_store,
+        )
+        .watches_shared_stream(
+            machine_to_checks,
+            move |m: Arc<DeserializeGuard<Machine>>| {
+                mhc::checks_in(&checks_for_machine.state(), m.meta().namespace.as_deref())
+            },
+        )
+        .watches_shared_stream(node_to_checks, move |_n: Arc<DeserializeGuard<Node>>| {
+            mhc::checks_in(&checks_for_node.state(), None)
+        }),
+        mhc::reconcile,
+        mhc::error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
 
     tracing::info!("controllers started");
     let controllers = async {
@@ -283,27 +254,6 @@ pub async fn controllers_under_lease(
             })
             .await;
         }
-    }
-}
-
-/// Reconcile failures are logged by the error policies; this logs the rest (queue trouble).
-fn log_controller_result<K: Resource, E: std::error::Error>(
-    controller: &str,
-    result: Result<
-        (reflector::ObjectRef<K>, Action),
-        kube::runtime::controller::Error<E, watcher::Error>,
-    >,
-) {
-    use kube::runtime::controller::Error as CtrlError;
-    match result {
-        Ok((obj, action)) => tracing::debug!(controller, object = %obj, ?action, "reconciled"),
-        Err(CtrlError::ReconcilerFailed(_, obj)) => {
-            tracing::debug!(controller, object = %obj, "reconcile failed (see error policy)");
-        }
-        Err(CtrlError::ObjectNotFound(obj)) => {
-            tracing::debug!(controller, object = %obj, "object gone before its reconcile");
-        }
-        Err(e) => tracing::warn!(controller, error = %e, "controller error"),
     }
 }
 
