@@ -267,3 +267,55 @@ async fn fixture_cpms_02_fragments_unchanged_three_replicas_over_two_domains() {
         "us-east-1 (first alphabetically) gets two, us-east-2 one"
     );
 }
+
+/// The credentials for the aliased vCenter come from the VSphereCluster whose manifest names it
+/// (its identityRef Secret), not from the command line: vcsim accepts only the Secret's login,
+/// and the command line's (`admin`/`secret`) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aliased_vcenter_takes_the_credentials_of_the_cluster_naming_it() {
+    let layout =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/vcsim/layouts/openshift-ibmcloud.json");
+    let sim = Vcsim::builder()
+        .clusters(3)
+        .hosts(1)
+        .credentials("ocp-installer", "s3cret-from-the-secret")
+        .arg("-layout")
+        .arg(layout.to_str().unwrap())
+        .start()
+        .await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    std::fs::copy(
+        fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml"),
+        m.join("cpms.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        m.join("infrastructure.json"),
+        infrastructure_for_01().to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        m.join("cluster.yaml"),
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: vcenter, namespace: openshift-machine-api}}
+stringData: {{username: ocp-installer, password: s3cret-from-the-secret}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereCluster
+metadata: {{name: ocp, namespace: openshift-machine-api}}
+spec:
+  server: {SERVER}
+  identityRef: {{kind: Secret, name: vcenter}}
+"
+        ),
+    )
+    .unwrap();
+    let run = reconcile(&sim, &m, &state);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.items("Machine").len(), 3);
+    assert!(!run.stderr.contains("s3cret-from-the-secret"));
+    assert!(!run.list.to_string().contains("s3cret-from-the-secret"));
+}

@@ -78,7 +78,19 @@ pub(crate) fn client_for(
     opts: &Options,
     sessions: &SessionCache,
 ) -> Result<crate::vcenter::Client, String> {
-    let clusters: Vec<_> = store.clusters.values().cloned().collect();
+    // A cluster's server is where local mode connects for it (its `--connect-to` URL), so the
+    // cluster whose manifest names the aliased vCenter still supplies the credentials.
+    let clusters: Vec<_> = store
+        .clusters
+        .values()
+        .cloned()
+        .map(|mut c| {
+            if let Some(Ok(ep)) = c.spec.server.as_deref().map(|s| connect_to(s, opts)) {
+                c.spec.server = Some(ep.to_string());
+            }
+            c
+        })
+        .collect();
     let id = identity_for(
         endpoint,
         &clusters,
