@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use vcsim::Vcsim;
+use vsphere_provider::vcenter::Inventory;
 use vsphere_provider::vcenter::model::cluster::{ClusterGroup, GroupChange};
 
 use local_run::{Run, admin, workdir};
@@ -113,6 +114,26 @@ fn machines(run: &Run) -> Vec<(String, String, String, u64)> {
     v
 }
 
+/// The VM of the machine with `uid` is in `zone`'s pool (`zone-a` → DC0_C0's `DC0_C0_RP1`, …);
+/// returns the zone's cluster number.
+fn assert_in_zone_pool(inv: &Inventory, uid: &str, zone: &str, what: &str) -> usize {
+    let vm = inv
+        .vm_by_instance_uuid(uid)
+        .unwrap_or_else(|| panic!("no VM for {what}"));
+    let c = match zone {
+        "zone-a" => 0,
+        "zone-b" => 1,
+        _ => 2,
+    };
+    let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
+    assert_eq!(
+        inv.path(&pool),
+        Some(format!("/DC0/host/DC0_C{c}/Resources/DC0_C{c}_RP1").as_str()),
+        "{what}'s VM is in its zone's pool"
+    );
+    c
+}
+
 /// The CPMS events of a run, as (reason, index) in order.
 fn cpms_events(run: &Run) -> Vec<(String, String)> {
     items(run, "Event")
@@ -152,20 +173,7 @@ async fn three_replicas_three_clusters_rolled_one_index_at_a_time_and_replaced_i
     assert_eq!(sorted, ["zone-a", "zone-b", "zone-c"]);
     let inv = admin.inventory().await.unwrap();
     for (name, zone, uid, _) in &ms {
-        let vm = inv
-            .vm_by_instance_uuid(uid)
-            .unwrap_or_else(|| panic!("no VM for {name}"));
-        let c = match zone.as_str() {
-            "zone-a" => 0,
-            "zone-b" => 1,
-            _ => 2,
-        };
-        let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
-        assert_eq!(
-            inv.path(&pool),
-            Some(format!("/DC0/host/DC0_C{c}/Resources/DC0_C{c}_RP1").as_str()),
-            "{name}"
-        );
+        let c = assert_in_zone_pool(&inv, uid, zone, name);
         assert!(
             name.ends_with(&format!("-{c}")),
             "index {c} maps to {zone}: {name}"
@@ -337,20 +345,7 @@ async fn an_unhealthy_control_plane_machine_is_replaced_in_its_zone_two_are_held
         inv.vm_by_instance_uuid(&ms[0].2).is_none(),
         "the old VM is destroyed"
     );
-    let vm = inv
-        .vm_by_instance_uuid(&replacement.2)
-        .expect("the replacement's VM");
-    let c = match replacement.1.as_str() {
-        "zone-a" => 0,
-        "zone-b" => 1,
-        _ => 2,
-    };
-    let pool = vm.vm.as_ref().unwrap().resource_pool.clone().unwrap();
-    assert_eq!(
-        inv.path(&pool),
-        Some(format!("/DC0/host/DC0_C{c}/Resources/DC0_C{c}_RP1").as_str()),
-        "the replacement's VM is in its zone's pool"
-    );
+    assert_in_zone_pool(&inv, &replacement.2, &replacement.1, "the replacement");
 
     // Two NotReady control plane nodes: nothing is deleted, and the check says why.
     std::fs::remove_file(m.join("node.yaml")).unwrap();

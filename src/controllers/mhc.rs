@@ -26,7 +26,7 @@ use crate::plan::health::remediation::{BACKOFF_ANNOTATION, RemediationAction, re
 use crate::plan::health::status::EventObject;
 use crate::plan::health::targets::EXTERNAL_REMEDIATION_ANNOTATION;
 use crate::plan::health::{HealthInput, plan_health};
-use crate::reconcile::kube::{EventRecord, KubeOps, machine_ref};
+use crate::reconcile::kube::{KubeOps, machine_ref};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinehealthcheck";
@@ -182,22 +182,22 @@ async fn check(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Action, Error>
         };
         match done {
             Ok(()) => {
-                kube.event(EventRecord::new(
+                kube.record(
                     regarding(&r.event.object),
                     r.event.warning,
                     r.event.reason,
                     &r.event.message,
-                ))
+                )
                 .await;
             }
             Err(e) => {
                 tracing::warn!(machine = %r.machine, error = %e, "remediation failed");
-                kube.event(EventRecord::new(
+                kube.record(
                     regarding(&EventObject::Machine(r.machine.clone())),
                     true,
                     crate::plan::health::status::event::MACHINE_DELETION_FAILED,
                     &format!("remediation ({}) failed: {e}", r.action.describe()),
-                ))
+                )
                 .await;
             }
         }
@@ -211,13 +211,8 @@ async fn check(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Action, Error>
         }
     }
     for e in &plan.events {
-        kube.event(EventRecord::new(
-            regarding(&e.object),
-            e.warning,
-            e.reason,
-            &e.message,
-        ))
-        .await;
+        kube.record(regarding(&e.object), e.warning, e.reason, &e.message)
+            .await;
     }
     ctx.metrics.health_checked(
         &format!("{ns}/{name}"),

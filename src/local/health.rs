@@ -12,7 +12,7 @@ use crate::plan::health::remediation::{BACKOFF_ANNOTATION, RemediationAction};
 use crate::plan::health::status::EventObject;
 use crate::plan::health::targets::EXTERNAL_REMEDIATION_ANNOTATION;
 use crate::plan::health::{HealthInput, HealthPlan, plan_health};
-use crate::reconcile::kube::{EventRecord, KubeOps, machine_ref};
+use crate::reconcile::kube::{KubeOps, machine_ref};
 
 /// What one pass over every MachineHealthCheck did.
 #[derive(Debug, Default)]
@@ -128,12 +128,12 @@ pub async fn health_pass(cluster: &LocalCluster) -> (HealthPass, Plans) {
                     pass.remediated.push(format!("{ns}/{}", r.machine));
                     pass.changed = true;
                     cluster
-                        .event(EventRecord::new(
+                        .record(
                             regarding(&r.event.object),
                             r.event.warning,
                             r.event.reason,
                             &r.event.message,
-                        ))
+                        )
                         .await;
                 }
                 Err(e) => pass
@@ -143,12 +143,7 @@ pub async fn health_pass(cluster: &LocalCluster) -> (HealthPass, Plans) {
         }
         for e in &plan.events {
             cluster
-                .event(EventRecord::new(
-                    regarding(&e.object),
-                    e.warning,
-                    e.reason,
-                    &e.message,
-                ))
+                .record(regarding(&e.object), e.warning, e.reason, &e.message)
                 .await;
         }
         plans.push((k.clone(), plan));

@@ -4,7 +4,7 @@
 //! release of its machines when the set is deleted.
 use kube::Resource;
 
-use super::kube::{EventRecord, KubeOps};
+use super::kube::KubeOps;
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine::{REGION_LABEL, ZONE_LABEL};
@@ -94,13 +94,8 @@ pub async fn apply<K: KubeOps>(
         if let Some(domain) = &c.domain {
             label_domain(&mut m, domain, doms);
             if let Some(note) = doms.notes.get(domain) {
-                kube.event(EventRecord::new(
-                    regarding.clone(),
-                    false,
-                    "FailureDomainDefaulted",
-                    note,
-                ))
-                .await;
+                kube.record(regarding.clone(), false, "FailureDomainDefaulted", note)
+                    .await;
             }
         }
         match kube.create_machine(&m).await {
@@ -115,22 +110,12 @@ pub async fn apply<K: KubeOps>(
         }
     }
     for problem in doms.problems.values() {
-        kube.event(EventRecord::new(
-            regarding.clone(),
-            true,
-            "FailureDomainUnresolved",
-            problem,
-        ))
-        .await;
+        kube.record(regarding.clone(), true, "FailureDomainUnresolved", problem)
+            .await;
     }
     for e in &p.events {
-        kube.event(EventRecord::new(
-            regarding.clone(),
-            e.warning,
-            e.reason,
-            &e.message,
-        ))
-        .await;
+        kube.record(regarding.clone(), e.warning, e.reason, &e.message)
+            .await;
     }
     out
 }

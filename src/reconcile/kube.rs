@@ -111,4 +111,15 @@ pub trait KubeOps {
 
     /// Record an event (best effort: a lost event never fails a reconcile).
     fn event(&self, event: EventRecord) -> impl Future<Output = ()> + Send;
+
+    /// Record an event about `regarding` from its parts.
+    fn record(
+        &self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = ()> + Send {
+        self.event(EventRecord::new(regarding, warning, reason, message))
+    }
 }

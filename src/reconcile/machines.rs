@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::execute::Outcome;
-use super::kube::{EventRecord, Eviction, KubeOps, machine_ref};
+use super::kube::{Eviction, KubeOps, machine_ref};
 use super::server::{Limits, Locking, Sweep, drive};
 use super::views::ServerViews;
 use crate::api::deployment_zone::VSphereDeploymentZone;
@@ -723,13 +723,8 @@ async fn finish<K: KubeOps>(
     out.want(plan.requeue, &k);
     let regarding = machine_ref(before);
     for e in &plan.events {
-        kube.event(EventRecord::new(
-            regarding.clone(),
-            e.warning,
-            e.reason,
-            &e.message,
-        ))
-        .await;
+        kube.record(regarding.clone(), e.warning, e.reason, &e.message)
+            .await;
     }
     if plan.machine != *before {
         match kube.update_machine(before, &plan.machine).await {
