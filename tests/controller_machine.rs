@@ -217,3 +217,104 @@ async fn a_machine_is_created_linked_and_deleted_through_its_lifecycle() {
     assert!(api.get::<Machine>(Some(NS), "m-1").is_some());
     running.stop().await;
 }
+
+/// One pass as kube-runtime runs it: the reconcile, and on an error the error policy.
+async fn pass(
+    m: &Machine,
+    ctx: &std::sync::Arc<vsphere_provider::controllers::Context>,
+) -> kube::runtime::controller::Action {
+    use vsphere_provider::controllers::machine;
+    let m = std::sync::Arc::new(m.clone());
+    match machine::reconcile(m.clone(), ctx.clone()).await {
+        Ok(a) => a,
+        Err(e) => machine::error_policy(m, &e, ctx.clone()),
+    }
+}
+
+/// A machine that cannot be reconciled (here: no credentials for its vCenter) backs off, and
+/// the backoff grows: 5 s, then 10 s, then 20 s — each retry is a full sweep of its server,
+/// so a fixed 5 s would sweep every 5 s for as long as the machine fails.
+#[tokio::test]
+async fn a_failing_machine_backs_off_longer_each_time() {
+    use kube::runtime::controller::Action;
+    let api = FakeApiServer::new();
+    let mut m = machine("m-0", "", json!({}));
+    m.metadata.labels = None;
+    m.spec.provider_spec = Some(
+        serde_json::from_value(json!({"value": {
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "VSphereMachineProviderSpec",
+            "template": "t",
+            "workspace": {"server": "127.0.0.1:1", "datacenter": "DC0"},
+            "network": {"devices": []}
+        }}))
+        .unwrap(),
+    );
+    api.put(&m);
+    let ctx = context_with(&api, vec![], vec![], vec![], vec![m.clone()]);
+    let delays: Vec<Action> = vec![
+        pass(&m, &ctx).await,
+        pass(&m, &ctx).await,
+        pass(&m, &ctx).await,
+    ];
+    assert_eq!(
+        delays,
+        [5, 10, 20].map(|s| Action::requeue(Duration::from_secs(s))),
+        "the delay grows"
+    );
+    assert_eq!(ctx.backoff.tracked(), 1);
+    // Why it failed is the reconcile's error: counted, and named in the machine's status.
+    let stored = api.get::<Machine>(Some(NS), "m-0").unwrap();
+    let exists = stored
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "InstanceExists")
+        .expect("InstanceExists condition");
+    assert_eq!(exists.status, "Unknown");
+    assert!(exists.message.unwrap_or_default().contains("127.0.0.1:1"));
+    assert_eq!(
+        metric(
+            &ctx.metrics.encode(),
+            r#"vsphere_provider_reconcile_errors_total{controller="machine",category="machine"}"#
+        ),
+        3.0
+    );
+}
+
+/// Every Kubernetes call the reconcilers make has a timeout: an API server that stops
+/// answering a write fails it (typed, a timeout) instead of holding the server's sweep gate,
+/// and every worker waiting on it, forever.
+#[tokio::test]
+async fn a_write_the_api_server_never_answers_times_out() {
+    use vsphere_provider::controllers::kube_ops::ApiServer;
+    use vsphere_provider::reconcile::kube::{KubeErrorKind, KubeOps};
+    let api = FakeApiServer::new();
+    let m = machine("m-0", "z", json!({}));
+    api.put(&m);
+    let stored = api.get::<Machine>(Some(NS), "m-0").unwrap();
+    let mut after = stored.clone();
+    after.metadata.finalizers = Some(vec!["machine.machine.openshift.io".into()]);
+    api.hold("PATCH", "/machines/m-0");
+    let client = api.client();
+    let reporter = kube::runtime::events::Reporter {
+        controller: "test".into(),
+        instance: None,
+    };
+    let mut kube = ApiServer::new(
+        client.clone(),
+        kube::runtime::events::Recorder::new(client, reporter),
+    );
+    kube.timeout = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let err = kube.update_machine(&stored, &after).await.unwrap_err();
+    assert_eq!(err.kind, KubeErrorKind::Timeout, "{err}");
+    assert!(
+        err.to_string()
+            .contains("patch Machine openshift-machine-api/m-0"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    api.release_holds();
+}

@@ -258,8 +258,12 @@ pub async fn run(mut args: Args) -> ExitCode {
             eprintln!("{summary}");
         }
     }
-    let machines_pending = print::machines_not_ready(&store, args.simulate_nodes);
-    if report.converged() && machines_pending.is_empty() && machines.failed.is_empty() {
+    let machines_pending = print::machines_not_ready(&store, &machines, args.simulate_nodes);
+    if report.converged()
+        && machines_pending.is_empty()
+        && machines.failed.is_empty()
+        && machines.machine_failures.is_empty()
+    {
         ExitCode::SUCCESS
     } else {
         for (name, v) in &report.verdicts {

@@ -60,7 +60,8 @@ fn key(cluster: &VSphereCluster) -> String {
 pub async fn reconcile(cluster: Arc<VSphereCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = publish(&cluster, &ctx).await;
-    ctx.record(CONTROLLER, &key(&cluster), started, &result);
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&key(&cluster), &result);
     result
 }
 

@@ -41,7 +41,9 @@ pub struct Context {
     pub stores: Stores,
     pub backoff: Backoff,
     /// The machine controller's per-server sweep gates.
-    pub machine_sweeps: super::machine::Sweeps,
+    pub machine_sweeps: super::machine::gate::Sweeps,
+    /// The limit of each Kubernetes call a reconciler makes through `KubeOps`.
+    pub kube_timeout: std::time::Duration,
 }
 
 impl Context {
@@ -57,26 +59,38 @@ impl Context {
             stores,
             backoff: Backoff::default(),
             machine_sweeps: Default::default(),
+            kube_timeout: super::kube_ops::WRITE_TIMEOUT,
         }
     }
 
-    /// Count and time one reconcile; a success resets the object's backoff.
-    pub(crate) fn record(
+    /// The API server as the reconcilers' `KubeOps`, each call under [`Context::kube_timeout`].
+    pub fn api_server(&self) -> super::kube_ops::ApiServer {
+        let mut a = super::kube_ops::ApiServer::new(self.client.clone(), self.recorder.clone());
+        a.timeout = self.kube_timeout;
+        a
+    }
+
+    /// Count and time one reconcile, and nothing else. Measuring once reset the object's
+    /// backoff as a side effect, and a machine whose plan said "back off" was reset by its own
+    /// successful reconcile and retried every 5 s forever; the backoff is now touched only by
+    /// [`Context::settle`] and the error policies.
+    pub(crate) fn measure(
         &self,
         controller: &str,
-        key: &str,
         started: Instant,
         result: &Result<Action, Error>,
     ) {
-        let outcome = match result {
-            Ok(_) => {
-                self.backoff.reset(key);
-                Ok(())
-            }
-            Err(e) => Err(e.category()),
-        };
+        let outcome = result.as_ref().map(|_| ()).map_err(Error::category);
         self.metrics
             .reconciled(controller, started.elapsed(), outcome);
+    }
+
+    /// A reconcile of `key` succeeded: its next failure backs off from the start again. (A
+    /// failure is the error policy's: it returns `Err`, never `Ok` with a backoff delay.)
+    pub(crate) fn settle(&self, key: &str, result: &Result<Action, Error>) {
+        if result.is_ok() {
+            self.backoff.reset(key);
+        }
     }
 }
 

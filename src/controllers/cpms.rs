@@ -22,7 +22,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::context::now;
-use super::kube_ops::ApiServer;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
 use crate::api::infrastructure::{CLUSTER, Infrastructure};
@@ -97,7 +96,8 @@ pub async fn reconcile(
     })
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
-    ctx.record(CONTROLLER, &k, started, &result);
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&k, &result);
     result
 }
 
@@ -193,34 +193,28 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
         seed: uuid::Uuid::new_v4().as_u128() as u64,
     };
     let p = plan(&input);
-    let kube = ApiServer {
-        client: ctx.client.clone(),
-        recorder: ctx.recorder.clone(),
-    };
+    let kube = ctx.api_server();
     let done = apply_plan(&kube, &input, &p, &doms).await;
     ctx.metrics.machine_set_applied(
         &set_name(cpms),
-        i64::from(cpms.spec.replicas.unwrap_or(3)),
+        i64::from(cpms.spec.replicas_or_default()),
         &p.status,
         done.created.len(),
         done.deleted.len(),
     );
-    if let Some(first) = done.failed.first() {
-        return Err(Error::Unreadable(first.clone()));
+    if let Some(first) = done.failed.into_iter().next() {
+        return Err(Error::KubeOps(first));
     }
     Ok(Action::requeue(p.requeue.unwrap_or(IDLE_REQUEUE)))
 }
 
 /// Deleting the set releases its machines and deletes nothing.
 async fn release(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, Error> {
-    let kube = ApiServer {
-        client: ctx.client.clone(),
-        recorder: ctx.recorder.clone(),
-    };
+    let kube = ctx.api_server();
     let done = release_machines(&kube, cpms, &ctx.stores.machines.valid()).await;
     ctx.metrics.machine_set_gone(&set_name(cpms));
-    match done.failed.first() {
-        Some(first) => Err(Error::Unreadable(first.clone())),
+    match done.failed.into_iter().next() {
+        Some(first) => Err(Error::KubeOps(first)),
         None => Ok(Action::await_change()),
     }
 }

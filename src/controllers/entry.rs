@@ -54,8 +54,7 @@ where
         Ok(o) => reconcile(Arc::new(o.clone()), ctx).instrument(span).await,
         Err(e) => {
             let result = Err(Error::InvalidObject(e.error.clone()));
-            let key = format!("{controller}/{name}");
-            ctx.record(controller, &key, Instant::now(), &result);
+            ctx.measure(controller, Instant::now(), &result);
             result
         }
     }

@@ -32,6 +32,16 @@ pub enum Error {
     #[error("{0}")]
     Unreadable(String),
 
+    /// A machine's step failed (vCenter refused, a drain could not finish, its VM could not be
+    /// read); its conditions and events say so. Backs off per machine, like every failure:
+    /// returning it as an error is what makes the backoff grow.
+    #[error("{0}")]
+    Machine(String),
+
+    /// A Kubernetes write of a reconciler failed, typed (conflict, gone, forbidden, timeout…).
+    #[error("Kubernetes API: {0}")]
+    KubeOps(#[from] crate::reconcile::kube::KubeError),
+
     /// Adding or removing the finalizer failed, or apply/cleanup failed (boxed: it wraps us).
     #[error(transparent)]
     Finalizer(Box<finalizer::Error<Error>>),
@@ -46,6 +56,8 @@ impl Error {
             Error::DeletionBlocked(_) => "deletion_blocked",
             Error::InvalidObject(_) => "invalid",
             Error::Unreadable(_) => "unreadable",
+            Error::Machine(_) => "machine",
+            Error::KubeOps(e) => e.category(),
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
                     e.category()

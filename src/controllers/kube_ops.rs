@@ -2,31 +2,77 @@
 //! merge patch guarded by the resourceVersion the decision was made on (a stale decision is a
 //! conflict, never an overwrite); status as a merge patch of the status subresource; drains
 //! through the Eviction API, so PodDisruptionBudgets are the API server's to enforce.
+//!
+//! Every call has a timeout ([`WRITE_TIMEOUT`]): the machine sweep makes these calls while it
+//! holds its server's gate, and one API call that never answers must not park every worker
+//! waiting on that server (a timeout is a typed [`KubeErrorKind::Timeout`], retried with
+//! backoff).
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, EvictParams, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
 use kube::runtime::events::{EventType, Recorder};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
+use crate::api::machine_health_check::MachineHealthCheck;
+use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
-use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeOps};
+use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
+
+/// How long one API call may take before it counts as failed (client-go's default request
+/// timeout is 32 s for a whole reconcile; one write answers in milliseconds when the server
+/// is well).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The API server, as the reconcilers' [`KubeOps`].
 #[derive(Clone)]
 pub struct ApiServer {
     pub client: kube::Client,
     pub recorder: Recorder,
+    /// Each call's limit ([`WRITE_TIMEOUT`] unless a test says otherwise).
+    pub timeout: Duration,
 }
 
-fn err(action: String, e: kube::Error) -> KubeError {
-    let stale = matches!(&e, kube::Error::Api(s) if s.code == 409 || s.code == 404);
-    KubeError {
-        action,
-        message: e.to_string(),
-        stale,
+impl ApiServer {
+    pub fn new(client: kube::Client, recorder: Recorder) -> Self {
+        ApiServer {
+            client,
+            recorder,
+            timeout: WRITE_TIMEOUT,
+        }
+    }
+
+    /// Run one API call under the timeout; a client error is typed by its status.
+    async fn call<T>(
+        &self,
+        action: impl FnOnce() -> String,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, KubeError> {
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| KubeError::timeout(action(), self.timeout))
+    }
+
+    /// [`ApiServer::call`], with any client error as a typed [`KubeError`].
+    async fn call_typed<T>(
+        &self,
+        action: impl FnOnce() -> String,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, KubeError> {
+        let action = action();
+        match self.call(|| action.clone(), f).await? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(KubeError::from_client(action, &e)),
+        }
     }
 }
 
@@ -34,9 +80,27 @@ fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// A merge patch of a string map: the new entries, and `null` for each removed key (a merge
+/// patch of the new map alone would leave removed keys on the server).
+fn map_patch(
+    before: Option<&BTreeMap<String, String>>,
+    after: Option<&BTreeMap<String, String>>,
+) -> Value {
+    let mut out = serde_json::Map::new();
+    for k in before.into_iter().flatten().map(|(k, _)| k) {
+        if after.is_none_or(|a| !a.contains_key(k)) {
+            out.insert(k.clone(), Value::Null);
+        }
+    }
+    for (k, v) in after.into_iter().flatten() {
+        out.insert(k.clone(), Value::String(v.clone()));
+    }
+    Value::Object(out)
+}
+
 /// The merge patch of what the machine controller owns outside the status: labels,
 /// annotations, finalizers and `spec.providerID`; `None` when nothing changed.
-pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<serde_json::Value> {
+pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<Value> {
     let (b, a) = (&before.metadata, &after.metadata);
     let changed = b.labels != a.labels
         || b.annotations != a.annotations
@@ -47,8 +111,8 @@ pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<serde_json::V
         let mut p = json!({
             "metadata": {
                 "resourceVersion": b.resource_version,
-                "labels": a.labels,
-                "annotations": a.annotations,
+                "labels": map_patch(b.labels.as_ref(), a.labels.as_ref()),
+                "annotations": map_patch(b.annotations.as_ref(), a.annotations.as_ref()),
                 "finalizers": a.finalizers.clone().unwrap_or_default(),
             }
         });
@@ -63,6 +127,19 @@ pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<serde_json::V
     })
 }
 
+/// A namespaced API for an arbitrary `apiVersion` and kind (remediation templates and requests
+/// are of kinds we do not compile in).
+pub fn dynamic_api(
+    client: &kube::Client,
+    ns: &str,
+    api_version: &str,
+    kind: &str,
+) -> Api<DynamicObject> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
 impl KubeOps for ApiServer {
     async fn update_machine(&self, before: &Machine, after: &Machine) -> Result<(), KubeError> {
         let ns = before.metadata.namespace.clone().unwrap_or_default();
@@ -73,22 +150,30 @@ impl KubeOps for ApiServer {
         // write first would move it); a released last finalizer deletes the object, and the
         // status of a deleted object no longer matters.
         if let Some(patch) = metadata_patch(before, after) {
-            match api.patch(&name, &pp, &Patch::Merge(&patch)).await {
+            let action = || format!("patch Machine {ns}/{name}");
+            match self
+                .call(action, api.patch(&name, &pp, &Patch::Merge(&patch)))
+                .await?
+            {
                 Ok(_) => {}
                 Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {
                     return Ok(());
                 }
-                Err(e) => return Err(err(format!("patch Machine {ns}/{name}"), e)),
+                Err(e) => return Err(KubeError::from_client(action(), &e)),
             }
         }
         let released = after.metadata.deletion_timestamp.is_some()
             && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
         if before.status != after.status && !released {
             let patch = json!({ "status": after.status });
-            match api.patch_status(&name, &pp, &Patch::Merge(&patch)).await {
+            let action = || format!("patch status of Machine {ns}/{name}");
+            match self
+                .call(action, api.patch_status(&name, &pp, &Patch::Merge(&patch)))
+                .await?
+            {
                 Ok(_) => {}
                 Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {}
-                Err(e) => return Err(err(format!("patch status of Machine {ns}/{name}"), e)),
+                Err(e) => return Err(KubeError::from_client(action(), &e)),
             }
         }
         Ok(())
@@ -101,23 +186,23 @@ impl KubeOps for ApiServer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        api.create(&pp, m).await.map_err(|e| {
-            err(
-                format!(
-                    "create Machine {ns}/{}",
-                    m.metadata.name.as_deref().unwrap_or_default()
-                ),
-                e,
+        let action = || {
+            format!(
+                "create Machine {ns}/{}",
+                m.metadata.name.as_deref().unwrap_or_default()
             )
-        })
+        };
+        self.call_typed(action, api.create(&pp, m)).await
     }
 
     async fn list_machines(&self, namespace: &str) -> Result<Vec<Machine>, KubeError> {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), namespace);
-        api.list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .map_err(|e| err(format!("list Machines in {namespace}"), e))
+        self.call_typed(
+            || format!("list Machines in {namespace}"),
+            api.list(&ListParams::default()),
+        )
+        .await
+        .map(|l| l.items)
     }
 
     async fn set_machine_set_status(
@@ -128,56 +213,64 @@ impl KubeOps for ApiServer {
         let ns = set.metadata.namespace.clone().unwrap_or_default();
         let name = set.metadata.name.clone().unwrap_or_default();
         let api: Api<ControlPlaneMachineSet> = Api::namespaced(self.client.clone(), &ns);
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
+        let patch = json!({ "status": status });
+        self.call_typed(
+            || format!("patch status of ControlPlaneMachineSet {ns}/{name}"),
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await
         .map(|_| ())
-        .map_err(|e| {
-            err(
-                format!("patch status of ControlPlaneMachineSet {ns}/{name}"),
-                e,
-            )
-        })
     }
 
     async fn delete_machine(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
+        let action = || format!("delete Machine {namespace}/{name}");
+        match self
+            .call(action, api.delete(name, &DeleteParams::default()))
+            .await?
+        {
             Ok(_) => Ok(()),
             Err(e) if not_found(&e) => Ok(()),
-            Err(e) => Err(err(format!("delete Machine {namespace}/{name}"), e)),
+            Err(e) => Err(KubeError::from_client(action(), &e)),
         }
     }
 
     async fn cordon(&self, node: &str) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({ "spec": { "unschedulable": true } });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| err(format!("cordon Node {node}"), e))
+        self.call_typed(
+            || format!("cordon Node {node}"),
+            api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, KubeError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        match api.evict(&pod.name, &EvictParams::default()).await {
+        let action = || format!("evict Pod {}/{}", pod.namespace, pod.name);
+        match self
+            .call(action, api.evict(&pod.name, &EvictParams::default()))
+            .await?
+        {
             Ok(_) => Ok(Eviction::Evicted),
             Err(e) if not_found(&e) => Ok(Eviction::Evicted),
             // 429: a PodDisruptionBudget does not allow it now.
             Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Refused(s.message)),
-            Err(e) => Err(err(format!("evict Pod {}/{}", pod.namespace, pod.name), e)),
+            Err(e) => Err(KubeError::from_client(action(), &e)),
         }
     }
 
     async fn delete_node(&self, node: &str) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        match api.delete(node, &DeleteParams::default()).await {
+        let action = || format!("delete Node {node}");
+        match self
+            .call(action, api.delete(node, &DeleteParams::default()))
+            .await?
+        {
             Ok(_) => Ok(()),
             Err(e) if not_found(&e) => Ok(()),
-            Err(e) => Err(err(format!("delete Node {node}"), e)),
+            Err(e) => Err(KubeError::from_client(action(), &e)),
         }
     }
 
@@ -187,15 +280,85 @@ impl KubeOps for ApiServer {
         } else {
             EventType::Normal
         };
-        super::events::publish_with(
+        let publish = super::events::publish_with(
             &self.recorder,
             &e.regarding,
             type_,
             &e.reason,
             &e.reason,
             e.message,
-        )
-        .await;
+        );
+        if tokio::time::timeout(self.timeout, publish).await.is_err() {
+            tracing::debug!(object = ?e.regarding.name, "event not published within {:?}", self.timeout);
+        }
+    }
+
+    async fn update_health_check(
+        &self,
+        before: &MachineHealthCheck,
+        after: &MachineHealthCheck,
+    ) -> Result<(), KubeError> {
+        let ns = before.metadata.namespace.clone().unwrap_or_default();
+        let name = before.metadata.name.clone().unwrap_or_default();
+        let api: Api<MachineHealthCheck> = Api::namespaced(self.client.clone(), &ns);
+        let pp = PatchParams::default();
+        if before.metadata.annotations != after.metadata.annotations {
+            let patch = json!({"metadata": {
+                "resourceVersion": before.metadata.resource_version,
+                "annotations": map_patch(
+                    before.metadata.annotations.as_ref(),
+                    after.metadata.annotations.as_ref(),
+                ),
+            }});
+            self.call_typed(
+                || format!("patch MachineHealthCheck {ns}/{name}"),
+                api.patch(&name, &pp, &Patch::Merge(&patch)),
+            )
+            .await?;
+        }
+        if before.status != after.status {
+            let patch = json!({ "status": after.status });
+            self.call_typed(
+                || format!("patch status of MachineHealthCheck {ns}/{name}"),
+                api.patch_status(&name, &pp, &Patch::Merge(&patch)),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn create_remediation_request(
+        &self,
+        namespace: &str,
+        request: &Value,
+    ) -> Result<(), KubeError> {
+        let av = request["apiVersion"].as_str().unwrap_or_default();
+        let kind = request["kind"].as_str().unwrap_or_default();
+        let name = request["metadata"]["name"].as_str().unwrap_or_default();
+        let action = || format!("create {kind} {namespace}/{name}");
+        let obj: DynamicObject = serde_json::from_value(request.clone())
+            .map_err(|e| KubeError::new(action(), KubeErrorKind::Invalid, e.to_string()))?;
+        let api = dynamic_api(&self.client, namespace, av, kind);
+        self.call_typed(action, api.create(&PostParams::default(), &obj))
+            .await
+            .map(|_| ())
+    }
+
+    async fn delete_remediation_request(
+        &self,
+        namespace: &str,
+        request: &RequestRef,
+    ) -> Result<(), KubeError> {
+        let api = dynamic_api(&self.client, namespace, &request.api_version, &request.kind);
+        let action = || format!("delete {} {namespace}/{}", request.kind, request.name);
+        match self
+            .call(action, api.delete(&request.name, &DeleteParams::default()))
+            .await?
+        {
+            Ok(_) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(KubeError::from_client(action(), &e)),
+        }
     }
 }
 

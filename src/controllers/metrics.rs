@@ -191,6 +191,13 @@ impl Metrics {
             .set(i64::from(short_circuited));
     }
 
+    /// A deleted health check's gauges go away.
+    pub fn health_check_gone(&self, mhc: &str) {
+        let l = CheckLabels { mhc: mhc.into() };
+        self.mhc_unhealthy.remove(&l);
+        self.mhc_short_circuited.remove(&l);
+    }
+
     /// Record a machine set's pass: its status counters, whether it is degraded, and what it
     /// created and deleted.
     pub fn machine_set_applied(

@@ -7,26 +7,19 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Resource, ResourceExt};
 
 use super::context::now;
-use super::kube_ops::ApiServer;
+use super::kube_ops::{ApiServer, dynamic_api};
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
-use crate::plan::health::remediation::{BACKOFF_ANNOTATION, RemediationAction, request_ref};
-use crate::plan::health::status::EventObject;
-use crate::plan::health::targets::EXTERNAL_REMEDIATION_ANNOTATION;
-use crate::plan::health::{HealthInput, plan_health};
-use crate::reconcile::kube::{KubeOps, machine_ref};
+use crate::plan::health::{HealthInput, plan_health, replacement_in_progress};
+use crate::reconcile::health::{apply, namespace};
+use crate::reconcile::kube::KubeError;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinehealthcheck";
@@ -54,12 +47,6 @@ pub fn checks_in(
         .collect()
 }
 
-fn api_for(client: &kube::Client, ns: &str, api_version: &str, kind: &str) -> Api<DynamicObject> {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 /// The reconciler.
 pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.stores.all_synced() {
@@ -68,46 +55,23 @@ pub async fn reconcile(mhc: Arc<MachineHealthCheck>, ctx: Arc<Context>) -> Resul
     let started = Instant::now();
     let k = key(&mhc);
     let result = check(&mhc, &ctx).await;
-    ctx.record(CONTROLLER, &k, started, &result);
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&k, &result);
     result
 }
 
 async fn check(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Action, Error> {
-    let ns = mhc.metadata.namespace.clone().unwrap_or_default();
+    let ns = namespace(mhc);
     let machines: Vec<Machine> = ctx.stores.machines.valid();
     let nodes = ctx.stores.nodes.valid();
-    let replacing = ctx.stores.machine_sets.valid().iter().any(|c| {
-        c.metadata.namespace.as_deref() == Some(ns.as_str())
-            && c.status.as_ref().and_then(|s| s.replicas).unwrap_or(0)
-                > c.spec.replicas_or_default()
-    });
-    // A remediation template and the requests it made: read directly (rare, and of kinds we do
-    // not watch).
-    let mut template = None;
-    let mut requests = BTreeSet::new();
-    if let Some(t) = &mhc.spec.remediation_template {
-        let kind = t.kind.clone().unwrap_or_default();
-        let av = t.api_version.clone().unwrap_or_default();
-        let tns = t.namespace.clone().unwrap_or_else(|| ns.clone());
-        if let Ok(obj) = api_for(&ctx.client, &tns, &av, &kind)
-            .get(t.name.as_deref().unwrap_or_default())
-            .await
-        {
-            template = serde_json::to_value(obj).ok();
-        }
-        let req_kind = kind.strip_suffix("Template").unwrap_or(&kind).to_string();
-        if let Ok(list) = api_for(&ctx.client, &ns, &av, &req_kind)
-            .list(&Default::default())
-            .await
-        {
-            requests.extend(list.items.into_iter().map(|o| o.name_any()));
-        }
-    }
+    let sets = ctx.stores.machine_sets.valid();
+    let kube = ctx.api_server();
+    let (template, requests) = remediation_reads(mhc, &kube, &ns).await?;
     let input = HealthInput {
         mhc,
         machines: &machines,
         nodes: &nodes,
-        cpms_replacement_in_progress: replacing,
+        cpms_replacement_in_progress: replacement_in_progress(&sets, &ns),
         remediation_template: template.as_ref(),
         remediation_requests: &requests,
         now: now(),
@@ -116,110 +80,56 @@ async fn check(mhc: &MachineHealthCheck, ctx: &Context) -> Result<Action, Error>
     if plan.paused {
         return Ok(Action::await_change());
     }
-    let name = mhc.name_any();
-    let api: Api<MachineHealthCheck> = Api::namespaced(ctx.client.clone(), &ns);
-    if plan.status.is_some() && mhc.status != plan.status {
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": plan.status})),
-        )
-        .await?;
-    }
-    let current = mhc.annotations().get(BACKOFF_ANNOTATION).cloned();
-    if current != plan.backoff_annotation {
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {BACKOFF_ANNOTATION: plan.backoff_annotation}}})),
-        )
-        .await?;
-    }
-    let kube = ApiServer {
-        client: ctx.client.clone(),
-        recorder: ctx.recorder.clone(),
-    };
-    let regarding = |o: &EventObject| -> ObjectReference {
-        match o {
-            EventObject::Mhc => mhc.object_ref(&()),
-            EventObject::Machine(m) => machines
-                .iter()
-                .find(|x| {
-                    x.metadata.namespace.as_deref() == Some(ns.as_str()) && x.name_any() == *m
-                })
-                .map(machine_ref)
-                .unwrap_or_else(|| mhc.object_ref(&())),
-        }
-    };
-    let machine_api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    for r in &plan.remediations {
-        let done: Result<(), String> = match &r.action {
-            RemediationAction::DeleteMachine => kube
-                .delete_machine(&ns, &r.machine)
-                .await
-                .map_err(|e| e.to_string()),
-            RemediationAction::AnnotateExternal => machine_api
-                .patch(
-                    &r.machine,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"metadata": {"annotations": {EXTERNAL_REMEDIATION_ANNOTATION: ""}}})),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            RemediationAction::CreateRequest(obj) => {
-                let av = obj["apiVersion"].as_str().unwrap_or_default();
-                let kind = obj["kind"].as_str().unwrap_or_default();
-                match serde_json::from_value::<DynamicObject>(obj.clone()) {
-                    Ok(d) => api_for(&ctx.client, &ns, av, kind)
-                        .create(&PostParams::default(), &d)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        };
-        match done {
-            Ok(()) => {
-                kube.record(
-                    regarding(&r.event.object),
-                    r.event.warning,
-                    r.event.reason,
-                    &r.event.message,
-                )
-                .await;
-            }
-            Err(e) => {
-                tracing::warn!(machine = %r.machine, error = %e, "remediation failed");
-                kube.record(
-                    regarding(&EventObject::Machine(r.machine.clone())),
-                    true,
-                    crate::plan::health::status::event::MACHINE_DELETION_FAILED,
-                    &format!("remediation ({}) failed: {e}", r.action.describe()),
-                )
-                .await;
-            }
-        }
-    }
-    if let Some(t) = &mhc.spec.remediation_template {
-        for req in &plan.delete_requests {
-            let _ = api_for(&ctx.client, &ns, &req.api_version, &req.kind)
-                .delete(&req.name, &DeleteParams::default())
-                .await;
-            let _ = request_ref(t, &req.name);
-        }
-    }
-    for e in &plan.events {
-        kube.record(regarding(&e.object), e.warning, e.reason, &e.message)
-            .await;
-    }
+    let done = apply(&kube, mhc, &machines, &plan, &input.now).await;
     ctx.metrics.health_checked(
-        &format!("{ns}/{name}"),
+        &format!("{ns}/{}", mhc.name_any()),
         plan.unhealthy() as i64,
         plan.short_circuited,
     );
-    Ok(Action::requeue(plan.requeue.unwrap_or(IDLE_REQUEUE)))
+    match done.failed.into_iter().next() {
+        Some(first) => Err(Error::KubeOps(first)),
+        None => Ok(Action::requeue(plan.requeue.unwrap_or(IDLE_REQUEUE))),
+    }
+}
+
+/// The remediation template a check names and the requests of its kind that exist: read
+/// directly (rare, and of kinds we do not watch). A template that is not there is the planner's
+/// to report (`None`); any other failure — a list that failed is not "no requests" — fails the
+/// reconcile, typed, so it is retried rather than decided on a partial read.
+async fn remediation_reads(
+    mhc: &MachineHealthCheck,
+    kube: &ApiServer,
+    ns: &str,
+) -> Result<(Option<serde_json::Value>, BTreeSet<String>), Error> {
+    let Some(t) = &mhc.spec.remediation_template else {
+        return Ok((None, BTreeSet::new()));
+    };
+    let kind = t.kind.clone().unwrap_or_default();
+    let av = t.api_version.clone().unwrap_or_default();
+    let tns = t.namespace.clone().unwrap_or_else(|| ns.to_string());
+    let tname = t.name.clone().unwrap_or_default();
+    let template = match dynamic_api(&kube.client, &tns, &av, &kind)
+        .get_opt(&tname)
+        .await
+    {
+        Ok(obj) => obj.and_then(|o| serde_json::to_value(o).ok()),
+        Err(e) => {
+            return Err(KubeError::from_client(format!("get {kind} {tns}/{tname}"), &e).into());
+        }
+    };
+    let req_kind = kind.strip_suffix("Template").unwrap_or(&kind).to_string();
+    let requests = match dynamic_api(&kube.client, ns, &av, &req_kind)
+        .list(&Default::default())
+        .await
+    {
+        Ok(list) => list.items.into_iter().map(|o| o.name_any()).collect(),
+        // The request kind may not be served at all (no CRD): then none exists.
+        Err(kube::Error::Api(s)) if s.code == 404 => BTreeSet::new(),
+        Err(e) => {
+            return Err(KubeError::from_client(format!("list {req_kind} in {ns}"), &e).into());
+        }
+    };
+    Ok((template, requests))
 }
 
 /// Failures back off per check.

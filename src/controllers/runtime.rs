@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Controller;
@@ -81,8 +82,16 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
     let (machine_store, [machine_trigger, machine_to_sets, machine_to_checks]) =
         watch_kind::<Machine, 3>(&client, None, &mut tasks);
+    let (check_deleted, deleted_checks) = futures::channel::mpsc::unbounded();
     let (check_store, [check_trigger]) =
-        watch_kind::<MachineHealthCheck, 1>(&client, None, &mut tasks);
+        watch_kind::<MachineHealthCheck, 1>(&client, Some(check_deleted), &mut tasks);
+    // A deleted check has no reconcile to clean up after it (it carries no finalizer, as
+    // upstream's): its gauges go when the watch sees it go, or its alerts would fire forever.
+    let metrics = shared.metrics.clone();
+    tasks.spawn(deleted_checks.for_each(move |h| {
+        metrics.health_check_gone(&super::cache::display_name(h.meta()));
+        futures::future::ready(())
+    }));
     let (set_store, [set_trigger]) =
         watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
     let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, None, &mut tasks);

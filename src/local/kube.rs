@@ -10,8 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use super::store::{Store, key};
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
+use crate::api::machine_health_check::MachineHealthCheck;
+use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
-use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeOps};
+use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
 
 /// The store behind a lock, with where to persist it and the run's clock.
 pub struct LocalCluster {
@@ -47,11 +49,11 @@ impl LocalCluster {
         };
         let store = self.lock();
         store.save(path).map_err(|e| {
-            let err = KubeError {
-                action: format!("write state file {}", path.display()),
-                message: e.to_string(),
-                stale: false,
-            };
+            let err = KubeError::new(
+                format!("write state file {}", path.display()),
+                KubeErrorKind::State,
+                e.to_string(),
+            );
             *self.persist_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
             err
         })
@@ -68,11 +70,11 @@ impl LocalCluster {
 }
 
 fn missing(what: &str, k: &str) -> KubeError {
-    KubeError {
-        action: format!("update {what} {k}"),
-        message: "not found".into(),
-        stale: true,
-    }
+    KubeError::new(
+        format!("update {what} {k}"),
+        KubeErrorKind::NotFound,
+        "not found",
+    )
 }
 
 fn machine_key(m: &Machine) -> String {
@@ -108,11 +110,11 @@ impl KubeOps for LocalCluster {
         let now = self.now.clone();
         self.with(|s| {
             if s.machines.contains_key(&k) {
-                return Err(KubeError {
-                    action: format!("create Machine {k}"),
-                    message: "already exists".into(),
-                    stale: true,
-                });
+                return Err(KubeError::new(
+                    format!("create Machine {k}"),
+                    KubeErrorKind::Conflict,
+                    "already exists",
+                ));
             }
             m.metadata.uid = Some(uuid::Uuid::new_v4().to_string());
             m.metadata.creation_timestamp = Some(now);
@@ -187,6 +189,51 @@ impl KubeOps for LocalCluster {
             s.manifest_nodes.remove(node);
             Ok(())
         })
+    }
+
+    async fn update_health_check(
+        &self,
+        before: &MachineHealthCheck,
+        after: &MachineHealthCheck,
+    ) -> Result<(), KubeError> {
+        let k = key(
+            before.metadata.namespace.as_deref(),
+            before.metadata.name.as_deref().unwrap_or_default(),
+        );
+        self.with(|s| {
+            let stored = s
+                .health_checks
+                .get_mut(&k)
+                .ok_or_else(|| missing("MachineHealthCheck", &k))?;
+            stored.metadata.annotations = after.metadata.annotations.clone();
+            stored.status = after.status.clone();
+            Ok(())
+        })
+    }
+
+    async fn create_remediation_request(
+        &self,
+        namespace: &str,
+        request: &serde_json::Value,
+    ) -> Result<(), KubeError> {
+        Err(KubeError::new(
+            format!(
+                "create {} {namespace}/{}",
+                request["kind"].as_str().unwrap_or("remediation request"),
+                request["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+            KubeErrorKind::Invalid,
+            "local mode runs no external remediation controller to act on it",
+        ))
+    }
+
+    async fn delete_remediation_request(
+        &self,
+        _namespace: &str,
+        _request: &RequestRef,
+    ) -> Result<(), KubeError> {
+        // Local mode never creates one.
+        Ok(())
     }
 
     async fn event(&self, e: EventRecord) {

@@ -32,9 +32,11 @@ pub const MAX_ROUNDS: usize = 60;
 #[derive(Debug, Default)]
 pub struct MachineReport {
     pub vcenter_writes: Vec<String>,
+    /// Failures of the machine set and health check passes.
     pub failed: Vec<String>,
-    /// Machines that failed this run and were left for the next one.
-    pub backed_off: BTreeSet<String>,
+    /// Machines that failed this run, each with what failed (the read, the server, the
+    /// error); they were left for the next run.
+    pub machine_failures: BTreeMap<String, String>,
     /// Nodes registered by the simulated kubelets.
     pub nodes_registered: Vec<String>,
     pub rounds: usize,
@@ -90,7 +92,9 @@ pub async fn run_machines(
                 progress(&format!("control plane machine set: deleting {d}"));
             }
             changed |= pass.changed;
-            report.failed.extend(pass.failed);
+            report
+                .failed
+                .extend(pass.failed.iter().map(ToString::to_string));
         }
         // Kubelets register before the sweep, so the sweep links their nodes in the same round
         // (a control plane node seen unlinked would count as unmanaged).
@@ -105,7 +109,9 @@ pub async fn run_machines(
                 progress(&format!("machine health check: remediating {r}"));
             }
             changed |= pass.changed;
-            report.failed.extend(pass.failed);
+            report
+                .failed
+                .extend(pass.failed.iter().map(ToString::to_string));
             report.short_circuited = plans
                 .iter()
                 .filter(|(_, p)| p.short_circuited)
@@ -118,7 +124,7 @@ pub async fn run_machines(
         let mut groups: BTreeMap<String, (Result<Endpoint, String>, Vec<Machine>)> =
             BTreeMap::new();
         for (k, m) in &snapshot.machines {
-            if report.backed_off.contains(k) {
+            if report.machine_failures.contains_key(k) {
                 continue;
             }
             let server = machine_server(m, &snapshot.zones)
@@ -166,9 +172,11 @@ pub async fn run_machines(
                 inventories.insert(label.clone(), inv.clone());
             }
             changed |= out.changed();
+            report.machine_failures.extend(
+                out.failures()
+                    .map(|(k, why)| (k.to_string(), why.to_string())),
+            );
             report.vcenter_writes.extend(out.vcenter_writes);
-            report.failed.extend(out.failed);
-            report.backed_off.extend(out.backoff);
             report.vm_paths.extend(out.vm_paths);
         }
         if cluster
@@ -183,7 +191,7 @@ pub async fn run_machines(
             .lock()
             .machines
             .iter()
-            .any(|(k, m)| in_flight(m) && !report.backed_off.contains(k));
+            .any(|(k, m)| in_flight(m) && !report.machine_failures.contains_key(k));
         if !changed && !pending {
             break;
         }

@@ -325,6 +325,9 @@ pub fn machine_changes(report: &MachineReport) -> String {
     for f in &report.failed {
         let _ = writeln!(out, "failed: {f}");
     }
+    for (k, why) in &report.machine_failures {
+        let _ = writeln!(out, "failed: machine {k}: {why}");
+    }
     out
 }
 
@@ -348,7 +351,11 @@ pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
 
 /// Why the machines are not all done: one line per machine not Running, and per control plane
 /// machine set not fully updated and ready.
-pub fn machines_not_ready(store: &Store, simulate_nodes: bool) -> Vec<String> {
+pub fn machines_not_ready(
+    store: &Store,
+    report: &MachineReport,
+    simulate_nodes: bool,
+) -> Vec<String> {
     let mut lines = Vec::new();
     for (k, c) in &store.machine_sets {
         let st = c.status.clone().unwrap_or_default();
@@ -407,7 +414,11 @@ pub fn machines_not_ready(store: &Store, simulate_nodes: bool) -> Vec<String> {
                 other => format!("machine {k} is {other}"),
             }
         };
-        lines.push(why);
+        // What failed this run, so no machine is left at "is -" without a reason.
+        match report.machine_failures.get(k) {
+            Some(failed) => lines.push(format!("{why}: {failed}")),
+            None => lines.push(why),
+        }
     }
     lines
 }

@@ -4,7 +4,7 @@
 //! release of its machines when the set is deleted.
 use kube::Resource;
 
-use super::kube::KubeOps;
+use super::kube::{KubeError, KubeOps};
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine::{REGION_LABEL, ZONE_LABEL};
@@ -20,7 +20,7 @@ pub struct Applied {
     pub deleted: Vec<String>,
     /// Anything written (status, owner references, machines).
     pub changed: bool,
-    pub failed: Vec<String>,
+    pub failed: Vec<KubeError>,
 }
 
 fn namespace(c: &ControlPlaneMachineSet) -> String {
@@ -44,7 +44,7 @@ pub async fn apply<K: KubeOps>(
     if cpms.status.as_ref() != Some(&p.status) {
         match kube.set_machine_set_status(cpms, &p.status).await {
             Ok(()) => out.changed = true,
-            Err(e) => out.failed.push(e.to_string()),
+            Err(e) => out.failed.push(e),
         }
     }
     for name in &p.adopt {
@@ -63,7 +63,7 @@ pub async fn apply<K: KubeOps>(
         refs.push(owner_ref(cpms));
         match kube.update_machine(before, &after).await {
             Ok(()) => out.changed = true,
-            Err(e) => out.failed.push(e.to_string()),
+            Err(e) => out.failed.push(e),
         }
     }
     for d in &p.delete {
@@ -72,14 +72,14 @@ pub async fn apply<K: KubeOps>(
                 out.deleted.push(format!("{ns}/{}", d.name));
                 out.changed = true;
             }
-            Err(e) => out.failed.push(e.to_string()),
+            Err(e) => out.failed.push(e),
         }
     }
     for c in &p.create {
         let fresh = match kube.list_machines(&ns).await {
             Ok(f) => f,
             Err(e) => {
-                out.failed.push(e.to_string());
+                out.failed.push(e);
                 break;
             }
         };
@@ -106,7 +106,7 @@ pub async fn apply<K: KubeOps>(
                 ));
                 out.changed = true;
             }
-            Err(e) => out.failed.push(e.to_string()),
+            Err(e) => out.failed.push(e),
         }
     }
     for problem in doms.problems.values() {
@@ -161,7 +161,7 @@ pub async fn release<K: KubeOps>(
             Some(refs.iter().filter(|r| r.uid != uid).cloned().collect());
         match kube.update_machine(before, &after).await {
             Ok(()) => out.changed = true,
-            Err(e) => out.failed.push(e.to_string()),
+            Err(e) => out.failed.push(e),
         }
     }
     out

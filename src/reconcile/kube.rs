@@ -8,16 +8,95 @@ use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
 use crate::api::machine::Machine;
+use crate::api::machine_health_check::MachineHealthCheck;
+use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
 
-/// A failed Kubernetes write, with what was being done.
+/// A failed Kubernetes call, typed by what it means for the caller: a conflict or a vanished
+/// object means "re-read and decide again", a timeout or an unavailable server "try again",
+/// forbidden or invalid "someone must act". The message is the server's; the action names the
+/// verb and object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{action}: {message}")]
 pub struct KubeError {
     pub action: String,
+    pub kind: KubeErrorKind,
     pub message: String,
-    /// The object changed under us (conflict) or is gone: re-read and decide again.
-    pub stale: bool,
+}
+
+/// What a failed Kubernetes call means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeErrorKind {
+    /// 409: the object changed since it was read.
+    Conflict,
+    /// 404 / 410: the object (or the resource) is gone.
+    NotFound,
+    /// 401 / 403: the identity may not do this (RBAC).
+    Forbidden,
+    /// 400 / 422: the server refused the object (validation, admission).
+    Invalid,
+    /// No answer within the write timeout.
+    Timeout,
+    /// 429 / 5xx, or no connection: the server cannot answer now.
+    Unavailable,
+    /// Local mode's state file could not be written.
+    State,
+    Other,
+}
+
+impl KubeError {
+    pub fn new(action: impl Into<String>, kind: KubeErrorKind, message: impl Into<String>) -> Self {
+        KubeError {
+            action: action.into(),
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A kube client error, typed by its HTTP status (or by having none: no connection).
+    pub fn from_client(action: impl Into<String>, e: &kube::Error) -> Self {
+        let kind = match e {
+            kube::Error::Api(s) => match s.code {
+                409 => KubeErrorKind::Conflict,
+                404 | 410 => KubeErrorKind::NotFound,
+                401 | 403 => KubeErrorKind::Forbidden,
+                400 | 422 => KubeErrorKind::Invalid,
+                429 | 500..=599 => KubeErrorKind::Unavailable,
+                _ => KubeErrorKind::Other,
+            },
+            kube::Error::HyperError(_) | kube::Error::Service(_) => KubeErrorKind::Unavailable,
+            _ => KubeErrorKind::Other,
+        };
+        KubeError::new(action, kind, e.to_string())
+    }
+
+    /// No answer within `after`.
+    pub fn timeout(action: impl Into<String>, after: std::time::Duration) -> Self {
+        KubeError::new(
+            action,
+            KubeErrorKind::Timeout,
+            format!("no answer from the API server within {after:?}"),
+        )
+    }
+
+    /// The object changed under us or is gone: re-read and decide again.
+    pub fn stale(&self) -> bool {
+        matches!(self.kind, KubeErrorKind::Conflict | KubeErrorKind::NotFound)
+    }
+
+    /// A short, stable label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self.kind {
+            KubeErrorKind::Conflict => "kubernetes_conflict",
+            KubeErrorKind::NotFound => "kubernetes_not_found",
+            KubeErrorKind::Forbidden => "kubernetes_forbidden",
+            KubeErrorKind::Invalid => "kubernetes_invalid",
+            KubeErrorKind::Timeout => "kubernetes_timeout",
+            KubeErrorKind::Unavailable => "kubernetes_unavailable",
+            KubeErrorKind::State => "state_file",
+            KubeErrorKind::Other => "kubernetes",
+        }
+    }
 }
 
 /// What an eviction request came to.
@@ -108,6 +187,29 @@ pub trait KubeOps {
 
     /// Delete a Node.
     fn delete_node(&self, node: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Write what changed between `before` and `after` of a MachineHealthCheck: its
+    /// annotations (the remediation backoff) and its status.
+    fn update_health_check(
+        &self,
+        before: &MachineHealthCheck,
+        after: &MachineHealthCheck,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Create an external remediation request (a whole object of the template's kind minus
+    /// `Template`). Local mode refuses: no remediation controller runs there to act on it.
+    fn create_remediation_request(
+        &self,
+        namespace: &str,
+        request: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Delete a remediation request (gone already is fine).
+    fn delete_remediation_request(
+        &self,
+        namespace: &str,
+        request: &RequestRef,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
 
     /// Record an event (best effort: a lost event never fails a reconcile).
     fn event(&self, event: EventRecord) -> impl Future<Output = ()> + Send;

@@ -10,6 +10,7 @@
 pub mod cpms;
 pub mod execute;
 pub mod gather;
+pub mod health;
 pub mod kube;
 pub mod machines;
 pub mod server;

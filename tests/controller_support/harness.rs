@@ -88,6 +88,12 @@ impl Running {
     pub fn metric(&self, series: &str) -> f64 {
         metric(&self.shared.metrics.encode(), series)
     }
+
+    /// The whole metrics text, as scraped.
+    #[allow(dead_code)]
+    pub fn metrics_text(&self) -> String {
+        self.shared.metrics.encode()
+    }
 }
 
 /// The value of `series` (e.g. `vsphere_provider_reconciles_total{controller="x",result="ok"}`)

@@ -77,7 +77,8 @@ pub async fn reconcile(
     })
     .await
     .map_err(Error::from);
-    ctx.record(CONTROLLER, &key, started, &result);
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&key, &result);
     result
 }
 

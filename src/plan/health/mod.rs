@@ -30,8 +30,8 @@
 //!    [`HealthPlan::backoff_annotation`] (remove it when `None`);
 //! 2. carry out [`HealthPlan::remediations`] (delete the Machine through the normal deletion
 //!    lifecycle / add the annotation / create the request) and record each one's `event` once
-//!    it succeeded (on failure: [`status::event::MACHINE_DELETION_FAILED`], or
-//!    [`status::request_creation_failed`] for a request);
+//!    it succeeded; a failure goes through [`remediation_failed`] (its event, and for a
+//!    request the MHC condition of [`status::request_creation_failed`]);
 //! 3. delete [`HealthPlan::delete_requests`];
 //! 4. record [`HealthPlan::events`];
 //! 5. requeue after [`HealthPlan::requeue`] if set (else wait for a watch event: MHC, Machine,
@@ -52,6 +52,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use crate::api::conditions::{ConditionUpdate, severity};
+use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::health_values::parse_go_duration;
 use crate::api::machine::{Machine, phase};
 use crate::api::machine_health_check::{
@@ -180,6 +181,66 @@ impl HealthPlan {
     pub fn unhealthy(&self) -> u64 {
         self.targets.iter().filter(|t| !t.healthy).count() as u64
     }
+}
+
+/// What to report when a remediation could not be carried out: the event (on the machine),
+/// and for a request the MHC's `ExternalRemediationRequestAvailable=False` in `plan.status`.
+/// A remediation that did not happen starts no backoff: the owner's entry in
+/// `plan.backoff_annotation` goes back to what `mhc` had, so the retry is not held as if a
+/// replacement had failed again.
+pub fn remediation_failed(
+    plan: &mut HealthPlan,
+    r: &Remediation,
+    message: &str,
+    mhc: &MachineHealthCheck,
+    machine: Option<&Machine>,
+    now: &Time,
+) -> HealthEvent {
+    if let Some(owner) = machine.and_then(remediation::owner_key) {
+        let mut backoff: Backoff = plan
+            .backoff_annotation
+            .as_deref()
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        match Backoff::from_mhc(mhc).0.remove(&owner) {
+            Some(before) => backoff.0.insert(owner, before),
+            None => backoff.0.remove(&owner),
+        };
+        plan.backoff_annotation = backoff.to_annotation();
+    }
+    let text = format!("remediation ({}) failed: {message}", r.action.describe());
+    let reason = match &r.action {
+        RemediationAction::DeleteMachine => ev::MACHINE_DELETION_FAILED,
+        RemediationAction::AnnotateExternal => ev::EXTERNAL_ANNOTATION_FAILED,
+        RemediationAction::CreateRequest(_) => {
+            if let Some(st) = plan.status.as_mut() {
+                status::request_creation_failed(st, &text, now);
+            }
+            ev::REQUEST_CREATION_FAILED
+        }
+    };
+    HealthEvent {
+        object: EventObject::Machine(r.machine.clone()),
+        warning: true,
+        reason,
+        action: ev::ACTION_REMEDIATE,
+        message: text,
+    }
+}
+
+/// Whether a control plane machine set of `namespace` is replacing a machine (it has more
+/// machines than replicas: a replacement was created and its predecessor not yet removed): no
+/// control plane remediation meanwhile. (Fewer ready replicas than wanted is not a replacement:
+/// an unhealthy machine is exactly that, and must stay remediable.)
+pub fn replacement_in_progress<'a>(
+    sets: impl IntoIterator<Item = &'a ControlPlaneMachineSet>,
+    namespace: &str,
+) -> bool {
+    sets.into_iter().any(|c| {
+        c.metadata.namespace.as_deref() == Some(namespace)
+            && c.status.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+                > c.spec.replicas_or_default()
+    })
 }
 
 /// Whether the MHC carries the pause annotation.

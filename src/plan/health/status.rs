@@ -47,6 +47,11 @@ pub mod event {
     pub const MACHINE_REMEDIATED: &str = "MachineRemediated";
     /// Deleting the machine failed (the shell records it).
     pub const MACHINE_DELETION_FAILED: &str = "MachineDeletionFailed";
+    /// Ours: the external remediation annotation could not be set on the machine.
+    pub const EXTERNAL_ANNOTATION_FAILED: &str = "ExternalRemediationAnnotationFailed";
+    /// Ours (as CAPI's reason): the remediation request could not be created; the MHC's
+    /// `ExternalRemediationRequestAvailable` condition says why.
+    pub const REQUEST_CREATION_FAILED: &str = "ExternalRemediationRequestCreationFailed";
     /// Ours: a control plane remediation is held back; the message says why (on the Machine).
     pub const CONTROL_PLANE_REMEDIATION_HELD: &str = "ControlPlaneRemediationHeld";
     /// Ours: the replacement of a machine remediated moments ago failed again; remediation

@@ -92,8 +92,8 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
                 now,
             );
             set_provider_status(&mut plan.machine, &ps);
-            plan.event(true, event::FAILED_CREATE, msg);
-            plan.requeue = Requeue::Backoff;
+            plan.event(true, event::FAILED_CREATE, msg.clone());
+            plan.requeue = Requeue::Backoff(msg);
             return plan;
         }
         Settled::Go => {}
@@ -425,7 +425,7 @@ mod tests {
         });
         let p = plan_machine(&i);
         assert!(p.vm.is_none());
-        assert_eq!(p.requeue, Requeue::Backoff);
+        assert!(matches!(p.requeue, Requeue::Backoff(_)), "{:?}", p.requeue);
         assert_ne!(phase(&p.machine), Some(ph::FAILED));
         let c = &p
             .machine
@@ -515,7 +515,7 @@ mod tests {
         i.task = TaskObs::State(TaskState::Error(Fault::untyped("insufficient disk space")));
         let p = plan_machine(&i);
         assert!(p.vm.is_none());
-        assert_eq!(p.requeue, Requeue::Backoff);
+        assert!(matches!(p.requeue, Requeue::Backoff(_)), "{:?}", p.requeue);
         assert!(p.events[0].warning);
         assert!(
             p.events[0].message.contains("insufficient disk space"),

@@ -204,8 +204,8 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             return plan;
         }
         Settled::Failed(msg) => {
-            plan.event(true, event::FAILED_DELETE, msg);
-            plan.requeue = Requeue::Backoff;
+            plan.event(true, event::FAILED_DELETE, msg.clone());
+            plan.requeue = Requeue::Backoff(msg);
             return plan;
         }
         Settled::Go => {}

@@ -9,11 +9,14 @@
 //! * [`devices`] — the NIC and disk changes of a clone, from the template's devices.
 //! * [`drain`] — which pods a drain evicts, and when a control plane drain must wait.
 //! * [`node_link`] — which Node is the machine's.
+//! * [`outcome`] — what the executed steps' results make of the plan.
 pub mod create;
 pub mod deletion;
 pub mod devices;
 pub mod drain;
 pub mod node_link;
+pub mod observe;
+pub mod outcome;
 
 use std::time::Duration;
 
@@ -160,14 +163,26 @@ pub struct MachineEvent {
 }
 
 /// When to look again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Requeue {
     /// Nothing pending: the periodic resync will do.
     Idle,
     /// Something will change soon (a task, a node joining).
     After(Duration),
-    /// A failure: the shell's per-object exponential backoff.
-    Backoff,
+    /// A failure, and what failed: the shell's per-object exponential backoff. The reason is
+    /// part of the verdict so that no shell can back off without saying why (local mode prints
+    /// it, the controller returns it as the reconcile's error).
+    Backoff(String),
+}
+
+impl Requeue {
+    /// Why the machine backs off, if it does.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            Requeue::Backoff(why) => Some(why),
+            _ => None,
+        }
+    }
 }
 
 /// What to do for one machine now.
@@ -252,7 +267,7 @@ fn vcenter_trouble(plan: &mut MachinePlan, trouble: &VcenterTrouble, now: &Time)
         ),
         now,
     );
-    plan.requeue = Requeue::Backoff;
+    plan.requeue = Requeue::Backoff(trouble.message.clone());
 }
 
 /// What the machine's recorded task means for this pass.

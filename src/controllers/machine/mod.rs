@@ -8,9 +8,11 @@
 //!
 //! Requeues come from the planner: a task in flight or a node expected → 10 s; a deleting VM →
 //! 10 s; idle → [`IDLE_REQUEUE`]; a failure → the per-object exponential backoff.
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+pub mod gate;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::ListParams;
@@ -18,71 +20,26 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::context::now;
-use super::kube_ops::ApiServer;
 use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
 use crate::plan::machine::{Requeue, VcenterTrouble};
-use crate::reconcile::machines::{SweepInput, key, machine_server, sweep};
+use crate::reconcile::machines::{SweepInput, SweepOutcome, key, machine_server, sweep};
+pub use gate::{IDLE_REQUEUE, Sweeps};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machine";
-/// A machine with nothing pending is looked at again this often (vCenter drifts: a VM deleted
-/// by hand must turn its Machine `Failed`).
-pub const IDLE_REQUEUE: Duration = Duration::from_secs(600);
 
-/// What the last sweep decided for one machine.
-#[derive(Clone, Debug)]
-struct Decision {
-    /// The machine's [`fingerprint`] when decided: our own status writes do not change it.
-    fingerprint: u64,
-    requeue: Requeue,
-    decided: Instant,
-}
-
-impl Decision {
-    /// Still valid for a machine with this fingerprint: nothing but its status changed and it
-    /// is not due.
-    fn covers(&self, fp: u64) -> bool {
-        if self.fingerprint != fp {
-            return false;
-        }
-        match self.requeue {
-            Requeue::Idle => self.decided.elapsed() < IDLE_REQUEUE,
-            Requeue::After(d) => self.decided.elapsed() < d,
-            Requeue::Backoff => false,
-        }
+/// The machine's verdict as the controller's result: a failure is an error, so it is counted
+/// as one and its retry comes from the error policy's per-machine backoff, which grows.
+fn verdict(k: &str, r: Requeue) -> Result<Action, Error> {
+    match r {
+        Requeue::Idle => Ok(Action::requeue(IDLE_REQUEUE)),
+        Requeue::After(d) => Ok(Action::requeue(d)),
+        Requeue::Backoff(why) => Err(Error::Machine(format!("machine {k}: {why}"))),
     }
-}
-
-/// A server's gate: held while its sweep runs; the decisions of its last sweeps by machine.
-type Gate = Arc<tokio::sync::Mutex<BTreeMap<String, Decision>>>;
-
-/// One gate per vCenter: sweeps of a server never overlap, and their decisions are shared.
-#[derive(Default)]
-pub struct Sweeps {
-    servers: Mutex<HashMap<String, Gate>>,
-}
-
-impl Sweeps {
-    fn gate(&self, server: &str) -> Gate {
-        self.servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(server.to_string())
-            .or_default()
-            .clone()
-    }
-}
-
-fn action(ctx: &Context, k: &str, r: Requeue) -> Result<Action, Error> {
-    Ok(match r {
-        Requeue::Idle => Action::requeue(IDLE_REQUEUE),
-        Requeue::After(d) => Action::requeue(d),
-        Requeue::Backoff => Action::requeue(ctx.backoff.next(&format!("{CONTROLLER}/{k}"))),
-    })
 }
 
 /// Pods on the nodes of deleting machines (listed only for those: a drain is rare).
@@ -139,47 +96,46 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
     let started = Instant::now();
     let k = key(&machine);
-    let zones = ctx.stores.zones_by_name();
-    let server = machine_server(&machine, &zones).unwrap_or_default();
-    let gate = ctx.machine_sweeps.gate(&server);
-    let mut decisions = gate.lock().await;
-    if let Some(d) = decisions.get(&k)
-        && d.covers(fingerprint(&machine.metadata))
-    {
-        return action(&ctx, &k, d.requeue);
-    }
-    let result = sweep_server(&ctx, &server, &zones).await;
-    let result = result.map(|(outcome, versions)| {
-        for (mk, r) in outcome.requeues {
-            decisions.insert(
-                mk.clone(),
-                Decision {
-                    fingerprint: versions.get(&mk).copied().unwrap_or_default(),
-                    requeue: r,
-                    decided: Instant::now(),
-                },
-            );
-        }
-        decisions
-            .get(&k)
-            .map(|d| d.requeue)
-            .unwrap_or(Requeue::Idle)
-    });
-    drop(decisions);
-    let result = result.and_then(|r| action(&ctx, &k, r));
-    ctx.record(CONTROLLER, &format!("{CONTROLLER}/{k}"), started, &result);
+    let result = decide(&machine, &k, &ctx)
+        .await
+        .and_then(|r| verdict(&k, r));
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&backoff_key(&machine), &result);
     result
 }
 
+/// The machine's decision: the last sweep's if it still stands, else a new sweep's.
+async fn decide(machine: &Machine, k: &str, ctx: &Context) -> Result<Requeue, Error> {
+    let zones = ctx.stores.zones_by_name();
+    let server = machine_server(machine, &zones).unwrap_or_default();
+    let gate = ctx.machine_sweeps.gate(&server);
+    let mut decisions = gate.lock().await;
+    if let Some(d) = decisions.get(k)
+        && d.covers(fingerprint(&machine.metadata))
+    {
+        return Ok(d.requeue.clone());
+    }
+    let (outcome, fingerprints) = sweep_server(ctx, &server, &zones).await?;
+    gate::record(&mut decisions, &outcome.requeues, &fingerprints);
+    Ok(decisions
+        .get(k)
+        .map(|d| d.requeue.clone())
+        .unwrap_or(Requeue::Idle))
+}
+
+fn backoff_key(machine: &Machine) -> String {
+    format!("{CONTROLLER}/{}", key(machine))
+}
+
 /// Machine key → its fingerprint when the sweep read it.
-type Versions = BTreeMap<String, u64>;
+type Fingerprints = BTreeMap<String, u64>;
 
 /// One sweep over every machine of `server`, through the API server.
 async fn sweep_server(
     ctx: &Context,
     server: &str,
     zones: &BTreeMap<String, crate::api::VSphereDeploymentZone>,
-) -> Result<(crate::reconcile::machines::SweepOutcome, Versions), Error> {
+) -> Result<(SweepOutcome, Fingerprints), Error> {
     let all: Vec<Machine> = ctx.stores.machines.valid();
     let machines: Vec<Machine> = all
         .iter()
@@ -187,7 +143,7 @@ async fn sweep_server(
         .filter(|m| machine_server(m, zones).unwrap_or_default() == server)
         .cloned()
         .collect();
-    let versions: Versions = machines
+    let fingerprints: Fingerprints = machines
         .iter()
         .map(|m| (key(m), fingerprint(&m.metadata)))
         .collect();
@@ -201,10 +157,7 @@ async fn sweep_server(
     } else {
         ctx.vcenter_client(server).await
     };
-    let kube = ApiServer {
-        client: ctx.client.clone(),
-        recorder: ctx.recorder.clone(),
-    };
+    let kube = ctx.api_server();
     let input = SweepInput {
         machines,
         all_machines: &all,
@@ -219,15 +172,15 @@ async fn sweep_server(
     for w in &outcome.vcenter_writes {
         tracing::info!(%server, change = %w, "vCenter change");
     }
-    for f in &outcome.failed {
-        tracing::warn!(%server, failure = %f, "machine reconcile failed");
+    for (machine, why) in outcome.failures() {
+        tracing::warn!(%server, %machine, failure = %why, "machine reconcile failed");
     }
-    Ok((outcome, versions))
+    Ok((outcome, fingerprints))
 }
 
 /// Failures were recorded on the machines (conditions, events); Kubernetes errors back off.
 pub fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> Action {
-    let delay = ctx.backoff.next(&format!("{CONTROLLER}/{}", key(&machine)));
+    let delay = ctx.backoff.next(&backoff_key(&machine));
     tracing::warn!(error = %error, ?delay, "machine reconcile failed; retrying");
     Action::requeue(delay)
 }
@@ -235,27 +188,6 @@ pub fn error_policy(machine: Arc<Machine>, error: &Error, ctx: Arc<Context>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_decision_covers_an_unchanged_machine_until_it_is_due() {
-        let d = Decision {
-            fingerprint: 7,
-            requeue: Requeue::After(Duration::from_secs(10)),
-            decided: Instant::now(),
-        };
-        assert!(d.covers(7));
-        assert!(!d.covers(8), "a changed machine is swept again");
-        let due = Decision {
-            decided: Instant::now() - Duration::from_secs(11),
-            ..d.clone()
-        };
-        assert!(!due.covers(7), "due");
-        let failed = Decision {
-            requeue: Requeue::Backoff,
-            ..d
-        };
-        assert!(!failed.covers(7), "a failure is retried on its backoff");
-    }
 
     #[test]
     fn drain_facts_come_from_owner_references_annotations_and_phase() {

@@ -1,0 +1,139 @@
+//! The per-server sweep gates of the machine controller: a leaf module (it imports nothing of
+//! the controllers), so the shared [`super::super::Context`] can hold the gates without the
+//! context and the machine controller importing each other.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::plan::machine::Requeue;
+
+/// A machine with nothing pending is looked at again this often (vCenter drifts: a VM deleted
+/// by hand must turn its Machine `Failed`).
+pub const IDLE_REQUEUE: Duration = Duration::from_secs(600);
+
+/// What the last sweep decided for one machine.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The machine's fingerprint when decided: our own status writes do not change it.
+    pub fingerprint: u64,
+    pub requeue: Requeue,
+    pub decided: Instant,
+}
+
+impl Decision {
+    /// Still valid for a machine with this fingerprint: nothing but its status changed and it
+    /// is not due. A failure is never covered: its retry (on the backoff) sweeps again.
+    pub fn covers(&self, fp: u64) -> bool {
+        if self.fingerprint != fp {
+            return false;
+        }
+        match self.requeue {
+            Requeue::Idle => self.decided.elapsed() < IDLE_REQUEUE,
+            Requeue::After(d) => self.decided.elapsed() < d,
+            Requeue::Backoff(_) => false,
+        }
+    }
+}
+
+/// The decisions of a server's last sweeps, by machine key.
+pub type Decisions = BTreeMap<String, Decision>;
+
+/// A server's gate: held while its sweep runs; the decisions of its last sweeps by machine.
+pub type Gate = Arc<tokio::sync::Mutex<Decisions>>;
+
+/// One gate per vCenter: sweeps of a server never overlap, and their decisions are shared.
+#[derive(Default)]
+pub struct Sweeps {
+    servers: Mutex<HashMap<String, Gate>>,
+}
+
+impl Sweeps {
+    pub fn gate(&self, server: &str) -> Gate {
+        self.servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(server.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// How many machine decisions are kept, over every server (they are dropped with their
+    /// machine, so this never outgrows the machines that exist).
+    pub async fn decisions(&self) -> usize {
+        let gates: Vec<Gate> = self
+            .servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut n = 0;
+        for g in gates {
+            n += g.lock().await.len();
+        }
+        n
+    }
+}
+
+/// Record a sweep's decisions, and forget those of machines the sweep no longer saw (deleted,
+/// or moved to another server).
+pub fn record(
+    decisions: &mut Decisions,
+    requeues: &BTreeMap<String, Requeue>,
+    fingerprints: &BTreeMap<String, u64>,
+) {
+    decisions.retain(|k, _| fingerprints.contains_key(k));
+    for (k, r) in requeues {
+        decisions.insert(
+            k.clone(),
+            Decision {
+                fingerprint: fingerprints.get(k).copied().unwrap_or_default(),
+                requeue: r.clone(),
+                decided: Instant::now(),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_covers_an_unchanged_machine_until_it_is_due() {
+        let d = Decision {
+            fingerprint: 7,
+            requeue: Requeue::After(Duration::from_secs(10)),
+            decided: Instant::now(),
+        };
+        assert!(d.covers(7));
+        assert!(!d.covers(8), "a changed machine is swept again");
+        let due = Decision {
+            decided: Instant::now() - Duration::from_secs(11),
+            ..d.clone()
+        };
+        assert!(!due.covers(7), "due");
+        let failed = Decision {
+            requeue: Requeue::Backoff("x".into()),
+            ..d
+        };
+        assert!(!failed.covers(7), "a failure is retried on its backoff");
+    }
+
+    #[test]
+    fn decisions_of_machines_a_sweep_no_longer_sees_are_dropped() {
+        let mut d = Decisions::new();
+        let fps = BTreeMap::from([("ns/a".to_string(), 1), ("ns/b".to_string(), 2)]);
+        let rq = BTreeMap::from([
+            ("ns/a".to_string(), Requeue::Idle),
+            ("ns/b".to_string(), Requeue::Idle),
+        ]);
+        record(&mut d, &rq, &fps);
+        assert_eq!(d.len(), 2);
+        // ns/b was deleted: the next sweep neither sees nor decides it.
+        let fps = BTreeMap::from([("ns/a".to_string(), 1)]);
+        let rq = BTreeMap::from([("ns/a".to_string(), Requeue::Idle)]);
+        record(&mut d, &rq, &fps);
+        assert_eq!(d.keys().collect::<Vec<_>>(), ["ns/a"]);
+    }
+}

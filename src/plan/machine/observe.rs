@@ -1,0 +1,183 @@
+//! What a sweep observes of one machine, pure: its placement resolved against the inventory
+//! (with its deployment zone's workspace filled in), its VM, whether that VM is in its VM group,
+//! and the planner's input assembled from them. The shells read vCenter; this decides what the
+//! reads mean.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::drain::PodInfo;
+use super::{MachineInput, TaskObs, VcenterTrouble, VmObs};
+use crate::api::deployment_zone::VSphereDeploymentZone;
+use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::machine::Machine;
+use crate::plan::placement::{self, ConfigError, Placement};
+use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
+use crate::vcenter::model::inventory::Inventory;
+use crate::vcenter::model::moref::MoRef;
+
+/// A machine's resolved placement and the region and zone labels of its deployment zone.
+#[derive(Clone, Debug, Default)]
+pub struct Placed {
+    /// `None`: not a vSphere provider spec, or not needed (a deleting machine).
+    pub placement: Option<Result<Placement, ConfigError>>,
+    pub zone_labels: Option<(String, String)>,
+}
+
+/// The vCenter a machine's VM lives on: its workspace's server, else its deployment zone's.
+pub fn machine_server(
+    m: &Machine,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+) -> Option<String> {
+    let own = m
+        .vsphere_provider_spec()
+        .and_then(Result::ok)
+        .and_then(|s| s.workspace)
+        .and_then(|w| w.server)
+        .filter(|s| !s.is_empty());
+    own.or_else(|| {
+        let z = placement::requested_zone(m, zones.values())?;
+        zones.get(&z)?.spec.server.clone()
+    })
+}
+
+/// The placement of one machine: its provider spec, with its deployment zone's workspace filled
+/// in where it asks for one. A zone that does not resolve says why (field and cause).
+pub fn machine_placement(
+    m: &Machine,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+    fds: &BTreeMap<String, VSphereFailureDomain>,
+    inv: &Inventory,
+) -> Placed {
+    let failed = |e: ConfigError| Placed {
+        placement: Some(Err(e)),
+        zone_labels: None,
+    };
+    let spec = match m.vsphere_provider_spec() {
+        None => return Placed::default(),
+        Some(Err(e)) => {
+            return failed(ConfigError {
+                field: "spec.providerSpec.value".into(),
+                message: format!("cannot decode the VSphereMachineProviderSpec: {e}"),
+            });
+        }
+        Some(Ok(s)) => s,
+    };
+    let (spec, zone_labels) = match placement::requested_zone(m, zones.values()) {
+        None => (spec, None),
+        Some(zname) => {
+            let Some(zone) = zones.get(&zname) else {
+                return failed(ConfigError {
+                    field: format!("metadata.labels[{}]", placement::DEPLOYMENT_ZONE_LABEL),
+                    message: format!("VSphereDeploymentZone {zname:?} not found"),
+                });
+            };
+            let fd = zone.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+            match placement::zone_fill(zone, fd, inv) {
+                Ok(fill) => {
+                    let labels = (fill.region.clone(), fill.zone.clone());
+                    (placement::with_zone(&spec, &fill), Some(labels))
+                }
+                Err(e) => return failed(e),
+            }
+        }
+    };
+    Placed {
+        placement: Some(placement::resolve(&spec, inv)),
+        zone_labels,
+    }
+}
+
+/// A machine's placement (none for a deleting machine: it only needs its VM) and its VM.
+pub fn observe(
+    m: &Machine,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+    fds: &BTreeMap<String, VSphereFailureDomain>,
+    inv: &Inventory,
+) -> (Placed, Option<VmObs>) {
+    let placed = if m.metadata.deletion_timestamp.is_some() {
+        Placed::default()
+    } else {
+        machine_placement(m, zones, fds, inv)
+    };
+    (placed, vm_obs(inv, m.metadata.uid.as_deref()))
+}
+
+/// The VM with this instance UUID, as the inventory shows it.
+pub fn vm_obs(inv: &Inventory, uuid: Option<&str>) -> Option<VmObs> {
+    let e = inv.vm_by_instance_uuid(uuid?)?;
+    let vm = e.vm.as_ref()?;
+    Some(VmObs {
+        moref: Some(e.moref.clone()),
+        bios_uuid: vm.bios_uuid.clone(),
+        power_state: vm.power_state.clone(),
+        ip_address: vm.ip_address.clone(),
+        path: e.path.clone(),
+    })
+}
+
+/// The cluster and VM group a machine's powered-off VM must be in before it is powered on.
+pub fn group_wanted<'p>(placed: &'p Placed, vm: Option<&VmObs>) -> Option<(&'p MoRef, &'p str)> {
+    let (Some(vm), Some(Ok(p))) = (vm, &placed.placement) else {
+        return None;
+    };
+    let (Some(cluster), Some(group)) = (&p.cluster, &p.vm_group) else {
+        return None;
+    };
+    (!vm.powered_on()).then_some((cluster, group.as_str()))
+}
+
+/// Whether a VM is in a group, as read (a missing group counts as "not in it": the planner then
+/// joins, and the join says the group is missing, rather than powering on outside the zone);
+/// `None` when the cluster was not read.
+pub fn membership(
+    configs: &BTreeMap<MoRef, ClusterConfig>,
+    cluster: &MoRef,
+    group: &str,
+    vm: &VmObs,
+) -> Option<bool> {
+    let vm = vm.moref.as_ref()?;
+    match configs.get(cluster)?.group(group) {
+        Some(ClusterGroup::Vm { vms, .. }) => Some(vms.contains(vm)),
+        _ => Some(false),
+    }
+}
+
+/// The Kubernetes facts every machine's decision shares.
+#[derive(Clone, Copy, Debug)]
+pub struct Surroundings<'a> {
+    pub nodes: &'a [Node],
+    /// Every machine (the control plane drain rule looks at the others).
+    pub machines: &'a [Machine],
+    /// Pods by node name.
+    pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
+    pub now: &'a Time,
+}
+
+/// The planner's input for `m` before vCenter is consulted (`trouble`: why it could not be).
+pub fn base_input<'a>(
+    m: &'a Machine,
+    around: Surroundings<'a>,
+    trouble: Option<VcenterTrouble>,
+) -> MachineInput<'a> {
+    let node = m
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .and_then(|r| r.name.clone())
+        .unwrap_or_default();
+    MachineInput {
+        machine: m,
+        placement: None,
+        zone_labels: None,
+        vcenter_error: trouble,
+        vm: None,
+        task: TaskObs::None,
+        in_vm_group: None,
+        nodes: around.nodes,
+        machines: around.machines,
+        pods: around.pods.get(&node).map(Vec::as_slice).unwrap_or(&[]),
+        now: around.now.clone(),
+    }
+}

@@ -1,0 +1,351 @@
+//! One machine sweep over one vCenter, driven by the per-server driver ([`super::server`]) like
+//! the zones: read in a fixed number of bulk reads ([`read`]), plan every machine (pure,
+//! `plan::machine`), start the one vCenter change each needs ([`vcenter`]), fold what came of it
+//! into each plan (pure, `plan::machine::outcome`), then write the Machines back through
+//! [`KubeOps`] ([`write_back`]).
+//!
+//! Reads per sweep, whatever the number of machines: the recorded tasks (one read, only when
+//! some are recorded, and always *before* the inventory, so a clone seen finished is also seen
+//! in the inventory), the inventory with the VM properties (one read), and the VM groups of the
+//! clusters whose new VMs are about to be powered on (one read, only then). Writes: one task per
+//! VM change, and one cluster reconfiguration per cluster and VM group for all its new VMs'
+//! joins. The reads and writes happen under the server's write lock (the drive holds it from
+//! the start, [`Locking::Whole`]), so a group join is decided on a read no zone reconfiguration
+//! of the same cluster can overtake; the drive ends after its writes (the tasks are read by the
+//! next sweep), and the Machines are written after the lock is released.
+mod read;
+mod vcenter;
+mod write_back;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::execute::Outcome;
+use super::kube::KubeOps;
+use super::server::{Limits, Locking, Sweep, drive};
+use super::views::ServerViews;
+use crate::api::deployment_zone::VSphereDeploymentZone;
+use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::machine::Machine;
+use crate::plan::failure::Failure;
+use crate::plan::machine::drain::PodInfo;
+use crate::plan::machine::observe::{Surroundings, base_input, group_wanted, membership, observe};
+use crate::plan::machine::outcome::{StepResult, after_vcenter};
+use crate::plan::machine::{MachinePlan, Requeue, TaskObs, VcenterTrouble, VmStep, plan_machine};
+use crate::vcenter::model::cluster::ClusterConfig;
+use crate::vcenter::model::task::TaskState;
+use crate::vcenter::{Client, Inventory, MoRef};
+
+pub use crate::plan::machine::observe::machine_server;
+pub use read::task_ref;
+use write_back::write_back;
+
+/// What one sweep needs from the Kubernetes side.
+pub struct SweepInput<'a> {
+    /// The machines whose VMs live on this server.
+    pub machines: Vec<Machine>,
+    /// Every machine (the control plane drain rule looks at the others).
+    pub all_machines: &'a [Machine],
+    pub zones: &'a BTreeMap<String, VSphereDeploymentZone>,
+    pub failure_domains: &'a BTreeMap<String, VSphereFailureDomain>,
+    pub nodes: &'a [Node],
+    /// Pods by node name.
+    pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
+    pub now: Time,
+}
+
+impl SweepInput<'_> {
+    fn around(&self) -> Surroundings<'_> {
+        Surroundings {
+            nodes: self.nodes,
+            machines: self.all_machines,
+            pods: self.pods,
+            now: &self.now,
+        }
+    }
+}
+
+/// What a sweep did.
+#[derive(Debug, Default)]
+pub struct SweepOutcome {
+    /// vCenter changes started, described.
+    pub vcenter_writes: Vec<String>,
+    /// Kubernetes changes made (machines written, nodes cordoned or deleted, pods evicted).
+    pub kube_writes: usize,
+    /// Machine key → when it wants another look; a failure is `Backoff` with what failed.
+    pub requeues: BTreeMap<String, Requeue>,
+    /// Machine key → its VM's inventory path, as read this sweep.
+    pub vm_paths: BTreeMap<String, String>,
+    /// The inventory this sweep read (other planners of the same pass reuse it).
+    pub inventory: Option<Inventory>,
+}
+
+impl SweepOutcome {
+    pub fn changed(&self) -> bool {
+        !self.vcenter_writes.is_empty() || self.kube_writes > 0
+    }
+
+    /// The machines that failed, each with what failed (they back off).
+    pub fn failures(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.requeues
+            .iter()
+            .filter_map(|(k, r)| Some((k.as_str(), r.failure()?)))
+    }
+
+    /// The soonest a machine wants another look (None: nothing pending).
+    pub fn soonest(&self) -> Option<Duration> {
+        self.requeues
+            .values()
+            .filter_map(|r| match r {
+                Requeue::After(d) => Some(*d),
+                _ => None,
+            })
+            .min()
+    }
+}
+
+/// `namespace/name`, how sweeps name machines.
+pub fn key(m: &Machine) -> String {
+    format!(
+        "{}/{}",
+        m.metadata.namespace.as_deref().unwrap_or("default"),
+        m.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Run one sweep. `client` is the server's client, or why there is none (then machines record
+/// the trouble and back off; nothing else changes). `views` holds the server's write lock.
+pub async fn sweep<K: KubeOps>(
+    views: &ServerViews,
+    client: Result<&Client, VcenterTrouble>,
+    kube: &K,
+    input: SweepInput<'_>,
+) -> SweepOutcome {
+    let mut out = SweepOutcome::default();
+    let client = match client {
+        Ok(c) => c,
+        Err(t) => {
+            for m in &input.machines {
+                let plan = plan_machine(&base_input(m, input.around(), Some(t.clone())));
+                write_back(kube, m, plan, &mut out, &input.now).await;
+            }
+            return out;
+        }
+    };
+    let mut sweep = MachineSweep {
+        input: &input,
+        plans: Vec::new(),
+        vm_paths: BTreeMap::new(),
+        results: BTreeMap::new(),
+    };
+    let limits = Limits {
+        max_writes: 1,
+        dry_run: false,
+        locking: Locking::Whole,
+    };
+    let driven = drive(views, client, &mut sweep, limits).await;
+    out.inventory = driven.view.map(|v| v.inventory);
+    out.vm_paths = std::mem::take(&mut sweep.vm_paths);
+    let MachineSweep { plans, results, .. } = sweep;
+    for (m, mut plan) in input.machines.iter().zip(plans) {
+        let k = key(m);
+        let result = results.get(&k);
+        if let Some(StepResult::Started { what, .. }) = result {
+            out.vcenter_writes.push(format!("{k}: {what}"));
+        }
+        after_vcenter(&mut plan, m.metadata.deletion_timestamp.is_some(), result);
+        write_back(kube, m, plan, &mut out, &input.now).await;
+    }
+    out
+}
+
+/// What the machines of a sweep are planned on: read fresh, under the server's write lock.
+#[derive(Clone, Debug)]
+pub struct MachineView {
+    /// The recorded tasks (`None`: vCenter no longer knows the task).
+    tasks: BTreeMap<MoRef, Option<TaskState>>,
+    pub inventory: Inventory,
+    /// Groups and rules of the clusters whose new VMs wait for their VM group (read only then).
+    configs: BTreeMap<MoRef, ClusterConfig>,
+}
+
+/// A vCenter change of the machine sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MachineStep {
+    /// One task for one machine's VM (clone, power on or off, destroy).
+    Vm { machine: String, step: VmStep },
+    /// One reconfiguration of a cluster adding the new VMs of these machines to a VM group,
+    /// on the group as read.
+    Join {
+        cluster: MoRef,
+        group: String,
+        members: Vec<(String, MoRef)>,
+    },
+}
+
+/// The machines of one server as a sweep of the per-server driver.
+struct MachineSweep<'a, 'i> {
+    input: &'a SweepInput<'i>,
+    /// Each machine's plan against the last read, in input order.
+    plans: Vec<MachinePlan>,
+    vm_paths: BTreeMap<String, String>,
+    /// Machine key → what its step came to.
+    results: BTreeMap<String, StepResult>,
+}
+
+impl Sweep for MachineSweep<'_, '_> {
+    type View = MachineView;
+    type Step = MachineStep;
+    const VERIFY_WRITES: bool = false;
+
+    async fn read(
+        &self,
+        _views: &ServerViews,
+        client: &Client,
+    ) -> Result<Arc<MachineView>, Failure> {
+        read::read_view(self.input, client).await.map(Arc::new)
+    }
+
+    /// Plan every machine; the group joins are batched per cluster and group. (A machine drive
+    /// ends after its writes, so nothing is ever refused before a plan.)
+    fn plan(
+        &mut self,
+        view: Result<&MachineView, &Failure>,
+        _refused: &[(MachineStep, Failure)],
+    ) -> Vec<MachineStep> {
+        let input = self.input;
+        let view = match view {
+            Ok(v) => v,
+            Err(failure) => {
+                let trouble = VcenterTrouble::from(failure);
+                self.plans = input
+                    .machines
+                    .iter()
+                    .map(|m| plan_machine(&base_input(m, input.around(), Some(trouble.clone()))))
+                    .collect();
+                return Vec::new();
+            }
+        };
+        self.plans.clear();
+        for m in &input.machines {
+            let (placed, vm) = observe(m, input.zones, input.failure_domains, &view.inventory);
+            let mut i = base_input(m, input.around(), None);
+            i.in_vm_group = group_wanted(&placed, vm.as_ref()).and_then(|(cluster, group)| {
+                membership(&view.configs, cluster, group, vm.as_ref()?)
+            });
+            i.placement = placed.placement;
+            i.zone_labels = placed.zone_labels;
+            if let Some(vm) = &vm {
+                self.vm_paths.insert(key(m), vm.path.clone());
+            }
+            i.vm = vm;
+            i.task = match task_ref(m) {
+                None => TaskObs::None,
+                Some(t) => match view.tasks.get(&t) {
+                    Some(Some(s)) => TaskObs::State(s.clone()),
+                    _ => TaskObs::Gone,
+                },
+            };
+            self.plans.push(plan_machine(&i));
+        }
+        let mut joins: BTreeMap<(MoRef, String), Vec<(String, MoRef)>> = BTreeMap::new();
+        let mut steps = Vec::new();
+        for (m, plan) in input.machines.iter().zip(&self.plans) {
+            match &plan.vm {
+                Some(VmStep::JoinGroup { cluster, group, vm }) => joins
+                    .entry((cluster.clone(), group.clone()))
+                    .or_default()
+                    .push((key(m), vm.clone())),
+                Some(step) => steps.push(MachineStep::Vm {
+                    machine: key(m),
+                    step: step.clone(),
+                }),
+                None => {}
+            }
+        }
+        let joins = joins
+            .into_iter()
+            .map(|((cluster, group), members)| MachineStep::Join {
+                cluster,
+                group,
+                members,
+            });
+        joins.chain(steps).collect()
+    }
+
+    fn execute<'a>(
+        &'a mut self,
+        client: &'a Client,
+        view: &'a mut MachineView,
+        steps: &'a [MachineStep],
+    ) -> impl Future<Output = Outcome<MachineStep>> + Send + 'a {
+        vcenter::start(self.input, &mut self.results, client, view, steps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use super::*;
+    use crate::local::kube::LocalCluster;
+    use crate::local::store::Store;
+    use crate::plan::machine::tests::machine;
+    use crate::vcenter::{ClientOptions, Credentials, RetryPolicy};
+
+    /// A machine's group join and a zone's autoConfigure of the same cluster are serialised: the
+    /// machine drive takes the server's write lock before its first read and keeps it until its
+    /// last write, so while a zone holds it (to change the cluster's groups and rules) the
+    /// machine sweep neither reads nor writes anything.
+    #[tokio::test]
+    async fn a_machine_sweep_reads_and_writes_only_under_the_server_write_lock() {
+        let views = ServerViews::new(Duration::ZERO);
+        // Nothing listens there: once the sweep may go, its first read fails at once.
+        let options = ClientOptions {
+            retry: RetryPolicy::none(),
+            ..ClientOptions::default()
+        };
+        let client = Client::new(
+            "http://127.0.0.1:9",
+            Credentials::new("u", "p".to_string().into()),
+            options,
+        )
+        .unwrap();
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let kube = LocalCluster::new(Store::default(), None, now.clone());
+        let machines = vec![machine("m-0")];
+        let (zones, fds, pods) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let input = SweepInput {
+            machines: machines.clone(),
+            all_machines: &machines,
+            zones: &zones,
+            failure_domains: &fds,
+            nodes: &[],
+            pods: &pods,
+            now,
+        };
+
+        let zone_writing = views.write_lock(&client).await;
+        let mut run = pin!(sweep(&views, Ok(&client), &kube, input));
+        let waited = tokio::time::timeout(Duration::from_millis(300), &mut run).await;
+        assert!(waited.is_err(), "the machine sweep waits for the lock");
+        assert_eq!(
+            client.requests_sent(),
+            0,
+            "nothing read or written meanwhile"
+        );
+
+        drop(zone_writing);
+        let out = run.await;
+        assert!(client.requests_sent() > 0, "it reads once the lock is free");
+        assert!(out.inventory.is_none(), "the read failed: {out:?}");
+        assert!(out.requeues.contains_key("openshift-machine-api/m-0"));
+        let released = tokio::time::timeout(Duration::from_secs(5), views.write_lock(&client));
+        assert!(released.await.is_ok(), "the sweep released the lock");
+    }
+}

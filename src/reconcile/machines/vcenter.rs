@@ -1,0 +1,208 @@
+//! The sweep's only vCenter writes: each machine's one step (clone, power on or off, destroy)
+//! and, per cluster and VM group, one reconfiguration adding the new VMs of its machines. What
+//! each came to is handed back as a [`StepResult`]; deciding what it means for the machine is
+//! `plan::machine::outcome`'s.
+use std::collections::BTreeMap;
+
+use super::read::device_facts;
+use super::{MachineStep, MachineView, SweepInput, key};
+use crate::plan::failure::Failure;
+use crate::plan::machine::VmStep;
+use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
+use crate::plan::machine::outcome::StepResult;
+use crate::plan::placement::Placement;
+use crate::reconcile::execute::Outcome;
+use crate::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use crate::vcenter::model::vm::CloneSpec;
+use crate::vcenter::{Client, MoRef};
+
+/// Start every step; `results` gets what each machine's step came to.
+pub async fn start(
+    input: &SweepInput<'_>,
+    results: &mut BTreeMap<String, StepResult>,
+    client: &Client,
+    view: &MachineView,
+    steps: &[MachineStep],
+) -> Outcome<MachineStep> {
+    let mut outcome = Outcome::default();
+    let namespaces: BTreeMap<String, String> = input
+        .machines
+        .iter()
+        .map(|m| (key(m), m.metadata.namespace.clone().unwrap_or_default()))
+        .collect();
+    // Group joins first: one reconfiguration per cluster and group.
+    for step in steps {
+        let MachineStep::Join {
+            cluster,
+            group,
+            members,
+        } = step
+        else {
+            continue;
+        };
+        let vms: Vec<MoRef> = members.iter().map(|(_, vm)| vm.clone()).collect();
+        let result = join_group(client, view, cluster, group, &vms).await;
+        for (k, _) in members {
+            let result = result.clone().map(|task| StepResult::Started {
+                task,
+                what: format!("add to VM group {group} of {cluster}"),
+            });
+            record(&mut outcome, results, step, k, result);
+        }
+    }
+    let clones: Vec<&Placement> = steps
+        .iter()
+        .filter_map(|s| match s {
+            MachineStep::Vm {
+                step: VmStep::Clone { placement, .. },
+                ..
+            } => Some(placement.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let facts = device_facts(client, &clones).await;
+    for step in steps {
+        let MachineStep::Vm {
+            machine: k,
+            step: vm_step,
+        } = step
+        else {
+            continue;
+        };
+        let what = vm_step.describe();
+        let started = match vm_step {
+            VmStep::Clone {
+                name,
+                instance_uuid,
+                placement,
+            } => {
+                let ns = namespaces.get(k).map(String::as_str).unwrap_or_default();
+                let devices = match &facts {
+                    Ok(f) => device_changes(placement, &view.inventory, f),
+                    Err(failure) => {
+                        record(&mut outcome, results, step, k, Err(failure.clone()));
+                        continue;
+                    }
+                };
+                match devices {
+                    Ok(devices) => {
+                        let spec = clone_spec(name, ns, instance_uuid, placement, devices);
+                        client.clone_vm(&placement.template, &spec).await
+                    }
+                    Err(DeviceError::Invalid(e)) => {
+                        results.insert(k.clone(), StepResult::Invalid(e.clone()));
+                        outcome.failed.push((step.clone(), Failure::config(e)));
+                        continue;
+                    }
+                    Err(DeviceError::Unreadable(e)) => {
+                        let f = Failure::stale(format!("{what}: {e}"));
+                        record(&mut outcome, results, step, k, Err(f));
+                        continue;
+                    }
+                }
+            }
+            VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
+            VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
+            VmStep::Destroy(vm) => client.destroy(vm).await,
+            VmStep::JoinGroup { .. } => {
+                // The planner's join is batched per group into a `MachineStep::Join` above.
+                continue;
+            }
+        };
+        let started = started
+            .map(|task| StepResult::Started {
+                task: task.task,
+                what: what.clone(),
+            })
+            .map_err(|e| Failure::vcenter(Some(&what), e));
+        record(&mut outcome, results, step, k, started);
+    }
+    outcome
+}
+
+/// Keep what a machine's step came to, and count it done or failed.
+fn record(
+    outcome: &mut Outcome<MachineStep>,
+    results: &mut BTreeMap<String, StepResult>,
+    step: &MachineStep,
+    machine: &str,
+    result: Result<StepResult, Failure>,
+) {
+    match result {
+        Ok(s) => {
+            outcome.done.push(step.clone());
+            results.insert(machine.to_string(), s);
+        }
+        Err(f) => {
+            results.insert(machine.to_string(), StepResult::Refused(f.clone()));
+            outcome.failed.push((step.clone(), f));
+        }
+    }
+}
+
+fn clone_spec(
+    name: &str,
+    namespace: &str,
+    uuid: &str,
+    p: &Placement,
+    devices: DeviceChanges,
+) -> CloneSpec {
+    CloneSpec {
+        name: name.to_string(),
+        folder: p.folder.clone(),
+        datastore: p.datastore.clone(),
+        pool: Some(p.pool.clone()),
+        host: None,
+        instance_uuid: Some(uuid.to_string()),
+        annotation: Some(format!("Machine {namespace}/{name} (vsphere-provider)")),
+        num_cpus: p.num_cpus,
+        num_cores_per_socket: p.num_cores_per_socket,
+        memory_mb: p.memory_mib,
+        extra_config: vec![("guestinfo.hostname".into(), name.to_string())],
+        nics: devices.nics,
+        disk_resize: devices.disk,
+        power_on: false,
+    }
+}
+
+/// Add `new` VMs to a VM group with one reconfiguration, on the group as read this sweep. A
+/// group that is missing or is no VM group is a configuration failure: the VM stays powered
+/// off rather than run outside its zone.
+async fn join_group(
+    client: &Client,
+    view: &MachineView,
+    cluster: &MoRef,
+    group: &str,
+    new: &[MoRef],
+) -> Result<MoRef, Failure> {
+    let mut vms = match view.configs.get(cluster).and_then(|c| c.group(group)) {
+        Some(ClusterGroup::Vm { vms, .. }) => vms.clone(),
+        Some(other) => {
+            return Err(Failure::config(format!(
+                "{group} in {cluster} is not a VM group ({other:?})"
+            )));
+        }
+        None => {
+            return Err(Failure::config(format!(
+                "VM group {group} does not exist in {cluster} (spec.providerSpec.value.workspace.vmGroup); the VM stays powered off until it does"
+            )));
+        }
+    };
+    for v in new {
+        if !vms.contains(v) {
+            vms.push(v.clone());
+        }
+    }
+    client
+        .reconfigure_cluster(
+            cluster,
+            &[],
+            &[GroupChange::Edit(ClusterGroup::Vm {
+                name: group.to_string(),
+                vms,
+            })],
+        )
+        .await
+        .map(|t| t.task)
+        .map_err(Failure::from)
+}

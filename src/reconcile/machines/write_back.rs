@@ -1,0 +1,53 @@
+//! After a machine's vCenter step: carry out its Kubernetes steps (cordon, evict, delete the
+//! Node), fold their results into the plan (`plan::machine::outcome::after_kube`), record the
+//! events and write the Machine, all through [`KubeOps`].
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{SweepOutcome, key};
+use crate::api::machine::Machine;
+use crate::plan::machine::outcome::{KubeResult, after_kube};
+use crate::plan::machine::{KubeStep, MachinePlan, Requeue};
+use crate::reconcile::kube::{Eviction, KubeOps, machine_ref};
+
+/// Execute the Kubernetes steps, write the machine, record events.
+pub async fn write_back<K: KubeOps>(
+    kube: &K,
+    before: &Machine,
+    mut plan: MachinePlan,
+    out: &mut SweepOutcome,
+    now: &Time,
+) {
+    let k = key(before);
+    let mut results = Vec::new();
+    for step in std::mem::take(&mut plan.kube) {
+        let result = match &step {
+            KubeStep::Cordon(node) => kube.cordon(node).await.map(|()| KubeResult::Done),
+            KubeStep::Evict(pod) => kube.evict(pod).await.map(|e| match e {
+                Eviction::Evicted => KubeResult::Done,
+                Eviction::Refused(why) => KubeResult::Refused(format!(
+                    "eviction of pod {}/{} refused: {why}",
+                    pod.namespace, pod.name
+                )),
+            }),
+            KubeStep::DeleteNode(node) => kube.delete_node(node).await.map(|()| KubeResult::Done),
+        };
+        results.push((
+            step,
+            result.unwrap_or_else(|e| KubeResult::Failed(e.to_string())),
+        ));
+    }
+    out.kube_writes += after_kube(&mut plan, &results, now);
+    let regarding = machine_ref(before);
+    for e in &plan.events {
+        kube.record(regarding.clone(), e.warning, e.reason, &e.message)
+            .await;
+    }
+    let mut requeue = plan.requeue.clone();
+    if plan.machine != *before {
+        match kube.update_machine(before, &plan.machine).await {
+            Ok(()) => out.kube_writes += 1,
+            Err(e) => requeue = Requeue::Backoff(e.to_string()),
+        }
+    }
+    out.requeues.insert(k, requeue);
+}
