@@ -123,28 +123,32 @@ async fn a_set_creates_one_machine_per_zone_and_releases_them_when_deleted() {
             "{ws}"
         );
     }
-    // Each creation was preceded by a direct list of the namespace's machines (not the cache).
+    // Each creation is preceded by its own direct list of the namespace's machines (not the
+    // cache): a list strictly between consecutive creates, so one list before three creates —
+    // the OCPBUGS-4297 regression, a second replacement decided on a stale read — fails here.
     let requests = api.requests();
+    let is_create = |r: &apiserver::Recorded| {
+        r.method == "POST" && r.path.ends_with(&format!("/namespaces/{NS}/machines"))
+    };
+    let is_fresh_list = |r: &apiserver::Recorded| {
+        r.method == "GET"
+            && r.path.ends_with(&format!("/namespaces/{NS}/machines"))
+            && !r.query.contains("watch=true")
+    };
     let creates: Vec<usize> = requests
         .iter()
         .enumerate()
-        .filter(|(_, r)| {
-            r.method == "POST" && r.path.ends_with(&format!("/namespaces/{NS}/machines"))
-        })
+        .filter(|(_, r)| is_create(r))
         .map(|(i, _)| i)
         .collect();
     assert_eq!(creates.len(), 3);
+    let mut from = 0;
     for i in creates {
         assert!(
-            requests[..i]
-                .iter()
-                .rev()
-                .take(10)
-                .any(|r| r.method == "GET"
-                    && r.path.ends_with(&format!("/namespaces/{NS}/machines"))
-                    && !r.query.contains("watch=true")),
-            "an uncached list before the create"
+            requests[from..i].iter().any(is_fresh_list),
+            "no uncached list between request {from} and the create at {i}"
         );
+        from = i + 1;
     }
     let set = api
         .wait_for("status", Duration::from_secs(30), |api| {

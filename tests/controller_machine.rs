@@ -195,12 +195,47 @@ async fn a_machine_is_created_linked_and_deleted_through_its_lifecycle() {
             .is_none(),
         "the VM is destroyed"
     );
-    let cordons = api
-        .requests()
+    // The order of the lifecycle on the wire: the cordon (a node PATCH setting
+    // spec.unschedulable), then the VM's power off and destroy (recorded on the Machine as
+    // vCenter tasks), then the Node's deletion, then the finalizer's release.
+    let requests = api.requests();
+    let first = |what: &str, f: &dyn Fn(&apiserver::Recorded) -> bool| {
+        requests
+            .iter()
+            .position(f)
+            .unwrap_or_else(|| panic!("no {what} among the requests"))
+    };
+    let cordon = first("cordon", &|r| {
+        r.method == "PATCH"
+            && r.path.ends_with("/nodes/node-0")
+            && r.body["spec"]["unschedulable"] == json!(true)
+    });
+    let node_deleted = first("Node deletion", &|r| {
+        r.method == "DELETE" && r.path.ends_with("/nodes/node-0")
+    });
+    let released = first("finalizer release", &|r| {
+        r.method == "PATCH"
+            && r.path.ends_with("/machines/m-0")
+            && r.body["metadata"]["finalizers"] == json!([])
+    });
+    // The first vCenter task the machine records after the cordon: the power off.
+    let destroy_recorded = requests
         .iter()
-        .filter(|r| r.method == "PATCH" && r.path.ends_with("/nodes/node-0"))
-        .count();
-    assert!(cordons >= 1, "the node was cordoned before deletion");
+        .enumerate()
+        .skip(cordon + 1)
+        .find(|(_, r)| {
+            r.method == "PATCH"
+                && r.path.ends_with("/machines/m-0/status")
+                && r.body["status"]["providerStatus"]["taskRef"]
+                    .as_str()
+                    .is_some_and(|t| !t.is_empty())
+        })
+        .map(|(i, _)| i)
+        .expect("a vCenter task recorded after the cordon");
+    assert!(
+        cordon < destroy_recorded && destroy_recorded < node_deleted && node_deleted < released,
+        "cordon {cordon} < vCenter task {destroy_recorded} < Node deleted {node_deleted} < released {released}"
+    );
     let events: Vec<String> = api
         .requests()
         .iter()

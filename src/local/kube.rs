@@ -157,10 +157,10 @@ impl KubeOps for LocalCluster {
         let k = key(Some(namespace), name);
         let now = self.now.clone();
         self.with(|s| {
-            let m = s
-                .machines
-                .get_mut(&k)
-                .ok_or_else(|| missing("Machine", &k))?;
+            // Gone already is done, as the API server's 404 is for `ApiServer`.
+            let Some(m) = s.machines.get_mut(&k) else {
+                return Ok(());
+            };
             if m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
                 s.machines.remove(&k);
             } else {

@@ -222,27 +222,82 @@ impl World {
         })
     }
 
-    /// Applies a plan: created machines appear (no status yet), deleted ones get a deletion
-    /// timestamp and the Deleting phase.
+    /// Applies a plan through the one applier both shells use (`reconcile::cpms::apply`, over
+    /// local mode's object store holding this world's machines, each with the machine
+    /// controller's finalizer), so what the tests see is what the shells do: creations
+    /// confirmed on a fresh list, adoption, labels. Deleted machines get the Deleting phase the
+    /// machine controller would set.
     pub fn apply(&mut self, p: &CpmsPlan) {
-        for c in &p.create {
-            let mut m = c.machine.clone();
-            self.clock += 1;
-            m.metadata.creation_timestamp = Some(at(self.clock));
-            self.machines.push(m);
+        self.stored();
+        let planned_on = self.machines.clone();
+        let failed = self.apply_planned_on(p, &planned_on);
+        assert!(failed.is_empty(), "the applier failed: {failed:?}");
+    }
+
+    /// [`World::apply`] of a plan made on `planned_on` (a stale cache, when it is not this
+    /// world's machines): the applier's fresh read is the world's. Returns the writes that
+    /// failed.
+    pub fn apply_planned_on(
+        &mut self,
+        p: &CpmsPlan,
+        planned_on: &[Machine],
+    ) -> Vec<crate::reconcile::kube::KubeError> {
+        use crate::local::kube::LocalCluster;
+        use crate::local::store::Store;
+        self.stored();
+        self.clock += 1;
+        let mut store = Store::default();
+        let cpms_key = format!(
+            "{NS}/{}",
+            self.cpms.metadata.name.as_deref().unwrap_or_default()
+        );
+        store.machine_sets.insert(cpms_key, self.cpms.clone());
+        for m in &self.machines {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            store.machines.insert(format!("{NS}/{name}"), m.clone());
         }
-        for d in &p.delete {
-            if let Some(m) = self
-                .machines
-                .iter_mut()
-                .find(|m| m.metadata.name.as_deref() == Some(d.name.as_str()))
-            {
-                m.metadata.deletion_timestamp = Some(self.now.clone());
+        let cluster = LocalCluster::new(store, None, at(self.clock));
+        let input = CpmsInput {
+            cpms: &self.cpms,
+            machines: planned_on,
+            domains: &self.domains,
+            nodes: &self.nodes,
+            now: &self.now,
+            seed: self.seed,
+        };
+        let doms = domains::Domains {
+            states: self.domains.clone(),
+            ..Default::default()
+        };
+        let done =
+            futures::executor::block_on(crate::reconcile::cpms::apply(&cluster, &input, p, &doms));
+        let store = cluster.into_store();
+        self.machines = store.machines.into_values().collect();
+        self.machines
+            .sort_by_key(|m| m.metadata.creation_timestamp.clone().map(|t| t.0));
+        for m in &mut self.machines {
+            if m.metadata.deletion_timestamp.is_some() {
                 m.status.get_or_insert_with(MachineStatus::default).phase =
                     Some(phase::DELETING.into());
             }
         }
         self.seed = self.seed.wrapping_add(1);
+        done.failed
+    }
+
+    /// The machines as a store holds them: a UID, and the machine controller's finalizer.
+    pub fn stored(&mut self) {
+        for m in &mut self.machines {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            m.metadata.uid.get_or_insert_with(|| format!("uid-{name}"));
+            let f = m.metadata.finalizers.get_or_insert_with(Vec::new);
+            if !f
+                .iter()
+                .any(|x| x == crate::api::machine::MACHINE_FINALIZER)
+            {
+                f.push(crate::api::machine::MACHINE_FINALIZER.into());
+            }
+        }
     }
 
     /// The world moves on: new machines become Running with Ready nodes, deleted ones go.
@@ -798,4 +853,39 @@ fn an_unindexable_machine_is_refused() {
         *value_mut(m) = template_spec();
     }
     refused(&w, status::UNINDEXED_MACHINES, "master-a");
+}
+
+/// OCPBUGS-4297 through the one applier: the second pass plans on a cache that has not seen
+/// the first pass's replacement (the watch is behind), so it plans the same replacement
+/// again; the applier's fresh list sees the first one and creates nothing.
+#[test]
+fn a_replacement_planned_twice_on_a_stale_cache_is_created_once() {
+    let mut w = three_zones();
+    template_mut(&mut w.cpms)["numCPUs"] = json!(8);
+    w.stored();
+    let cache = w.machines.clone();
+    let first = w.plan();
+    assert_eq!(first.create.len(), 1, "{first:?}");
+    w.apply(&first);
+    assert_eq!(w.machines.len(), 4, "one replacement");
+    let mut stale = w.clone();
+    stale.machines = cache.clone();
+    let second = stale.plan();
+    assert_eq!(
+        second.create.len(),
+        1,
+        "the stale cache asks again: {second:?}"
+    );
+    assert_eq!(second.create[0].index, first.create[0].index);
+    let failed = w.apply_planned_on(&second, &cache);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        w.machines.len(),
+        4,
+        "still one replacement: {:?}",
+        w.machines
+            .iter()
+            .map(|m| m.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
 }

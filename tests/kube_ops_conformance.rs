@@ -1,0 +1,237 @@
+//! One `KubeOps` contract, two implementations: the same cases run against local mode's object
+//! store (`LocalCluster`) and the in-cluster `ApiServer` — here over the project's in-memory API
+//! server, which stands in for kube-apiserver (JSON merge patch, status subresource,
+//! finalizers, 409/404); the real kube-apiserver joins this suite with its harness. A case
+//! that passes on one and not the other is a difference users would see between
+//! `vsphere-provider reconcile` and `run`.
+#[path = "controller_support/apiserver.rs"]
+mod apiserver;
+
+use std::collections::BTreeMap;
+
+use apiserver::FakeApiServer;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+use vsphere_provider::api::Machine;
+use vsphere_provider::api::machine_health_check::MachineHealthCheck;
+use vsphere_provider::controllers::kube_ops::ApiServer;
+use vsphere_provider::local::kube::LocalCluster;
+use vsphere_provider::local::store::Store;
+use vsphere_provider::reconcile::kube::{KubeErrorKind, KubeOps};
+
+const NS: &str = "openshift-machine-api";
+
+/// A world to run one case in: objects are put in directly, read back directly, and changed
+/// only through the implementation under test.
+trait World {
+    type Ops: KubeOps;
+    fn ops(&self) -> &Self::Ops;
+    fn put_machine(&self, m: &Machine);
+    fn put_check(&self, h: &MachineHealthCheck);
+    fn machine(&self, name: &str) -> Option<Machine>;
+    fn check(&self, name: &str) -> Option<MachineHealthCheck>;
+}
+
+struct Local(LocalCluster);
+
+impl World for Local {
+    type Ops = LocalCluster;
+    fn ops(&self) -> &LocalCluster {
+        &self.0
+    }
+    fn put_machine(&self, m: &Machine) {
+        let mut m = m.clone();
+        m.metadata
+            .uid
+            .get_or_insert_with(|| format!("uid-{}", m.metadata.name.clone().unwrap()));
+        let k = format!("{NS}/{}", m.metadata.name.as_deref().unwrap());
+        self.0.lock().machines.insert(k, m);
+    }
+    fn put_check(&self, h: &MachineHealthCheck) {
+        let k = format!("{NS}/{}", h.metadata.name.as_deref().unwrap());
+        self.0.lock().health_checks.insert(k, h.clone());
+    }
+    fn machine(&self, name: &str) -> Option<Machine> {
+        self.0.lock().machines.get(&format!("{NS}/{name}")).cloned()
+    }
+    fn check(&self, name: &str) -> Option<MachineHealthCheck> {
+        self.0
+            .lock()
+            .health_checks
+            .get(&format!("{NS}/{name}"))
+            .cloned()
+    }
+}
+
+struct Server(FakeApiServer, ApiServer);
+
+impl World for Server {
+    type Ops = ApiServer;
+    fn ops(&self) -> &ApiServer {
+        &self.1
+    }
+    fn put_machine(&self, m: &Machine) {
+        self.0.put(m);
+    }
+    fn put_check(&self, h: &MachineHealthCheck) {
+        self.0.put(h);
+    }
+    fn machine(&self, name: &str) -> Option<Machine> {
+        self.0.get(Some(NS), name)
+    }
+    fn check(&self, name: &str) -> Option<MachineHealthCheck> {
+        self.0.get(Some(NS), name)
+    }
+}
+
+fn local() -> Local {
+    Local(LocalCluster::new(
+        Store::default(),
+        None,
+        Time(jiff::Timestamp::UNIX_EPOCH),
+    ))
+}
+
+fn server() -> Server {
+    let api = FakeApiServer::new();
+    let client = api.client();
+    let recorder = kube::runtime::events::Recorder::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "conformance".into(),
+            instance: None,
+        },
+    );
+    Server(api, ApiServer::new(client, recorder))
+}
+
+fn machine(name: &str, labels: &[(&str, &str)]) -> Machine {
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "Machine",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {}
+    }))
+    .unwrap()
+}
+
+// Each case is written once, generic over the world.
+
+async fn labels_and_annotations_removed_are_gone<W: World>(w: W) {
+    w.put_machine(&machine("m", &[("keep", "1"), ("drop", "1")]));
+    let before = w.machine("m").unwrap();
+    let mut after = before.clone();
+    after.metadata.labels.as_mut().unwrap().remove("drop");
+    after.metadata.annotations = Some([("a".to_string(), "1".to_string())].into());
+    w.ops().update_machine(&before, &after).await.unwrap();
+    let stored = w.machine("m").unwrap();
+    assert_eq!(
+        stored.metadata.labels.unwrap().keys().collect::<Vec<_>>(),
+        ["keep"],
+        "a removed label is gone"
+    );
+    // And an annotation removed in turn.
+    let mut again = w.machine("m").unwrap();
+    let before = again.clone();
+    again.metadata.annotations.as_mut().unwrap().remove("a");
+    w.ops().update_machine(&before, &again).await.unwrap();
+    let stored = w.machine("m").unwrap();
+    assert!(
+        stored.metadata.annotations.unwrap_or_default().is_empty(),
+        "a removed annotation is gone"
+    );
+}
+
+async fn a_released_deleting_machine_is_gone<W: World>(w: W) {
+    let mut m = machine("m", &[]);
+    m.metadata.finalizers = Some(vec!["machine.machine.openshift.io".into()]);
+    w.put_machine(&m);
+    w.ops().delete_machine(NS, "m").await.unwrap();
+    let deleting = w.machine("m").expect("a finalizer keeps it");
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    let mut released = deleting.clone();
+    released.metadata.finalizers = Some(vec![]);
+    w.ops().update_machine(&deleting, &released).await.unwrap();
+    assert!(w.machine("m").is_none(), "released: gone");
+    // Deleting what is gone is done, not an error.
+    w.ops().delete_machine(NS, "m").await.unwrap();
+}
+
+async fn create_conflicts_and_missing_objects_are_typed<W: World>(w: W) {
+    let created = w.ops().create_machine(&machine("m", &[])).await.unwrap();
+    assert!(created.metadata.uid.is_some(), "the store gives it a UID");
+    let listed = w.ops().list_machines(NS).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let again = w
+        .ops()
+        .create_machine(&machine("m", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, KubeErrorKind::Conflict, "{again}");
+    assert!(again.stale());
+    let ghost = machine("ghost", &[]);
+    let mut after = ghost.clone();
+    after.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    let missing = w.ops().update_machine(&ghost, &after).await.unwrap_err();
+    assert_eq!(missing.kind, KubeErrorKind::NotFound, "{missing}");
+}
+
+async fn a_check_s_annotation_and_status_are_written<W: World>(w: W) {
+    let mut h: MachineHealthCheck = serde_json::from_value(json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "MachineHealthCheck",
+        "metadata": {"name": "c", "namespace": NS,
+                     "annotations": {"vsphere-provider.io/remediation-backoff": "{}", "other": "x"}},
+        "spec": {"selector": {}}
+    }))
+    .unwrap();
+    w.put_check(&h);
+    h = w.check("c").unwrap();
+    let mut after = h.clone();
+    after
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove("vsphere-provider.io/remediation-backoff");
+    after.status =
+        Some(serde_json::from_value(json!({"expectedMachines": 3, "currentHealthy": 2})).unwrap());
+    w.ops().update_health_check(&h, &after).await.unwrap();
+    let stored = w.check("c").unwrap();
+    assert_eq!(
+        stored
+            .metadata
+            .annotations
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["other"]
+    );
+    let st = stored.status.unwrap();
+    assert_eq!(
+        (st.expected_machines, st.current_healthy),
+        (Some(3), Some(2))
+    );
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod local_cluster {
+            $(#[tokio::test] async fn $case() { super::$case(super::local()).await; })*
+        }
+        mod api_server {
+            $(#[tokio::test] async fn $case() { super::$case(super::server()).await; })*
+        }
+    };
+}
+
+conformance!(
+    labels_and_annotations_removed_are_gone,
+    a_released_deleting_machine_is_gone,
+    create_conflicts_and_missing_objects_are_typed,
+    a_check_s_annotation_and_status_are_written,
+);
