@@ -575,3 +575,69 @@ async fn bad_input_fails_the_machine_or_backs_off_without_touching_vcenter() {
         "no VM created"
     );
 }
+
+/// When the sweep's vCenter read is refused (here: every property read answered 503, as a
+/// vCenter behind a failing load balancer does), each machine says what failed — the read,
+/// the server, the error — on stderr and in its `InstanceExists` condition, and the run exits
+/// 1; no machine is left at "is -" without a reason.
+#[tokio::test]
+async fn a_refused_vcenter_read_is_named_for_every_machine() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    let workspace = "      workspace: {server: 127.0.0.1, datacenter: DC0, folder: /DC0/vm, resourcePool: /DC0/host/DC0_C0/Resources, datastore: LocalDS_0}\n";
+    let mut y = String::new();
+    for m in ["m-c0", "m-c1"] {
+        y += &format!(
+            "apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: {m}
+  namespace: openshift-machine-api
+spec:
+  providerSpec:
+    value:
+      apiVersion: machine.openshift.io/v1beta1
+      kind: VSphereMachineProviderSpec
+      template: DC0_H0_VM0
+{workspace}      network: {{devices: [{{networkName: VM Network}}]}}
+---
+"
+        );
+    }
+    std::fs::write(manifests.join("machines.yaml"), y).unwrap();
+    sim.inject(
+        vcsim::FaultSpec::new(vcsim::FaultKind::Http503)
+            .method("RetrievePropertiesEx")
+            .count(10_000),
+    )
+    .await;
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    for m in ["m-c0", "m-c1"] {
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("machine openshift-machine-api/{m} is ")))
+            .unwrap_or_else(|| panic!("no line for {m}:\n{}", run.stderr));
+        assert!(
+            line.contains("reading the inventory from") && line.contains("503"),
+            "the read, the server and the error: {line}"
+        );
+        let obj = run.object("Machine", m).expect("machine in the output");
+        let exists = obj["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "InstanceExists")
+            .unwrap_or_else(|| panic!("InstanceExists on {m}: {obj}"));
+        assert_eq!(exists["status"], "Unknown");
+        assert!(
+            exists["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("reading the inventory from"),
+            "{exists}"
+        );
+    }
+}

@@ -28,8 +28,30 @@ pub fn domain_states(
     for name in cpms.spec.vsphere_failure_domains() {
         if let Some(z) = zones.get(name) {
             let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
-            let fill = inventory(z.spec.server.as_deref().unwrap_or_default())
-                .and_then(|inv| zone_fill(z, fd, &inv).ok());
+            let server = z.spec.server.as_deref().unwrap_or_default();
+            // Why a zone does not resolve is kept (as for Infrastructure domains): the set's
+            // events name it instead of a machine silently not being placed.
+            let fill = match inventory(server) {
+                None => {
+                    out.problems.insert(
+                        name.to_string(),
+                        format!(
+                            "VSphereDeploymentZone {name}: the inventory of server {server:?} could not be read"
+                        ),
+                    );
+                    None
+                }
+                Some(inv) => match zone_fill(z, fd, &inv) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        out.problems.insert(
+                            name.to_string(),
+                            format!("VSphereDeploymentZone {name}: {}: {}", e.field, e.message),
+                        );
+                        None
+                    }
+                },
+            };
             out.states.insert(
                 name.to_string(),
                 DomainState {
@@ -121,4 +143,46 @@ pub fn node_states(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::control_plane_machine_set::ControlPlaneMachineSetStrategyType as Strategy;
+
+    fn zone(name: &str, server: &str) -> VSphereDeploymentZone {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone",
+            "metadata": {"name": name},
+            "spec": {"server": server, "failureDomain": format!("fd-{name}"), "placementConstraint": {}},
+            "status": {"ready": true}
+        }))
+        .unwrap()
+    }
+
+    /// A zone that cannot be resolved says why, by zone: an unreadable inventory names the
+    /// server; a zone whose failure domain does not resolve names the field.
+    #[test]
+    fn why_a_zone_does_not_resolve_is_kept() {
+        let cpms = super::super::tests::cpms(&["a", "b"], Strategy::RollingUpdate);
+        let zones = BTreeMap::from([
+            ("a".to_string(), zone("a", "vc-down")),
+            ("b".to_string(), zone("b", "vc-up")),
+        ]);
+        let empty = Inventory::default();
+        let inventory = |server: &str| (server == "vc-up").then(|| empty.clone());
+        let d = domain_states(&cpms, &zones, &BTreeMap::new(), None, &inventory);
+        assert!(d.states["a"].fill.is_none() && d.states["b"].fill.is_none());
+        assert!(
+            d.problems["a"].contains("\"vc-down\" could not be read"),
+            "{:?}",
+            d.problems
+        );
+        assert!(
+            d.problems["b"].starts_with("VSphereDeploymentZone b: "),
+            "{:?}",
+            d.problems
+        );
+    }
 }
