@@ -3,9 +3,10 @@
 # into ${XDG_CACHE_HOME:-$HOME/.cache}/vsphere-provider/kube/<hash>/ and prints that directory as
 # the last line on stdout. It holds `kube-apiserver`, `etcd` and `VERSIONS`.
 #
-# The hash covers go.mod, go.sum, this script and `go version`, so a cached build is reused until
-# one of them changes. Progress and timings go to stderr. Safe to run concurrently (flock); binaries
-# are built in a temporary directory that is renamed into place only when both are done.
+# The hash covers go.mod, go.sum, this script, `go version` and the target platform, so a cached
+# build is reused until one of them changes. Progress and timings go to stderr. Safe to run
+# concurrently (flock); binaries are built in a temporary directory that is renamed into place only
+# when both are done. Older builds are left alone (see README.md to clean up).
 #
 # Go: /usr/local/go/bin/go first in PATH, GOTOOLCHAIN=local (a go line newer than the local Go fails
 # instead of downloading a toolchain), CGO_ENABLED=0, -mod=readonly (go.sum is enforced).
@@ -17,7 +18,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/lib.sh"
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 "") ;;
@@ -39,6 +40,7 @@ done
 hash="$({
 	cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$SELF"
 	printf '\n%s\n' "$go_version"
+	go env GOOS GOARCH GOAMD64 GOARM64 # `go version` names the host platform, not the target
 } | sha256sum | cut -c1-16)"
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vsphere-provider/kube"
 OUT="$CACHE_ROOT/$hash"
@@ -90,7 +92,7 @@ tmp="$(mktemp -d "$CACHE_ROOT/.build-$hash.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
 start=$SECONDS
-log "go mod download (verifies go.sum)"
+log "go mod download"
 go mod download >&2 || die "go mod download failed"
 log "modules ready in $((SECONDS - start))s"
 
