@@ -10,6 +10,10 @@ go 1.26.0
 // main module must repeat it for the binary to get upstream's GODEBUG defaults.
 godebug default=go1.26
 
+// etcd: go.etcd.io/etcd/server/v3 is the module of etcd's main package. k8s.io/kubernetes v1.37.2
+// already requires it (v3.7.0, indirect) and pairs the release with etcd 3.7.0
+// (build/dependencies.yaml, kubeadm's DefaultEtcdVersion), so building it here adds no version to
+// the module graph: `go list -m all` only gains four test-only modules.
 tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
