@@ -531,6 +531,40 @@ pub mod status_cel {
     pub const AUTHORITY_KEPT_MESSAGE: &str = "authoritativeAPI may not be removed once set";
 }
 
+/// Secret holding the ignition user data, when a Machine names none (upstream's default).
+pub const DEFAULT_USER_DATA_SECRET: &str = "worker-user-data";
+/// Secret holding the vCenter credentials, when a Machine names none (upstream's default).
+pub const DEFAULT_CREDENTIALS_SECRET: &str = "vsphere-cloud-credentials";
+
+/// A vSphere provider spec's defaults, as machine-api-operator's mutating webhook sets them: a
+/// missing user-data or credentials secret reference gets upstream's default name. Defaulting is
+/// a property of the type, so it lives here: the webhook, local mode's admission and the
+/// machine set's comparison of template and machines (`plan::cpms::spec`) call this one
+/// function. Returns the defaulted paths (under `path`).
+pub fn default_provider_spec(value: &mut serde_json::Value, path: &str) -> Vec<String> {
+    let mut defaulted = Vec::new();
+    if !is_vsphere_provider_spec(value) {
+        return defaulted;
+    }
+    let Some(map) = value.as_object_mut() else {
+        return defaulted;
+    };
+    for (field, name) in [
+        ("userDataSecret", DEFAULT_USER_DATA_SECRET),
+        ("credentialsSecret", DEFAULT_CREDENTIALS_SECRET),
+    ] {
+        if map.get(field).is_none_or(serde_json::Value::is_null) {
+            map.insert(field.into(), serde_json::json!({ "name": name }));
+            defaulted.push(if path.is_empty() {
+                field.to_string()
+            } else {
+                format!("{path}.{field}")
+            });
+        }
+    }
+    defaulted
+}
+
 /// True if a `providerSpec.value` is a vSphere provider spec: its `kind` is
 /// `VSphereMachineProviderSpec`, or it has none (machine-api-operator reads every provider spec
 /// on a vSphere cluster as one, and so does this vSphere-only provider).

@@ -3,24 +3,11 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use super::Context;
-
 /// Event notes are limited to 1 kB by the API server.
 const MAX_NOTE: usize = 1024;
 
-/// Publish one Event about the object `about`.
-pub async fn publish(
-    ctx: &Context,
-    about: &ObjectReference,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    publish_with(&ctx.recorder, about, type_, reason, action, note).await;
-}
-
-/// Publish one Event through `recorder` (the machine reconcilers' [`super::kube_ops`]).
+/// Publish one Event through `recorder` (the context's, or the machine reconcilers'
+/// `kube_ops::ApiServer`'s).
 pub async fn publish_with(
     recorder: &Recorder,
     about: &ObjectReference,

@@ -37,13 +37,12 @@ pub mod metrics;
 pub mod mhc;
 pub mod patch;
 pub mod runtime;
+pub mod settings;
 pub mod shutdown;
 pub mod stores;
 pub mod vcenter_metrics;
 pub mod watch;
 pub mod zone;
-
-use std::time::Duration;
 
 pub use admin::Health;
 pub use backoff::Backoff;
@@ -53,12 +52,6 @@ pub use context::{Context, Shared};
 pub use error::Error;
 pub use metrics::Metrics;
 pub use runtime::{DRAIN_TIMEOUT, controllers_under_lease, drain_within, run_controllers};
+pub use settings::{FIELD_MANAGER, NOT_SYNCED_REQUEUE};
 pub use shutdown::{Shutdown, ShutdownTrigger};
 pub use stores::Stores;
-
-/// The field manager of every write this provider makes (server-side apply owner).
-pub const FIELD_MANAGER: &str = "vsphere-provider";
-
-/// A reconcile that finds a cache it reads not loaded yet comes back this soon (and changes
-/// nothing meanwhile).
-pub const NOT_SYNCED_REQUEUE: Duration = Duration::from_secs(2);

@@ -28,10 +28,7 @@ use crate::api::machine::{
     is_vsphere_provider_spec as is_vsphere,
 };
 
-/// Secret holding the ignition user data, when a Machine names none (upstream's default).
-pub const DEFAULT_USER_DATA_SECRET: &str = "worker-user-data";
-/// Secret holding the vCenter credentials, when a Machine names none (upstream's default).
-pub const DEFAULT_CREDENTIALS_SECRET: &str = "vsphere-cloud-credentials";
+pub use crate::api::machine::{DEFAULT_CREDENTIALS_SECRET, DEFAULT_USER_DATA_SECRET};
 
 /// Recommended minimum vCPUs (upstream: below it nodes may not boot).
 pub const MIN_CPUS: i64 = 2;
@@ -90,27 +87,10 @@ pub struct ProviderSpecReport {
     pub warnings: Vec<String>,
 }
 
-/// The Machine mutating webhook's part for the provider spec: a missing user-data or credentials
-/// secret reference gets upstream's default name. Returns the defaulted paths (under `path`).
-pub fn default(value: &mut Value, path: &str) -> Vec<String> {
-    let mut defaulted = Vec::new();
-    if !is_vsphere(value) {
-        return defaulted;
-    }
-    let Some(map) = value.as_object_mut() else {
-        return defaulted;
-    };
-    for (field, name) in [
-        ("userDataSecret", DEFAULT_USER_DATA_SECRET),
-        ("credentialsSecret", DEFAULT_CREDENTIALS_SECRET),
-    ] {
-        if map.get(field).is_none_or(Value::is_null) {
-            map.insert(field.into(), serde_json::json!({ "name": name }));
-            defaulted.push(child(path, field));
-        }
-    }
-    defaulted
-}
+/// The Machine mutating webhook's part for the provider spec: the type's own defaulting
+/// ([`crate::api::machine::default_provider_spec`]), which the store's admission and the
+/// machine set's template comparison use too.
+pub use crate::api::machine::default_provider_spec as default;
 
 /// Removes `null` members at any depth: Go decodes `null` as the zero value (an empty list, an
 /// unset pointer), and upstream tooling writes `devices: null` for an empty list.

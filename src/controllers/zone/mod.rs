@@ -130,7 +130,15 @@ async fn publish(
     action: &str,
     note: String,
 ) {
-    events::publish(ctx, &zone.object_ref(&()), type_, reason, action, note).await;
+    events::publish_with(
+        &ctx.recorder,
+        &zone.object_ref(&()),
+        type_,
+        reason,
+        action,
+        note,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ fn normalise(v: &Value) -> Map<String, Value> {
         // devices are reduced below).
         m.retain(|_, v| !v.is_null() && v.as_str() != Some(""));
     }
-    crate::webhook::provider_spec::default(&mut v, "");
+    crate::api::machine::default_provider_spec(&mut v, "");
     let mut m = v.as_object().cloned().unwrap_or_default();
     for k in ["apiVersion", "kind", "metadata"] {
         m.remove(k);

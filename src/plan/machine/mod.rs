@@ -146,7 +146,7 @@ impl VmStep {
     }
 }
 
-/// One change on the Kubernetes side (the shells' [`crate::reconcile::kube::KubeOps`]).
+/// One change on the Kubernetes side (the shells carry it out through their `KubeOps`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KubeStep {
     Cordon(String),
