@@ -323,8 +323,8 @@ async fn a_failing_machine_backs_off_longer_each_time() {
 /// and every worker waiting on it, forever.
 #[tokio::test]
 async fn a_write_the_api_server_never_answers_times_out() {
-    use vsphere_provider::controllers::kube_ops::ApiServer;
-    use vsphere_provider::reconcile::kube::{KubeErrorKind, KubeOps};
+    use vsphere_provider::controllers::api_server::ApiServer;
+    use vsphere_provider::reconcile::kube_ops::{KubeErrorKind, KubeOps};
     let api = FakeApiServer::new();
     let m = machine("m-0", "z", json!({}));
     api.put(&m);

@@ -14,10 +14,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 use vsphere_provider::api::Machine;
 use vsphere_provider::api::machine_health_check::MachineHealthCheck;
-use vsphere_provider::controllers::kube_ops::ApiServer;
-use vsphere_provider::local::kube::LocalCluster;
+use vsphere_provider::controllers::api_server::ApiServer;
+use vsphere_provider::local::cluster::LocalCluster;
 use vsphere_provider::local::store::Store;
-use vsphere_provider::reconcile::kube::{KubeErrorKind, KubeOps};
+use vsphere_provider::reconcile::kube_ops::{KubeErrorKind, KubeOps};
 
 const NS: &str = "openshift-machine-api";
 

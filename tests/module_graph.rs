@@ -690,7 +690,7 @@ fn planners_naming_a_shell_are_reported_but_their_test_files_may() {
         ),
         (
             "plan/cpms/tests.rs",
-            "use crate::local::kube::LocalCluster;",
+            "use crate::local::cluster::LocalCluster;",
         ),
         ("plan/cpms/mod.rs", "pub mod spec;\n#[cfg(test)] mod tests;"),
         ("plan/mod.rs", "pub mod cpms;"),

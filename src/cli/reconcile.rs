@@ -14,7 +14,7 @@ use secrecy::SecretString;
 
 use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::local::kube::LocalCluster;
+use crate::local::cluster::LocalCluster;
 use crate::local::machines::{self, MachineReport};
 use crate::local::{deletes, driver, print, store::Store};
 use crate::plan::credentials::ManagerIdentity;

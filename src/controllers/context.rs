@@ -59,13 +59,13 @@ impl Context {
             stores,
             backoff: Backoff::default(),
             machine_sweeps: Default::default(),
-            kube_timeout: super::kube_ops::WRITE_TIMEOUT,
+            kube_timeout: super::api_server::WRITE_TIMEOUT,
         }
     }
 
     /// The API server as the reconcilers' `KubeOps`, each call under [`Context::kube_timeout`].
-    pub fn api_server(&self) -> super::kube_ops::ApiServer {
-        let mut a = super::kube_ops::ApiServer::new(self.client.clone(), self.recorder.clone());
+    pub fn api_server(&self) -> super::api_server::ApiServer {
+        let mut a = super::api_server::ApiServer::new(self.client.clone(), self.recorder.clone());
         a.timeout = self.kube_timeout;
         a
     }

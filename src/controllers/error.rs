@@ -40,7 +40,7 @@ pub enum Error {
 
     /// A Kubernetes write of a reconciler failed, typed (conflict, gone, forbidden, timeout…).
     #[error("Kubernetes API: {0}")]
-    KubeOps(#[from] crate::reconcile::kube::KubeError),
+    KubeOps(#[from] crate::reconcile::kube_ops::KubeError),
 
     /// Adding or removing the finalizer failed, or apply/cleanup failed (boxed: it wraps us).
     #[error(transparent)]

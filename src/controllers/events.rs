@@ -7,7 +7,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 const MAX_NOTE: usize = 1024;
 
 /// Publish one Event through `recorder` (the context's, or the machine reconcilers'
-/// `kube_ops::ApiServer`'s).
+/// `api_server::ApiServer`'s).
 pub async fn publish_with(
     recorder: &Recorder,
     about: &ObjectReference,

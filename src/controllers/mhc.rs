@@ -12,14 +12,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use super::api_server::{ApiServer, dynamic_api};
 use super::context::now;
-use super::kube_ops::{ApiServer, dynamic_api};
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::{HealthInput, plan_health, replacement_in_progress};
 use crate::reconcile::health::{apply, namespace};
-use crate::reconcile::kube::KubeError;
+use crate::reconcile::kube_ops::KubeError;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinehealthcheck";

@@ -21,6 +21,7 @@
 //! drain, leadership terms), [`entry`] (each controller's one entry point and error policy,
 //! with a span naming the object), [`backoff`], [`events`], [`patch`] (the writes).
 pub mod admin;
+pub mod api_server;
 pub mod backoff;
 pub mod cache;
 pub mod cluster;
@@ -30,7 +31,6 @@ pub mod credentials;
 pub mod entry;
 pub mod error;
 pub mod events;
-pub mod kube_ops;
 pub mod leader;
 pub mod machine;
 pub mod metrics;

@@ -3,7 +3,7 @@
 //! (`reconcile::cpms`). A set carries the same finalizer as in the cluster, so `--delete
 //! controlplanemachineset/NAME` releases its machines (strips the owner references) and deletes
 //! none of them.
-use super::kube::LocalCluster;
+use super::cluster::LocalCluster;
 use super::store::key;
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::CPMS_FINALIZER;

@@ -6,7 +6,7 @@
 //! mode): a check naming one plans with the template unavailable, and says so.
 use std::collections::BTreeSet;
 
-use super::kube::LocalCluster;
+use super::cluster::LocalCluster;
 use crate::api::Machine;
 use crate::plan::health::{HealthInput, HealthPlan, plan_health, replacement_in_progress};
 use crate::reconcile::health::{apply, namespace};

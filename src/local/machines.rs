@@ -10,10 +10,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::cluster::LocalCluster;
 use super::cpms::cpms_pass;
 use super::driver::{Options, client_for, connect_to};
 use super::health::health_pass;
-use super::kube::LocalCluster;
 use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
 use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::machine::VcenterTrouble;

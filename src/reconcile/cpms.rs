@@ -4,7 +4,7 @@
 //! release of its machines when the set is deleted.
 use kube::Resource;
 
-use super::kube::{KubeError, KubeOps};
+use super::kube_ops::{KubeError, KubeOps};
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine::{REGION_LABEL, ZONE_LABEL};

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
-use super::kube::{KubeError, KubeOps, machine_ref};
+use super::kube_ops::{KubeError, KubeOps, machine_ref};
 use crate::api::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::remediation::{BACKOFF_ANNOTATION, RemediationAction};
@@ -140,7 +140,7 @@ async fn annotate<K: KubeOps>(
     let Some(before) = find(machines, ns, name) else {
         return Err(KubeError::new(
             format!("annotate Machine {ns}/{name}"),
-            super::kube::KubeErrorKind::NotFound,
+            super::kube_ops::KubeErrorKind::NotFound,
             "not found",
         ));
     };

@@ -11,7 +11,7 @@ pub mod cpms;
 pub mod execute;
 pub mod gather;
 pub mod health;
-pub mod kube;
+pub mod kube_ops;
 pub mod machines;
 pub mod server;
 pub mod views;

@@ -241,8 +241,8 @@ impl World {
         &mut self,
         p: &CpmsPlan,
         planned_on: &[Machine],
-    ) -> Vec<crate::reconcile::kube::KubeError> {
-        use crate::local::kube::LocalCluster;
+    ) -> Vec<crate::reconcile::kube_ops::KubeError> {
+        use crate::local::cluster::LocalCluster;
         use crate::local::store::Store;
         self.stored();
         self.clock += 1;

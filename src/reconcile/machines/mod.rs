@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::execute::Outcome;
-use super::kube::KubeOps;
+use super::kube_ops::KubeOps;
 use super::server::{Limits, Locking, Sweep, drive};
 use super::views::ServerViews;
 use crate::api::deployment_zone::VSphereDeploymentZone;
@@ -293,7 +293,7 @@ mod tests {
     use std::pin::pin;
 
     use super::*;
-    use crate::local::kube::LocalCluster;
+    use crate::local::cluster::LocalCluster;
     use crate::local::store::Store;
     use crate::plan::machine::tests::machine;
     use crate::vcenter::{ClientOptions, Credentials, RetryPolicy};

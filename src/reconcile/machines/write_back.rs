@@ -7,7 +7,7 @@ use super::{SweepOutcome, key};
 use crate::api::machine::Machine;
 use crate::plan::machine::outcome::{KubeResult, after_kube};
 use crate::plan::machine::{KubeStep, MachinePlan, Requeue};
-use crate::reconcile::kube::{Eviction, KubeOps, machine_ref};
+use crate::reconcile::kube_ops::{Eviction, KubeOps, machine_ref};
 
 /// Execute the Kubernetes steps, write the machine, record events.
 pub async fn write_back<K: KubeOps>(

@@ -26,7 +26,7 @@ use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
-use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
+use crate::reconcile::kube_ops::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
 
 /// How long one API call may take before it counts as failed (client-go's default request
 /// timeout is 32 s for a whole reconcile; one write answers in milliseconds when the server

@@ -13,7 +13,7 @@ use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
-use crate::reconcile::kube::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
+use crate::reconcile::kube_ops::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
 
 /// The store behind a lock, with where to persist it and the run's clock.
 pub struct LocalCluster {
