@@ -641,3 +641,47 @@ spec:
         );
     }
 }
+
+/// `--dry-run` covers machines: it says what it would clone, and nothing is cloned and no state
+/// is kept (a later real run starts from scratch and does exactly that).
+#[tokio::test]
+async fn a_dry_run_says_what_it_would_clone_and_clones_nothing() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    std::fs::write(
+        manifests.join("m.yaml"),
+        machine("m-a", "dz-a", "DC0_H0_VM0", ""),
+    )
+    .unwrap();
+    let vms_before = admin(&sim)
+        .inventory()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind() == "VirtualMachine")
+        .count();
+    let run = reconcile(&sim, &manifests, &state, &["--dry-run"]);
+    assert_eq!(run.code, 1, "pending changes: {}", run.stderr);
+    let would: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("would: openshift-machine-api/m-a: "))
+        .collect();
+    assert_eq!(would.len(), 1, "{}", run.stderr);
+    assert!(would[0].contains("clone "), "{}", would[0]);
+    assert!(vms_before > 0);
+    assert_eq!(
+        admin(&sim)
+            .inventory()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind() == "VirtualMachine")
+            .count(),
+        vms_before,
+        "nothing cloned"
+    );
+    assert!(!state.exists(), "no state file on a dry run");
+}

@@ -14,8 +14,7 @@ use secrecy::SecretString;
 
 use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::local::cluster::LocalCluster;
-use crate::local::machines::{self, MachineReport};
+use crate::local::run;
 use crate::local::{deletes, driver, print, store::Store};
 use crate::plan::credentials::ManagerIdentity;
 use crate::vcenter::session::SessionCache;
@@ -33,7 +32,8 @@ pub struct Args {
     pub files: Vec<PathBuf>,
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Change nothing in vCenter; list the changes that would be made.
+    /// Change nothing (vCenter, state file); list what would be done: zone changes, each
+    /// machine's VM step, machines a set would create or delete, remediations.
     #[arg(long)]
     pub dry_run: bool,
     /// Output format.
@@ -210,32 +210,13 @@ pub async fn run(mut args: Args) -> ExitCode {
         },
     );
     let mut progress = |line: &str| eprintln!("{line}");
-    let report = driver::run(&mut store, &opts, &sessions, &mut progress).await;
-    // The machines' identities are on disk before any VM is cloned for them.
-    let cluster = LocalCluster::new(
-        store,
-        state_path.clone().filter(|_| !args.dry_run),
-        now.clone(),
-    );
-    let machines = if args.dry_run {
-        if !cluster.lock().machines.is_empty() {
-            eprintln!("note: --dry-run reconciles zones only; machines are left as they are");
-        }
-        MachineReport::default()
-    } else {
-        if let Err(e) = cluster.persist() {
-            eprintln!("error: {e}; nothing was done for machines");
-            sessions.logout_all().await;
-            return ExitCode::from(EXIT_FAILED);
-        }
-        machines::run_machines(&cluster, &opts, &sessions, &mut progress).await
-    };
+    let (store, outcome) =
+        run::run(store, state_path.clone(), &opts, &sessions, &mut progress).await;
     sessions.logout_all().await;
-    let store = cluster.into_store();
+    let (report, machines) = (&outcome.zones, &outcome.machines);
 
-    let changes = print::changes(&report, args.dry_run) + &print::machine_changes(&machines);
-    let summary =
-        print::summary(&report, args.dry_run) + &print::machine_summary(&store, &machines);
+    let changes = print::changes(report, args.dry_run) + &print::machine_changes(machines);
+    let summary = print::summary(report, args.dry_run) + &print::machine_summary(&store, machines);
     match args.output {
         Output::Table => {
             print!("{}", print::tables(&store, &report));
@@ -258,22 +239,13 @@ pub async fn run(mut args: Args) -> ExitCode {
             eprintln!("{summary}");
         }
     }
-    let machines_pending = print::machines_not_ready(&store, &machines, args.simulate_nodes);
-    if report.converged()
-        && machines_pending.is_empty()
-        && machines.failed.is_empty()
-        && machines.machine_failures.is_empty()
-    {
+    let problems = outcome.problems(&store, args.simulate_nodes);
+    for line in &problems {
+        eprintln!("{line}");
+    }
+    if problems.is_empty() {
         ExitCode::SUCCESS
     } else {
-        for (name, v) in &report.verdicts {
-            if let Some((reason, message)) = v.first_problem() {
-                eprintln!("zone {name} is not ready: {reason}: {message}");
-            }
-        }
-        for line in machines_pending {
-            eprintln!("{line}");
-        }
         ExitCode::from(EXIT_FAILED)
     }
 }

@@ -32,6 +32,9 @@ pub const MAX_ROUNDS: usize = 60;
 #[derive(Debug, Default)]
 pub struct MachineReport {
     pub vcenter_writes: Vec<String>,
+    /// `--dry-run`: what one round would do (vCenter steps, machines a set would create or
+    /// delete, remediations), nothing of it done.
+    pub would: Vec<String>,
     /// Failures of the machine set and health check passes.
     pub failed: Vec<String>,
     /// Machines that failed this run, each with what failed (the read, the server, the
@@ -85,6 +88,18 @@ pub async fn run_machines(
                 inventories.get(&ep.to_string()).cloned()
             };
             let pass = cpms_pass(cluster, &lookup).await;
+            if opts.dry_run {
+                report.would.extend(
+                    pass.created
+                        .iter()
+                        .map(|c| format!("{c}: create Machine (control plane machine set)")),
+                );
+                report.would.extend(
+                    pass.deleted
+                        .iter()
+                        .map(|d| format!("{d}: delete Machine (control plane machine set)")),
+                );
+            }
             for c in &pass.created {
                 progress(&format!("control plane machine set: created {c}"));
             }
@@ -105,6 +120,13 @@ pub async fn run_machines(
         }
         if !cluster.lock().health_checks.is_empty() {
             let (pass, plans) = health_pass(cluster).await;
+            if opts.dry_run {
+                report.would.extend(
+                    pass.remediated
+                        .iter()
+                        .map(|r| format!("{r}: remediate (machine health check)")),
+                );
+            }
             for r in &pass.remediated {
                 progress(&format!("machine health check: remediating {r}"));
             }
@@ -166,6 +188,7 @@ pub async fn run_machines(
                 nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),
                 pods: &BTreeMap::new(),
                 now: opts.now.clone(),
+                dry_run: opts.dry_run,
             };
             let out = sweep(&views, client_ref, cluster, input).await;
             if let Some(inv) = &out.inventory {
@@ -177,7 +200,13 @@ pub async fn run_machines(
                     .map(|(k, why)| (k.to_string(), why.to_string())),
             );
             report.vcenter_writes.extend(out.vcenter_writes);
+            report.would.extend(out.would);
             report.vm_paths.extend(out.vm_paths);
+        }
+        if opts.dry_run {
+            // One round: what it would do is known; nothing it decided was done, so the next
+            // round would only decide the same again.
+            break;
         }
         if cluster
             .persist_error

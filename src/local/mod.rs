@@ -8,4 +8,5 @@ pub mod driver;
 pub mod health;
 pub mod machines;
 pub mod print;
+pub mod run;
 pub mod store;

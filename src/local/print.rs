@@ -322,6 +322,9 @@ pub fn machine_changes(report: &MachineReport) -> String {
     for w in &report.vcenter_writes {
         let _ = writeln!(out, "done: {w}");
     }
+    for w in &report.would {
+        let _ = writeln!(out, "would: {w}");
+    }
     for f in &report.failed {
         let _ = writeln!(out, "failed: {f}");
     }
@@ -336,6 +339,13 @@ pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
     if store.machines.is_empty() && report.vcenter_writes.is_empty() {
         return String::new();
     }
+    if !report.would.is_empty() {
+        return format!(
+            "; {} machine change(s) would be made; {}",
+            report.would.len(),
+            report.round_trips.summary()
+        );
+    }
     let running = store
         .machines
         .values()
@@ -347,78 +357,4 @@ pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
         report.vcenter_writes.len(),
         report.round_trips.summary()
     )
-}
-
-/// Why the machines are not all done: one line per machine not Running, and per control plane
-/// machine set not fully updated and ready.
-pub fn machines_not_ready(
-    store: &Store,
-    report: &MachineReport,
-    simulate_nodes: bool,
-) -> Vec<String> {
-    let mut lines = Vec::new();
-    for (k, c) in &store.machine_sets {
-        let st = c.status.clone().unwrap_or_default();
-        let want = c.spec.replicas_or_default();
-        let degraded = st
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == "Degraded" && c.status == "True");
-        if let Some(d) = degraded {
-            lines.push(format!(
-                "control plane machine set {k} is degraded: {}: {}",
-                d.reason, d.message
-            ));
-        } else if st.updated_replicas.unwrap_or(0) != want || st.ready_replicas.unwrap_or(0) != want
-        {
-            lines.push(format!(
-                "control plane machine set {k}: {} of {want} replicas ready and updated",
-                st.updated_replicas
-                    .unwrap_or(0)
-                    .min(st.ready_replicas.unwrap_or(0))
-            ));
-        }
-    }
-    for (k, m) in &store.machines {
-        let st = m.status.as_ref();
-        let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or("-");
-        let why = if m.metadata.deletion_timestamp.is_some() {
-            let blocked = st
-                .and_then(|s| s.conditions.as_deref())
-                .into_iter()
-                .flatten()
-                .find(|c| c.status == "False")
-                .map(|c| {
-                    format!(
-                        "{} ({})",
-                        c.message.clone().unwrap_or_default(),
-                        c.reason.clone().unwrap_or_default()
-                    )
-                })
-                .unwrap_or_else(|| "deletion in progress".into());
-            format!("machine {k} is being deleted: {blocked}")
-        } else {
-            match phase {
-                "Running" => continue,
-                "Failed" => format!(
-                    "machine {k} is Failed: {}: {}",
-                    st.and_then(|s| s.error_reason.clone()).unwrap_or_default(),
-                    st.and_then(|s| s.error_message.clone()).unwrap_or_default()
-                ),
-                "Provisioned" if !simulate_nodes => {
-                    format!(
-                        "machine {k} is Provisioned: its node has not joined (pass --simulate-nodes to register one)"
-                    )
-                }
-                other => format!("machine {k} is {other}"),
-            }
-        };
-        // What failed this run, so no machine is left at "is -" without a reason.
-        match report.machine_failures.get(k) {
-            Some(failed) => lines.push(format!("{why}: {failed}")),
-            None => lines.push(why),
-        }
-    }
-    lines
 }

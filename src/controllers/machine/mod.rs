@@ -166,6 +166,7 @@ async fn sweep_server(
         nodes: &nodes,
         pods: &pods,
         now: now(),
+        dry_run: false,
     };
     let client = client.as_ref().map_err(VcenterTrouble::from);
     let outcome = sweep(&ctx.views, client, &kube, input).await;

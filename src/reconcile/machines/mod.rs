@@ -57,6 +57,10 @@ pub struct SweepInput<'a> {
     /// Pods by node name.
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
     pub now: Time,
+    /// Plan only (`reconcile --dry-run`): the vCenter steps are reported in
+    /// [`SweepOutcome::would`], none is started; the Kubernetes side is written as usual (local
+    /// mode's dry run writes to a store it then discards).
+    pub dry_run: bool,
 }
 
 impl SweepInput<'_> {
@@ -75,6 +79,8 @@ impl SweepInput<'_> {
 pub struct SweepOutcome {
     /// vCenter changes started, described.
     pub vcenter_writes: Vec<String>,
+    /// vCenter changes a dry run would start, described.
+    pub would: Vec<String>,
     /// Kubernetes changes made (machines written, nodes cordoned or deleted, pods evicted).
     pub kube_writes: usize,
     /// Machine key → when it wants another look; a failure is `Backoff` with what failed.
@@ -145,10 +151,17 @@ pub async fn sweep<K: KubeOps>(
     };
     let limits = Limits {
         max_writes: 1,
-        dry_run: false,
+        dry_run: input.dry_run,
         locking: Locking::Whole,
     };
     let driven = drive(views, client, &mut sweep, limits).await;
+    if input.dry_run {
+        out.would = driven
+            .pending
+            .iter()
+            .flat_map(MachineStep::describe)
+            .collect();
+    }
     out.inventory = driven.view.map(|v| v.inventory);
     out.vm_paths = std::mem::take(&mut sweep.vm_paths);
     let MachineSweep { plans, results, .. } = sweep;
@@ -186,6 +199,23 @@ pub enum MachineStep {
         group: String,
         members: Vec<(String, MoRef)>,
     },
+}
+
+impl MachineStep {
+    /// One line per machine the step changes, `namespace/name: what`.
+    fn describe(&self) -> Vec<String> {
+        match self {
+            MachineStep::Vm { machine, step } => vec![format!("{machine}: {}", step.describe())],
+            MachineStep::Join {
+                cluster,
+                group,
+                members,
+            } => members
+                .iter()
+                .map(|(m, vm)| format!("{m}: add {vm} to VM group {group} of {cluster}"))
+                .collect(),
+        }
+    }
 }
 
 /// The machines of one server as a sweep of the per-server driver.
@@ -328,6 +358,7 @@ mod tests {
             nodes: &[],
             pods: &pods,
             now,
+            dry_run: false,
         };
 
         let zone_writing = views.write_lock(&client).await;

@@ -1,0 +1,142 @@
+//! Local mode as one run: the zones and clusters to a fixed point ([`super::driver`]), then the
+//! machines, machine sets and health checks ([`super::machines`]), over one object store; and
+//! the verdict — whether everything is done, and if not why, one line per object — decided
+//! here, in the report, so the printers only render and the CLI only maps it to an exit code.
+use std::path::PathBuf;
+
+use super::cluster::LocalCluster;
+use super::driver::{self, Options, Report};
+use super::machines::{MachineReport, run_machines};
+use super::store::Store;
+use crate::vcenter::session::SessionCache;
+
+/// What a local run did.
+#[derive(Debug, Default)]
+pub struct LocalReport {
+    pub zones: Report,
+    pub machines: MachineReport,
+    /// Why the run could not go on (the state file could not be written): nothing more was
+    /// done after it.
+    pub stopped: Option<String>,
+}
+
+/// Run everything over `store`. The state file (`state`, unless a dry run) holds each change as
+/// it is made, the machines' identities before anything is cloned for them.
+pub async fn run(
+    mut store: Store,
+    state: Option<PathBuf>,
+    opts: &Options,
+    sessions: &SessionCache,
+    progress: &mut dyn FnMut(&str),
+) -> (Store, LocalReport) {
+    let mut report = LocalReport {
+        zones: driver::run(&mut store, opts, sessions, progress).await,
+        ..LocalReport::default()
+    };
+    let cluster = LocalCluster::new(store, state.filter(|_| !opts.dry_run), opts.now.clone());
+    match cluster.persist() {
+        Err(e) => report.stopped = Some(format!("{e}; nothing was done for machines")),
+        Ok(()) => {
+            report.machines = run_machines(&cluster, opts, sessions, progress).await;
+            if let Err(e) = cluster.persist() {
+                report.stopped = Some(e.to_string());
+            }
+        }
+    }
+    (cluster.into_store(), report)
+}
+
+impl LocalReport {
+    /// Why the run is not done: one line per zone not ready, machine not running (with what
+    /// failed this run), machine set not updated, and any run failure. Empty: exit 0.
+    pub fn problems(&self, store: &Store, simulate_nodes: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(s) = &self.stopped {
+            out.push(format!("stopped: {s}"));
+        }
+        for (name, v) in &self.zones.verdicts {
+            if let Some((reason, message)) = v.first_problem() {
+                out.push(format!("zone {name} is not ready: {reason}: {message}"));
+            }
+        }
+        for (step, e) in &self.zones.failed {
+            out.push(format!("refused: {step}: {e}"));
+        }
+        for f in &self.machines.failed {
+            out.push(format!("failed: {f}"));
+        }
+        out.extend(machines_not_ready(store, &self.machines, simulate_nodes));
+        out
+    }
+}
+
+/// Why the machines are not all done: one line per machine not Running, and per control plane
+/// machine set not fully updated and ready.
+fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (k, c) in &store.machine_sets {
+        let st = c.status.clone().unwrap_or_default();
+        let want = c.spec.replicas_or_default();
+        let degraded = st
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Degraded" && c.status == "True");
+        if let Some(d) = degraded {
+            lines.push(format!(
+                "control plane machine set {k} is degraded: {}: {}",
+                d.reason, d.message
+            ));
+        } else if st.updated_replicas.unwrap_or(0) != want || st.ready_replicas.unwrap_or(0) != want
+        {
+            lines.push(format!(
+                "control plane machine set {k}: {} of {want} replicas ready and updated",
+                st.updated_replicas
+                    .unwrap_or(0)
+                    .min(st.ready_replicas.unwrap_or(0))
+            ));
+        }
+    }
+    for (k, m) in &store.machines {
+        let st = m.status.as_ref();
+        let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or("-");
+        let why = if m.metadata.deletion_timestamp.is_some() {
+            let blocked = st
+                .and_then(|s| s.conditions.as_deref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.status == "False")
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.message.clone().unwrap_or_default(),
+                        c.reason.clone().unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "deletion in progress".into());
+            format!("machine {k} is being deleted: {blocked}")
+        } else {
+            match phase {
+                "Running" if !report.machine_failures.contains_key(k) => continue,
+                "Running" => format!("machine {k} is Running"),
+                "Failed" => format!(
+                    "machine {k} is Failed: {}: {}",
+                    st.and_then(|s| s.error_reason.clone()).unwrap_or_default(),
+                    st.and_then(|s| s.error_message.clone()).unwrap_or_default()
+                ),
+                "Provisioned" if !simulate_nodes => {
+                    format!(
+                        "machine {k} is Provisioned: its node has not joined (pass --simulate-nodes to register one)"
+                    )
+                }
+                other => format!("machine {k} is {other}"),
+            }
+        };
+        // What failed this run, so no machine is left at "is -" without a reason.
+        match report.machine_failures.get(k) {
+            Some(failed) => lines.push(format!("{why}: {failed}")),
+            None => lines.push(why),
+        }
+    }
+    lines
+}
