@@ -28,7 +28,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/ioutil"
 	"net/url"
 	"os"
 	"path"
@@ -55,7 +54,7 @@ type layoutStep struct {
 
 // readLayout parses the file strictly: an unknown key is an error naming the step.
 func readLayout(file string) ([]layoutStep, error) {
-	data, err := ioutil.ReadFile(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +144,7 @@ func applyStep(ctx context.Context, c *govmomi.Client, find func(string) (object
 			}
 			hosts = append(hosts, h.Reference())
 		}
-		dir, err := ioutil.TempDir("", "vcsim-layout-ds-")
+		dir, err := os.MkdirTemp("", "vcsim-layout-ds-")
 		if err != nil {
 			return err
 		}
