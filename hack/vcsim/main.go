@@ -24,6 +24,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -81,7 +82,7 @@ func main() {
 	username := flag.String("username", "", "accept only this SOAP login user (default: any non-empty login)")
 	password := flag.String("password", "", "accept only this SOAP login password (default: any non-empty login)")
 	useTLS := flag.Bool("tls", false, "serve HTTPS")
-	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve vcsim's built-in certificate (RSA-1024, CA:TRUE, rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
+	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve a fresh RSA-1024 CA:TRUE certificate like old vcsim's built-in one (rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
 	certFile := flag.String("cert-file", "", "with -tls: write the server certificate (PEM) to this file")
 	trace := flag.Bool("trace", false, "dump SOAP traffic to stderr")
 	exitOnEOF := flag.Bool("exit-on-eof", false, "also shut down when stdin reaches EOF (a test harness holds the pipe, so vcsim cannot outlive it)")
@@ -139,13 +140,15 @@ func main() {
 
 	if *useTLS {
 		svc.TLS = new(tls.Config)
-		if !*legacyCert {
-			cert, err := leafCertificate(*listen)
-			if err != nil {
-				log.Fatalf("generating TLS certificate: %v", err)
-			}
-			svc.TLS.Certificates = []tls.Certificate{cert}
+		gen := leafCertificate
+		if *legacyCert {
+			gen = legacyCertificate
 		}
+		cert, err := gen(*listen)
+		if err != nil {
+			log.Fatalf("generating TLS certificate: %v", err)
+		}
+		svc.TLS.Certificates = []tls.Certificate{cert}
 	}
 
 	ctl := newControl(model)
@@ -270,6 +273,38 @@ func leafCertificate(listen string) (tls.Certificate, error) {
 		} else if ip == nil && host != "" && host != "localhost" {
 			tmpl.DNSNames = append(tmpl.DNSNames, host)
 		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// legacyCertificate returns a fresh self-signed RSA-1024 certificate with CA:TRUE and SANs
+// 127.0.0.1, ::1 and example.com: the shape of the built-in certificate of govmomi <= 0.2x vcsim
+// (Go's old httptest LocalhostCert), which ring cannot verify signatures with. Current vcsim's
+// built-in certificate is RSA-2048 (still CA:TRUE); this keeps a weak-key server to test against.
+func legacyCertificate(string) (tls.Certificate, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"Acme Co"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageKeyEncipherment | x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"example.com"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
