@@ -259,15 +259,16 @@ async fn topology_flags_change_the_inventory() {
     );
     assert!(soap.find("DC0/datastore/LocalDS_1").await.is_some());
     assert!(soap.find("DC0/network/DC0_DVPG1").await.is_some());
-    assert!(soap.find("DC0/vm/DC0_C0_RP0_VM0").await.is_some());
-    assert!(soap.find("DC0/vm/DC0_C0_RP0_VM1").await.is_none());
-    // vcsim 0.24.2 puts VMs only into each cluster's root pool, never into the child pools.
-    assert!(soap.find("DC0/vm/DC0_C0_RP1_VM0").await.is_none());
+    // With child pools, vcsim puts the `-vm` VMs into each child pool (`DC0_C0_RP1_VM0`) and none
+    // into the root pool (govmomi 0.24.2 did the opposite: root pool only, child pools empty).
+    assert!(soap.find("DC0/vm/DC0_C0_RP1_VM0").await.is_some());
+    assert!(soap.find("DC0/vm/DC0_C0_RP1_VM1").await.is_none());
+    assert!(soap.find("DC0/vm/DC0_C0_RP0_VM0").await.is_none());
     // 2 datacenters x 3 clusters.
     assert_eq!(soap.count_objects("ClusterComputeResource").await, 6);
     // 2 DCs x 3 clusters x 2 hosts.
     assert_eq!(soap.count_objects("HostSystem").await, 12);
-    // 2 DCs x 3 clusters x 1 VM (root pools only).
+    // 2 DCs x 3 clusters x 1 child pool x 1 VM.
     assert_eq!(soap.count_objects("VirtualMachine").await, 6);
 }
 
