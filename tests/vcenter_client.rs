@@ -382,8 +382,10 @@ async fn tls_is_verified_by_default_and_trust_can_be_pinned() {
 
 #[tokio::test]
 async fn stock_vcsim_legacy_certificates_work_with_insecure_and_explain_pinning() {
-    // Stock govmomi 0.24.2 vcsim serves an RSA-1024 certificate; ring cannot verify signatures
-    // made with it. --insecure (no verification) must still connect; pinning must say why not.
+    // Old servers (and stock govmomi 0.24.2 vcsim) serve an RSA-1024 certificate; ring cannot
+    // verify signatures made with it. hack/vcsim -tls-legacy-cert generates one (current vcsim's
+    // built-in certificate is RSA-2048). --insecure (no verification) must still connect;
+    // pinning must say why not.
     let sim = Vcsim::builder()
         .tls(true)
         .tls_legacy_cert(true)
