@@ -19,10 +19,12 @@ package main
 //	{"clone": "/IBMCloud/vm/DC0_H0_VM0", "to": "/IBMCloud/vm/infra-id/tmpl", "pool": "/IBMCloud/host/workload-1/Resources"}
 //	                                                         CloneVM_Task (powered off), e.g. a template per zone
 //
-// vcsim 0.24.2 cannot rename datastores or networks (no Rename_Task on them), hence create steps.
-// It also places every clone on its source VM's host, whatever pool the clone goes to (real
-// vCenter picks a host of the destination cluster), so a datastore a clone of a template is put
-// on must be mounted on the template's host too: hence "hosts".
+// vcsim cannot rename datastores or standard networks (no RenameDatastore / Rename_Task on them;
+// since 0.24.2 it can rename DV port groups), hence create steps. Without location.host it also
+// places every clone on its source VM's host, whatever pool the clone goes to (real vCenter
+// picks a host of the destination cluster; simulator/virtual_machine.go CloneVMTask, still so in
+// v0.56.0), so a datastore a clone of a template is put on must be mounted on the template's
+// host too: hence "hosts".
 
 import (
 	"context"

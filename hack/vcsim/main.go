@@ -282,7 +282,7 @@ func leafCertificate(listen string) (tls.Certificate, error) {
 }
 
 // legacyCertificate returns a fresh self-signed RSA-1024 certificate with CA:TRUE and SANs
-// 127.0.0.1, ::1 and example.com: the shape of the built-in certificate of govmomi <= 0.2x vcsim
+// 127.0.0.1, ::1 and example.com: the shape of the built-in certificate of govmomi < 0.30 vcsim
 // (Go's old httptest LocalhostCert), which ring cannot verify signatures with. Current vcsim's
 // built-in certificate is RSA-2048 (still CA:TRUE); this keeps a weak-key server to test against.
 func legacyCertificate(string) (tls.Certificate, error) {
