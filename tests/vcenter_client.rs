@@ -444,7 +444,7 @@ async fn search_index_lookups_and_faults() {
             .unwrap(),
         None
     );
-    // FindAllByUuid: every VM with the UUID (vcsim has it since govmomi 0.2x; 0.24.2 answered
+    // FindAllByUuid: every VM with the UUID (vcsim has it since govmomi 0.52; 0.24.2 answered
     // MethodNotFound).
     assert_eq!(
         c.find_all_vms_by_uuid(&uuid, true).await.unwrap(),
