@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Shared helpers for hack/*.sh. Source it; it defines functions only (plus REPO_ROOT).
+# Shared helpers for hack/*.sh. Source it; it defines functions only (plus REPO_ROOT, GO_ROOT,
+# GO_MIN_MINOR).
 # All progress output goes to stderr so scripts can print results on stdout.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,12 +11,6 @@ die() {
 	printf '[%s] ERROR: %s\n' "$(basename "$0")" "$*" >&2
 	exit 1
 }
-
-# Packages the vcsim build needs; each entry is "package:probe-path".
-VCSIM_APT_PACKAGES=(
-	"golang-go:/usr/bin/go"
-	"golang-github-vmware-govmomi-dev:/usr/share/gocode/src/github.com/vmware/govmomi/simulator/simulator.go"
-)
 
 pkg_installed() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -46,16 +41,31 @@ ensure_apt_packages() {
 	fi
 }
 
-# ensure_vcsim_packages: the Go toolchain and govmomi sources, probing files first so that
-# a machine with them installed some other way is not touched.
-ensure_vcsim_packages() {
-	local entry pkg probe need=()
-	for entry in "${VCSIM_APT_PACKAGES[@]}"; do
-		pkg="${entry%%:*}"
-		probe="${entry#*:}"
-		[ -e "$probe" ] || need+=("$pkg")
-	done
-	if [ "${#need[@]}" -gt 0 ]; then
-		ensure_apt_packages "${need[@]}"
+# Where the vcsim build expects its Go toolchain (not Debian's golang-go, which is too old for a
+# current govmomi). Override with VSPHERE_PROVIDER_GOROOT for a Go installed elsewhere.
+GO_ROOT="${VSPHERE_PROVIDER_GOROOT:-/usr/local/go}"
+# The oldest Go that builds hack/vcsim (the `go` line of hack/vcsim/go.mod, set by govmomi).
+GO_MIN_MINOR=25
+
+# ensure_go: puts $GO_ROOT/bin first on PATH, pins the toolchain (GOTOOLCHAIN=local: never
+# download another one; CGO_ENABLED=0) and checks the version. Dies with instructions when Go is
+# missing or too old. Logs which go is used.
+ensure_go() {
+	local go_bin="$GO_ROOT/bin/go" ver minor
+	if [ ! -x "$go_bin" ]; then
+		die "Go not found at $go_bin. hack/vcsim needs Go 1.$GO_MIN_MINOR or newer (1.26 is what the project uses)
+    installed at $GO_ROOT (the official tarball unpacked there, so that $go_bin exists),
+    or set VSPHERE_PROVIDER_GOROOT to another Go root. Debian's golang-go (/usr/bin/go) is too old."
 	fi
+	PATH="$GO_ROOT/bin:$PATH"
+	export PATH GOTOOLCHAIN=local CGO_ENABLED=0
+	unset GOROOT # let the binary find its own root
+	ver="$("$go_bin" env GOVERSION)" || die "$go_bin does not run"
+	minor="${ver#go1.}"
+	minor="${minor%%[!0-9]*}"
+	if [ -z "$minor" ] || [ "$minor" -lt "$GO_MIN_MINOR" ]; then
+		die "$go_bin is $ver; hack/vcsim needs Go 1.$GO_MIN_MINOR or newer at $GO_ROOT"
+	fi
+	[ "$(command -v go)" = "$go_bin" ] || die "PATH resolves go to $(command -v go), not $go_bin"
+	log "using $go_bin ($ver)"
 }

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Idempotent prerequisites for building and testing on a fresh Debian machine (run as root, or
 # with sudo available, with apt and crates.io reachable):
-#   - Debian packages: ca-certificates, git, curl, golang-go, golang-github-vmware-govmomi-dev
+#   - Debian packages: ca-certificates, git, curl
+#   - Go 1.25+ at /usr/local/go (checked, not installed: see ensure_go in lib.sh); the vcsim build
+#     fetches govmomi through the Go module proxy
 #   - a Rust toolchain (rustup; cargo, rustfmt, clippy)
-#   - the vcsim binary (hack/vcsim/build.sh, cached under .cache/vcsim/)
+#   - the vcsim binary (hack/vcsim/build.sh, cached under ${XDG_CACHE_HOME:-~/.cache}/vsphere-provider/vcsim/)
 # Progress goes to stderr; the last stdout line is the vcsim binary path.
 set -euo pipefail
 
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-command -v dpkg-query >/dev/null 2>&1 || die "this script expects Debian (dpkg/apt); install Go and govmomi 0.24.2 sources by hand"
+command -v dpkg-query >/dev/null 2>&1 || die "this script expects Debian (dpkg/apt); install ca-certificates, git and curl by hand"
 
 # 1. Debian packages.
 base_missing=()
@@ -22,8 +24,8 @@ if [ "${#base_missing[@]}" -gt 0 ]; then
 else
 	log "ok: ca-certificates git curl"
 fi
-ensure_vcsim_packages
-log "ok: $(go version), govmomi $(dpkg-query -W -f='${Version}' golang-github-vmware-govmomi-dev 2>/dev/null || echo '(not from dpkg)')"
+ensure_go
+log "ok: $(go version) at $(command -v go), govmomi $(sed -n 's/^require github.com\/vmware\/govmomi //p' "$REPO_ROOT/hack/vcsim/go.mod")"
 
 # 2. Rust toolchain (installed via rustup, not by this script).
 if [ -d "$HOME/.cargo/bin" ]; then

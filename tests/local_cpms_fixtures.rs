@@ -84,7 +84,7 @@ fn reconcile(sim: &Vcsim, dir: &Path, state: &Path) -> Run {
 }
 
 /// The machine's VM is where cluster `n`'s domain puts it: that cluster's root pool, the
-/// installer's folder, datastore `mdcnc-ds-<n>` (vcsim records it in the VMX path only), and
+/// installer's folder, datastore `mdcnc-ds-<n>` (in its VMX path and `datastore` list), and
 /// one NIC, on `ci-vlan-1289`.
 async fn assert_in_cluster(sim: &Vcsim, inv: &Inventory, machine: &Value, n: usize) {
     let c = admin(sim);
@@ -104,12 +104,32 @@ async fn assert_in_cluster(sim: &Vcsim, inv: &Inventory, machine: &Value, n: usi
         .retrieve_objects(
             std::slice::from_ref(&vm.moref),
             "VirtualMachine",
-            &["summary.config.vmPathName", "config.hardware.device"],
+            &[
+                "summary.config.vmPathName",
+                "config.hardware.device",
+                "datastore",
+            ],
         )
         .await
         .unwrap();
     let vmx = props[0].text("summary.config.vmPathName").unwrap();
     assert!(vmx.starts_with(&format!("[mdcnc-ds-{n}]")), "{name}: {vmx}");
+    let on: Vec<&str> = props[0].props["datastore"]
+        .children
+        .iter()
+        .map(|d| d.text.as_str())
+        .collect();
+    let ds = inv
+        .at_path(&format!("/IBMCloud/datastore/mdcnc-ds-{n}"))
+        .unwrap();
+    // Real vCenter lists only mdcnc-ds-<n>: a full clone moves every disk there. vcsim also lists
+    // the template's datastore: it applies the clone's disk-resize `edit` (which carries the
+    // template disk's backing fileName, as MAO sends it) after the copy, re-pointing the disk at
+    // the template's vmdk (simulator/virtual_machine.go, CloneVMTask + configureDevice).
+    assert!(
+        on.contains(&ds.moref.value.as_str()),
+        "{name} datastore: {on:?}"
+    );
     let devices = props[0].props.get("config.hardware.device").unwrap();
     let keys: Vec<&str> = devices
         .children

@@ -382,8 +382,10 @@ async fn tls_is_verified_by_default_and_trust_can_be_pinned() {
 
 #[tokio::test]
 async fn stock_vcsim_legacy_certificates_work_with_insecure_and_explain_pinning() {
-    // Stock govmomi 0.24.2 vcsim serves an RSA-1024 certificate; ring cannot verify signatures
-    // made with it. --insecure (no verification) must still connect; pinning must say why not.
+    // Old servers (and stock govmomi 0.24.2 vcsim) serve an RSA-1024 certificate; ring cannot
+    // verify signatures made with it. hack/vcsim -tls-legacy-cert generates one (current vcsim's
+    // built-in certificate is RSA-2048). --insecure (no verification) must still connect;
+    // pinning must say why not.
     let sim = Vcsim::builder()
         .tls(true)
         .tls_legacy_cert(true)
@@ -442,9 +444,18 @@ async fn search_index_lookups_and_faults() {
             .unwrap(),
         None
     );
-    // FindAllByUuid exists only on real vCenter; vcsim answers MethodNotFound, typed.
-    let err = c.find_all_vms_by_uuid(&uuid, true).await.unwrap_err();
-    assert_eq!(err.fault().map(|f| &f.kind), Some(&VFault::MethodNotFound));
+    // FindAllByUuid: every VM with the UUID (vcsim has it since govmomi 0.52; 0.24.2 answered
+    // MethodNotFound).
+    assert_eq!(
+        c.find_all_vms_by_uuid(&uuid, true).await.unwrap(),
+        vec![vm.moref.clone()]
+    );
+    assert_eq!(
+        c.find_all_vms_by_uuid("00000000-0000-0000-0000-000000000000", true)
+            .await
+            .unwrap(),
+        Vec::<MoRef>::new()
+    );
 
     // Reading a missing object is a typed ManagedObjectNotFound naming it.
     let ghost = MoRef::new("VirtualMachine", "vm-99999");
@@ -577,7 +588,8 @@ async fn vm_clone_power_and_destroy() {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let c = client(&sim);
     let inv = c.inventory().await.unwrap();
-    let source = moref_of(&inv, Wanted::VirtualMachine, "DC0_C0_RP0_VM0");
+    // With a child pool, vcsim puts the cluster's VMs there (`DC0_C0_RP1_VM*`), not in `Resources`.
+    let source = moref_of(&inv, Wanted::VirtualMachine, "DC0_C0_RP1_VM0");
     let folder = moref_of(&inv, Wanted::Folder, "/DC0/vm");
     let pool = moref_of(&inv, Wanted::ResourcePool, "DC0_C0_RP1");
     let uuid = "5029d0b0-1111-2222-3333-444455556666";
@@ -592,9 +604,10 @@ async fn vm_clone_power_and_destroy() {
                 pool: Some(pool.clone()),
                 instance_uuid: Some(uuid.into()),
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
-                // vcsim ignores powerOn (the clone stays off); real vCenter honours it.
                 nics: Vec::new(),
                 disk_resize: None,
+                // Off, to power it on below (vcsim honours powerOn like real vCenter since
+                // govmomi 0.56; 0.24.2 ignored it).
                 power_on: false,
                 datastore: None,
                 host: None,
@@ -925,6 +938,11 @@ async fn no_session_key_in_any_log_line() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let sim = Vcsim::builder().clusters(1).hosts(1).start().await;
+    // Other tests of this binary run on other threads with no subscriber. One of them can register
+    // a client log callsite (e.g. "logged in") while this thread-local subscriber is being
+    // registered, and cache a "never" interest that hides the event from it (a flake seen when
+    // the tests overlap). By now those first registrations are over: recompute their interest.
+    tracing::callsite::rebuild_interest_cache();
     let c = client(&sim);
     c.inventory().await.unwrap();
     c.list_categories().await.unwrap();

@@ -1,4 +1,5 @@
-//! The `/api` REST dialect (vSphere 7.0 U2+), which vcsim 0.24.2 does not serve: a loopback
+//! The `/api` REST dialect (vSphere 7.0 U2+), whose session and tagging vcsim does not serve
+//! (neither 0.24.2 nor v0.56.0: only `/rest/com/vmware/cis/...`): a loopback
 //! server that answers like real vCenter does (reference vcenter-wire.md §9) — `201` with a bare
 //! JSON string for the session, unwrapped bodies, `?action=` queries, `error_type` errors —
 //! and records what the client sent.

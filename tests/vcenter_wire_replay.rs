@@ -1,7 +1,8 @@
-//! The client's codec against recorded vcsim exchanges (tests/fixtures/vcsim-wire): a loopback
-//! server answers each request with the captured response, after checking the request is the
-//! operation the capture was made for. This pins the exact XML and JSON shapes, including
-//! vcsim's `XMLSchema-instance:type` prefix and `missingSet` NotAuthenticated.
+//! The client's codec against recorded vcsim exchanges (tests/fixtures/vcsim-wire, captured from
+//! govmomi 0.24.2): a loopback server answers each request with the captured response, after
+//! checking the request is the operation the capture was made for. This pins the exact XML and
+//! JSON shapes, including 0.24.2's `XMLSchema-instance:type` prefix (current vcsim writes
+//! `_XMLSchema-instance:type`, which the live tests cover) and `missingSet` NotAuthenticated.
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -339,7 +340,8 @@ Content-Type: text/xml
 
 #[tokio::test]
 async fn paged_answers_are_followed_to_the_end() {
-    // Real vCenter pages large results (vcsim never does): the token loop must collect them all.
+    // Real vCenter pages large results: the token loop must collect them all. (vcsim 0.24.2 never
+    // paged; current vcsim honours maxObjects too, with ContinueRetrievePropertiesEx.)
     let (c, q) = logged_in(vec![
         (
             "RetrievePropertiesEx",
@@ -401,8 +403,9 @@ Content-Type: text/xml
 #[tokio::test]
 async fn a_cluster_busy_with_a_task_is_not_reconfigured_again() {
     // Real vCenter may still be running our earlier reconfiguration (a timeout, a crash): adding
-    // the group again would duplicate it. vcsim finishes tasks inside the call, so this replays
-    // a running task.
+    // the group again would duplicate it. A replayed running task makes that deterministic (vcsim
+    // 0.24.2 finished tasks inside the call; current vcsim runs them asynchronously, but too fast
+    // to catch one running on purpose).
     use vsphere_provider::plan::view::VcenterView;
     use vsphere_provider::plan::zone::Step;
     use vsphere_provider::reconcile::execute::execute;

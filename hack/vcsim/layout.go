@@ -19,16 +19,17 @@ package main
 //	{"clone": "/IBMCloud/vm/DC0_H0_VM0", "to": "/IBMCloud/vm/infra-id/tmpl", "pool": "/IBMCloud/host/workload-1/Resources"}
 //	                                                         CloneVM_Task (powered off), e.g. a template per zone
 //
-// vcsim 0.24.2 cannot rename datastores or networks (no Rename_Task on them), hence create steps.
-// It also places every clone on its source VM's host, whatever pool the clone goes to (real
-// vCenter picks a host of the destination cluster), so a datastore a clone of a template is put
-// on must be mounted on the template's host too: hence "hosts".
+// vcsim cannot rename datastores or standard networks (no RenameDatastore / Rename_Task on them;
+// since 0.24.2 it can rename DV port groups), hence create steps. Without location.host it also
+// places every clone on its source VM's host, whatever pool the clone goes to (real vCenter
+// picks a host of the destination cluster; simulator/virtual_machine.go CloneVMTask, still so in
+// v0.56.0), so a datastore a clone of a template is put on must be mounted on the template's
+// host too: hence "hosts".
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/ioutil"
 	"net/url"
 	"os"
 	"path"
@@ -55,7 +56,7 @@ type layoutStep struct {
 
 // readLayout parses the file strictly: an unknown key is an error naming the step.
 func readLayout(file string) ([]layoutStep, error) {
-	data, err := ioutil.ReadFile(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func applyStep(ctx context.Context, c *govmomi.Client, find func(string) (object
 			}
 			hosts = append(hosts, h.Reference())
 		}
-		dir, err := ioutil.TempDir("", "vcsim-layout-ds-")
+		dir, err := os.MkdirTemp("", "vcsim-layout-ds-")
 		if err != nil {
 			return err
 		}

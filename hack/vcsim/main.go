@@ -1,9 +1,9 @@
 // Command vcsim is the vCenter simulator used by the vsphere-provider tests.
 //
-// It is a thin main over the govmomi 0.24.2 simulator (Debian package
-// golang-github-vmware-govmomi-dev), built in GOPATH mode by hack/vcsim/build.sh:
+// It is a thin main over the govmomi simulator, built in module mode by hack/vcsim/build.sh
+// against the govmomi version pinned in hack/vcsim/go.mod:
 //
-//	GO111MODULE=off GOPATH=/usr/share/gocode go build -o OUT hack/vcsim/main.go
+//	cd hack/vcsim && go build -mod=readonly -o OUT .
 //
 // On top of upstream vcsim it serves a small control API on the same listener:
 //
@@ -24,6 +24,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -33,7 +34,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/ioutil"
 	"log"
 	"math/big"
 	"net"
@@ -82,7 +82,7 @@ func main() {
 	username := flag.String("username", "", "accept only this SOAP login user (default: any non-empty login)")
 	password := flag.String("password", "", "accept only this SOAP login password (default: any non-empty login)")
 	useTLS := flag.Bool("tls", false, "serve HTTPS")
-	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve vcsim's built-in certificate (RSA-1024, CA:TRUE, rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
+	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve a fresh RSA-1024 CA:TRUE certificate like old vcsim's built-in one (rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
 	certFile := flag.String("cert-file", "", "with -tls: write the server certificate (PEM) to this file")
 	trace := flag.Bool("trace", false, "dump SOAP traffic to stderr")
 	exitOnEOF := flag.Bool("exit-on-eof", false, "also shut down when stdin reaches EOF (a test harness holds the pipe, so vcsim cannot outlive it)")
@@ -91,7 +91,9 @@ func main() {
 
 	log.SetPrefix("vcsim: ")
 	simulator.Trace = *trace
-	simulator.SessionIdleTimeout = *idle
+	if *idle < 0 {
+		log.Fatalf("-idle-timeout must not be negative")
+	}
 
 	var layout []layoutStep
 	if *layoutFile != "" {
@@ -108,7 +110,18 @@ func main() {
 	var layoutDirs []string
 	defer func() { removeAll(layoutDirs) }()
 
-	// Delays must be set after Create (the model is built through the in-process client).
+	// SOAP and REST sessions watch this option (simulator.SessionIdleWatch), read at login; unset
+	// means never. It replaces 0.24's simulator.SessionIdleTimeout variable.
+	if *idle > 0 {
+		opts := model.Map().OptionManager()
+		opts.UpdateOptions(&types.UpdateOptions{ChangedValue: []types.BaseOptionValue{
+			&types.OptionValue{Key: "config.vmacore.soap.sessionTimeout", Value: idle.String()},
+		}})
+	}
+
+	// Delays are set after Create (Service.delay points at model.DelayConfig from then on; the model
+	// is built through the in-process client). They delay the SOAP call, not the asynchronous task
+	// it starts (simulator.TaskDelay, left at zero).
 	model.DelayConfig.Delay = *delay
 	if *methodDelay != "" {
 		md, err := parseMethodDelay(*methodDelay)
@@ -127,16 +140,18 @@ func main() {
 
 	if *useTLS {
 		svc.TLS = new(tls.Config)
-		if !*legacyCert {
-			cert, err := leafCertificate(*listen)
-			if err != nil {
-				log.Fatalf("generating TLS certificate: %v", err)
-			}
-			svc.TLS.Certificates = []tls.Certificate{cert}
+		gen := leafCertificate
+		if *legacyCert {
+			gen = legacyCertificate
 		}
+		cert, err := gen(*listen)
+		if err != nil {
+			log.Fatalf("generating TLS certificate: %v", err)
+		}
+		svc.TLS.Certificates = []tls.Certificate{cert}
 	}
 
-	ctl := newControl(svc)
+	ctl := newControl(model)
 	server := svc.NewServer()
 	// NewServer has already started serving, but nobody knows the port until the URL is
 	// published below, so swapping the handler here is safe in practice.
@@ -152,10 +167,6 @@ func main() {
 			removeAll(layoutDirs)
 			log.Fatalf("-layout: %v", err)
 		}
-		// The estate is the starting point: its set-up calls are not the client's.
-		ctl.mu.Lock()
-		ctl.stats = newStats()
-		ctl.mu.Unlock()
 		// The estate is the starting point: its set-up calls are not the client's.
 		ctl.mu.Lock()
 		ctl.stats = newStats()
@@ -185,7 +196,7 @@ func main() {
 	eof := make(chan struct{})
 	if *exitOnEOF {
 		go func() {
-			_, _ = io.Copy(ioutil.Discard, os.Stdin)
+			_, _ = io.Copy(io.Discard, os.Stdin)
 			close(eof)
 		}()
 	}
@@ -216,7 +227,7 @@ func parseMethodDelay(s string) (map[string]int, error) {
 
 // writeAtomic writes data to a temp file next to path and renames it into place.
 func writeAtomic(path string, data []byte) error {
-	tmp, err := ioutil.TempFile(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return err
 	}
@@ -270,6 +281,38 @@ func leafCertificate(listen string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
+// legacyCertificate returns a fresh self-signed RSA-1024 certificate with CA:TRUE and SANs
+// 127.0.0.1, ::1 and example.com: the shape of the built-in certificate of govmomi < 0.30 vcsim
+// (Go's old httptest LocalhostCert), which ring cannot verify signatures with. Current vcsim's
+// built-in certificate is RSA-2048 (still CA:TRUE); this keeps a weak-key server to test against.
+func legacyCertificate(string) (tls.Certificate, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"Acme Co"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageKeyEncipherment | x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"example.com"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
 // ---------------------------------------------------------------------------------------------
 // Control API, fault injection and request statistics.
 
@@ -292,6 +335,7 @@ func newStats() stats {
 }
 
 type control struct {
+	model *simulator.Model
 	svc   *simulator.Service
 	inner http.Handler
 
@@ -300,8 +344,8 @@ type control struct {
 	stats  stats
 }
 
-func newControl(svc *simulator.Service) *control {
-	return &control{svc: svc, stats: newStats()}
+func newControl(model *simulator.Model) *control {
+	return &control{model: model, svc: model.Service, stats: newStats()}
 }
 
 type requestClass int
@@ -381,13 +425,13 @@ func (c *control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var info soapInfo
 	if r.Method == http.MethodPost && isSOAPPath(r.URL.Path) {
 		class = classSOAP
-		body, err := ioutil.ReadAll(r.Body)
+		body, err := io.ReadAll(r.Body)
 		_ = r.Body.Close()
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		r.Body = ioutil.NopCloser(bytes.NewReader(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		info = parseSOAP(body)
 		if info.op == "" {
 			info.op = "<invalid>"
@@ -502,19 +546,21 @@ func writeNotAuthenticated(w http.ResponseWriter, info soapInfo) {
 }
 
 // controlContext is a simulator context whose own session key matches no real session.
-func controlContext() (*simulator.Context, *simulator.Session) {
+func (c *control) controlContext() (*simulator.Context, *simulator.Session) {
+	reg := c.model.Map()
 	sess := &simulator.Session{
 		UserSession: types.UserSession{Key: "vcsim-control"},
 		Registry:    simulator.NewRegistry(),
+		Map:         reg,
 	}
-	return &simulator.Context{Context: context.Background(), Session: sess, Map: simulator.Map}, sess
+	return &simulator.Context{Context: context.Background(), Session: sess, Map: reg}, sess
 }
 
 // terminateSOAPSessions ends the given SOAP sessions (all when ids is nil) exactly the way the
 // idle timeout does (the session entry is deleted); returns how many were terminated.
 func (c *control) terminateSOAPSessions(ids []string) int {
-	ctx, sess := controlContext()
-	sm := simulator.Map.SessionManager()
+	ctx, sess := c.controlContext()
+	sm := ctx.Map.SessionManager()
 	if ids == nil {
 		// Session.Get returns a per-session copy of the SessionManager whose SessionList holds all sessions.
 		view, ok := sess.Get(sm.Reference()).(*simulator.SessionManager)
@@ -601,7 +647,7 @@ func (c *control) invalidateRESTSession(r *http.Request) {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v interface{}) {
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

@@ -219,8 +219,8 @@ pub async fn run(mut args: Args) -> ExitCode {
     let summary = print::summary(report, args.dry_run) + &print::machine_summary(&store, machines);
     match args.output {
         Output::Table => {
-            print!("{}", print::tables(&store, &report));
-            print!("{}", print::machine_tables(&store, &machines, &now));
+            print!("{}", print::tables(&store, report));
+            print!("{}", print::machine_tables(&store, machines, &now));
             if !changes.is_empty() {
                 println!();
                 print!("{changes}");

@@ -1,5 +1,6 @@
-//! Test harness for the project's vCenter simulator (`hack/vcsim`, govmomi 0.24.2 vcsim plus a
-//! fault-injection / statistics control API under `/__vcsim/`).
+//! Test harness for the project's vCenter simulator (`hack/vcsim`: the vcsim of the govmomi
+//! version pinned in `hack/vcsim/go.mod`, plus a fault-injection / statistics control API under
+//! `/__vcsim/`).
 //!
 //! # Convention
 //!
@@ -26,7 +27,7 @@
 //! Every `start()` launches a separate vcsim process on `127.0.0.1:0` (the simulator picks a free
 //! port and reports it through `-url-file`), so tests are independent and can run in parallel.
 //! The binary is `$VCSIM_BIN` if set (hack/test.sh sets it), else whatever `hack/vcsim/build.sh`
-//! prints (built once and cached under `.cache/vcsim/`).
+//! prints (built once and cached under `${XDG_CACHE_HOME:-~/.cache}/vsphere-provider/vcsim/`).
 //!
 //! The process gets its own temporary directory (also its `TMPDIR`, so vcsim's datastore
 //! directories land there) and is killed when the [`Vcsim`] is dropped; it also exits by itself
@@ -35,8 +36,9 @@
 //! TLS: with `.tls(true)` vcsim serves a freshly generated self-signed ECDSA P-256 certificate
 //! (CA:FALSE, SANs 127.0.0.1, ::1, localhost); [`Vcsim::cert_pem`] returns it and
 //! [`Vcsim::thumbprint_sha256`] / [`Vcsim::thumbprint_sha1`] give its thumbprints. It works as its
-//! own trust anchor in rustls. `.tls_legacy_cert(true)` serves vcsim's built-in certificate
-//! instead (RSA-1024, CA:TRUE), which rustls/webpki rejects in every configuration.
+//! own trust anchor in rustls. `.tls_legacy_cert(true)` serves a fresh RSA-1024 CA:TRUE
+//! certificate instead (the shape of old vcsim's built-in one), which rustls/webpki rejects in
+//! every verifying configuration.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -286,7 +288,7 @@ impl VcsimBuilder {
         self.tls = on;
         self
     }
-    /// `-tls -tls-legacy-cert`: serve HTTPS with vcsim's built-in RSA-1024 CA certificate.
+    /// `-tls -tls-legacy-cert`: serve HTTPS with a fresh RSA-1024 CA:TRUE certificate.
     pub fn tls_legacy_cert(mut self, on: bool) -> Self {
         self.tls_legacy_cert = on;
         if on {
