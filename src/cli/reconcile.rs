@@ -185,7 +185,13 @@ pub async fn run(mut args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    store = store.with_state(stored.as_ref(), &now);
+    store = match store.with_state(stored.as_ref(), &now) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: the manifests cannot be applied over the state file:\n{e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     if let Err(e) = deletes::apply(&mut store, &args.delete, &now) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);

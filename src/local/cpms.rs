@@ -72,6 +72,7 @@ pub async fn cpms_pass(
         pass.changed |= done.changed;
     }
     if pass.changed {
+        // A failure is kept in `persist_error`, which ends the run with it.
         let _ = cluster.persist();
     }
     pass

@@ -14,7 +14,7 @@ use super::cluster::LocalCluster;
 use super::cpms::cpms_pass;
 use super::driver::{Options, client_for, connect_to};
 use super::health::health_pass;
-use crate::api::machine::{MACHINE_ROLE_LABEL, Machine};
+use crate::api::machine::Machine;
 use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
@@ -233,7 +233,7 @@ pub async fn run_machines(
             wait = Duration::from_millis(200);
         }
     }
-    let _ = cluster.persist();
+    // The caller writes the state file once more and reports a failure (local::run).
     report.round_trips = sessions.stats().snapshot().since(&before);
     report
 }
@@ -307,7 +307,6 @@ fn simulate_nodes(cluster: &LocalCluster) -> Vec<String> {
                 if role == "master" {
                     labels.insert("node-role.kubernetes.io/control-plane".into(), String::new());
                 }
-                let _ = MACHINE_ROLE_LABEL;
                 Some(Node {
                     metadata: ObjectMeta {
                         name: Some(name),
@@ -342,6 +341,7 @@ fn simulate_nodes(cluster: &LocalCluster) -> Vec<String> {
         }
     }
     if !created.is_empty() {
+        // A failure is kept in `persist_error`, which ends the run with it.
         let _ = cluster.persist();
     }
     created

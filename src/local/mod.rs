@@ -7,6 +7,7 @@ pub mod deletes;
 pub mod driver;
 pub mod health;
 pub mod machines;
+pub mod overlay;
 pub mod print;
 pub mod run;
 pub mod store;

@@ -38,9 +38,18 @@ pub async fn run(
         Err(e) => report.stopped = Some(format!("{e}; nothing was done for machines")),
         Ok(()) => {
             report.machines = run_machines(&cluster, opts, sessions, progress).await;
-            if let Err(e) = cluster.persist() {
-                report.stopped = Some(e.to_string());
-            }
+            // A write of the state file that failed mid-run stopped the rounds (each
+            // `persist` records its failure); it is the run's verdict, not a lost error.
+            let earlier = cluster
+                .persist_error
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_else(|p| p.into_inner().clone());
+            report.stopped = match (earlier, cluster.persist()) {
+                (Some(e), _) => Some(e),
+                (None, Err(e)) => Some(e.to_string()),
+                (None, Ok(())) => None,
+            };
         }
     }
     (cluster.into_store(), report)

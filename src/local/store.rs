@@ -26,7 +26,8 @@ use crate::webhook::admission::admit_loaded;
 
 /// The label and annotation keys a manifest set on the object last time (JSON), so a key
 /// dropped from the manifest is dropped from the object, as `kubectl apply` does.
-pub const LAST_APPLIED_ANNOTATION: &str = "vsphere-provider.io/last-applied-keys";
+pub use super::overlay::LAST_APPLIED_ANNOTATION;
+use super::overlay::overlay;
 
 /// Events kept in the state file (the newest).
 const EVENTS_KEPT: usize = 2000;
@@ -84,76 +85,6 @@ fn born(meta: &mut ObjectMeta, now: &Time) {
     }
     meta.creation_timestamp.get_or_insert_with(|| now.clone());
     meta.generation.get_or_insert(1);
-}
-
-/// The manifest's view of an object laid over the stored one: spec, labels and annotations
-/// from the manifest; identity, status, finalizers, deletion and owner references kept.
-fn overlay<T>(stored: &T, manifest: &T, spec_keys: &[&str]) -> T
-where
-    T: Serialize + DeserializeOwned + Clone,
-{
-    let (Ok(mut s), Ok(m)) = (serde_json::to_value(stored), serde_json::to_value(manifest)) else {
-        return stored.clone();
-    };
-    for k in spec_keys {
-        let old = s.get(*k).cloned();
-        let mut new = m.get(*k).cloned();
-        // A controller-set providerID survives a manifest that does not say one.
-        if *k == "spec"
-            && let (Some(old), Some(serde_json::Value::Object(n))) = (&old, new.as_mut())
-            && let Some(pid) = old.get("providerID")
-            && !n.contains_key("providerID")
-        {
-            n.insert("providerID".into(), pid.clone());
-        }
-        let changed = old != new;
-        match new {
-            Some(v) => s[*k] = v,
-            None => {
-                if let Some(o) = s.as_object_mut() {
-                    o.remove(*k);
-                }
-            }
-        }
-        if changed && *k == "spec" {
-            let g = s["metadata"]["generation"].as_i64().unwrap_or(1);
-            s["metadata"]["generation"] = (g + 1).into();
-        }
-    }
-    // Labels and annotations: as `kubectl apply`, a key the manifest set last time and no
-    // longer sets is removed; keys the controllers set (region/zone labels, instance state,
-    // remediation backoff) are kept.
-    let previous: serde_json::Value = s["metadata"]["annotations"]
-        .get(LAST_APPLIED_ANNOTATION)
-        .and_then(|v| v.as_str())
-        .and_then(|v| serde_json::from_str(v).ok())
-        .unwrap_or_default();
-    let mut applied = serde_json::Map::new();
-    for field in ["labels", "annotations"] {
-        let mine = match m["metadata"].get(field) {
-            Some(serde_json::Value::Object(o)) => o.clone(),
-            _ => serde_json::Map::new(),
-        };
-        let target = &mut s["metadata"][field];
-        if !target.is_object() {
-            *target = serde_json::Value::Object(Default::default());
-        }
-        if let Some(t) = target.as_object_mut() {
-            for gone in previous[field].as_array().into_iter().flatten() {
-                if let Some(k) = gone.as_str()
-                    && !mine.contains_key(k)
-                {
-                    t.remove(k);
-                }
-            }
-            let keys: Vec<serde_json::Value> = mine.keys().cloned().map(Into::into).collect();
-            applied.insert(field.to_string(), keys.into());
-            t.extend(mine);
-        }
-    }
-    s["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] =
-        serde_json::Value::String(serde_json::Value::Object(applied).to_string());
-    serde_json::from_value(s).unwrap_or_else(|_| stored.clone())
 }
 
 impl Store {
@@ -266,30 +197,68 @@ impl Store {
 
     /// Continue from a state file: stored objects stay (with everything the controllers
     /// wrote); the manifests overlay what they say. New objects get their identity now.
-    pub fn with_state(mut self, state: Option<&Store>, now: &Time) -> Self {
+    /// An object whose manifest cannot be laid over its stored state is an error naming it.
+    pub fn with_state(mut self, state: Option<&Store>, now: &Time) -> Result<Self, InputError> {
         let empty = Store::default();
+        let mut problems = Vec::new();
         {
             let st = state.unwrap_or(&empty);
             fn merge<T: Serialize + DeserializeOwned + Clone>(
+                kind: &str,
                 mine: &mut BTreeMap<String, T>,
                 stored: &BTreeMap<String, T>,
                 spec_keys: &[&str],
+                problems: &mut Vec<String>,
             ) {
                 for (k, m) in mine.iter_mut() {
                     // What the manifest applies, recorded as `kubectl apply` would.
-                    let base = stored.get(k).cloned().unwrap_or_else(|| m.clone());
-                    *m = overlay(&base, m, spec_keys);
+                    let base = stored.get(k).unwrap_or(m);
+                    match overlay(base, m, spec_keys) {
+                        Ok(o) => *m = o,
+                        Err(e) => problems.push(format!("{kind} {k}: {e}")),
+                    }
                 }
                 for (k, s) in stored {
                     mine.entry(k.clone()).or_insert_with(|| s.clone());
                 }
             }
-            merge(&mut self.failure_domains, &st.failure_domains, &["spec"]);
-            merge(&mut self.zones, &st.zones, &["spec"]);
-            merge(&mut self.clusters, &st.clusters, &["spec"]);
-            merge(&mut self.machines, &st.machines, &["spec"]);
-            merge(&mut self.machine_sets, &st.machine_sets, &["spec"]);
-            merge(&mut self.health_checks, &st.health_checks, &["spec"]);
+            let p = &mut problems;
+            merge(
+                "VSphereFailureDomain",
+                &mut self.failure_domains,
+                &st.failure_domains,
+                &["spec"],
+                p,
+            );
+            merge(
+                "VSphereDeploymentZone",
+                &mut self.zones,
+                &st.zones,
+                &["spec"],
+                p,
+            );
+            merge(
+                "VSphereCluster",
+                &mut self.clusters,
+                &st.clusters,
+                &["spec"],
+                p,
+            );
+            merge("Machine", &mut self.machines, &st.machines, &["spec"], p);
+            merge(
+                "ControlPlaneMachineSet",
+                &mut self.machine_sets,
+                &st.machine_sets,
+                &["spec"],
+                p,
+            );
+            merge(
+                "MachineHealthCheck",
+                &mut self.health_checks,
+                &st.health_checks,
+                &["spec"],
+                p,
+            );
             // A Node the manifests give replaces the stored one whole (status included): that
             // is how a test makes a node NotReady.
             for (k, n) in &st.nodes {
@@ -329,7 +298,11 @@ impl Store {
         for i in self.infrastructures.values_mut() {
             born(&mut i.metadata, now);
         }
-        self
+        if problems.is_empty() {
+            Ok(self)
+        } else {
+            Err(InputError { problems })
+        }
     }
 
     /// Every object (never Secrets), as JSON, in a stable order: infrastructures, failure

@@ -689,8 +689,11 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
     }
     for (index, name) in &up.delete {
         let domain = domain_at(*index);
-        let by = obs.indexed[index]
-            .iter()
+        let by = obs
+            .indexed
+            .get(index)
+            .into_iter()
+            .flatten()
             .find(|m| m.updated() && !m.deleting && m.name != *name)
             .map(|m| format!(", replaced by {}", m.name))
             .unwrap_or_default();
@@ -720,8 +723,11 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
             .wrapping_add((k as u64).wrapping_mul(0x1000_0001));
         let name = naming::fresh_name(&prefix, seed, *index, &|n| taken.contains(n));
         taken.insert(name.clone());
-        let replaces = obs.indexed[index]
-            .iter()
+        let replaces = obs
+            .indexed
+            .get(index)
+            .into_iter()
+            .flatten()
             .find(|m| m.needs_replacement())
             .map(|m| m.name.clone());
         let why = replaces

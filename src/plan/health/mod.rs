@@ -379,36 +379,42 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
         let mut held_cp: Option<(Held, String)> = None;
         let mut template_trouble: Option<String> = None;
         for &i in &health.need_remediation {
-            let why = health.checks[i]
-                .unhealthy
-                .clone()
-                .expect("needs remediation");
-            let gate = |first: Option<&str>| {
-                if reports[i].control_plane {
-                    remediation::control_plane_gate(
-                        &reports[i].machine,
-                        &members,
-                        input.cpms_replacement_in_progress,
-                        first,
-                    )
-                } else {
-                    Ok(())
-                }
+            // `need_remediation` indexes `targets`, `checks` and `reports` alike (built from
+            // the same list above); an index outside them is skipped, never a panic.
+            let (Some(target), Some(report), Some(why)) = (
+                targets.get(i),
+                reports.get(i),
+                health.checks.get(i).and_then(|c| c.unhealthy.clone()),
+            ) else {
+                continue;
             };
-            let outcome = pass.remediate(targets[i].machine, why, gate(first_cp.as_deref()));
+            let (control_plane, machine) = (report.control_plane, report.machine.clone());
+            let gate = if control_plane {
+                remediation::control_plane_gate(
+                    &machine,
+                    &members,
+                    input.cpms_replacement_in_progress,
+                    first_cp.as_deref(),
+                )
+            } else {
+                Ok(())
+            };
+            let outcome = pass.remediate(target.machine, why, gate);
             match &outcome {
-                Outcome::Remediate(_) if reports[i].control_plane => {
-                    first_cp.get_or_insert(reports[i].machine.clone());
+                Outcome::Remediate(_) if control_plane => {
+                    first_cp.get_or_insert(machine.clone());
                 }
                 Outcome::Held(h) => {
-                    held_cp.get_or_insert((h.clone(), h.message(&reports[i].machine)));
+                    held_cp.get_or_insert((h.clone(), h.message(&machine)));
                 }
                 Outcome::TemplateUnavailable(e) => {
                     template_trouble.get_or_insert(e.clone());
                 }
                 _ => {}
             }
-            reports[i].outcome = outcome;
+            if let Some(r) = reports.get_mut(i) {
+                r.outcome = outcome;
+            }
         }
         if reports.iter().any(|r| r.control_plane) {
             pass.control_plane_condition(held_cp);
@@ -419,7 +425,9 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
     } else {
         pass.restrict(&spec, expected, healthy);
         for &i in &health.need_remediation {
-            reports[i].outcome = Outcome::ShortCircuited;
+            if let Some(r) = reports.get_mut(i) {
+                r.outcome = Outcome::ShortCircuited;
+            }
         }
     }
 
@@ -430,7 +438,7 @@ pub fn plan_health(input: &HealthInput<'_>) -> HealthPlan {
             health
                 .passing
                 .iter()
-                .map(|&i| targets[i].machine)
+                .filter_map(|&i| targets.get(i).map(|t| t.machine))
                 .filter(|m| has_request(m))
                 .map(|m| remediation::request_ref(tref, &name(m)))
                 .collect()
