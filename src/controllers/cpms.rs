@@ -23,10 +23,10 @@ use kube::{Api, ResourceExt};
 
 use super::context::now;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
+use crate::api::Machine;
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
 use crate::api::infrastructure::{CLUSTER, Infrastructure};
-use crate::api::{Machine, VSphereDeploymentZone};
-use crate::plan::cpms::domains::{domain_states, node_states};
+use crate::plan::cpms::domains::{domain_states, node_states, servers};
 use crate::plan::cpms::{CpmsInput, plan};
 use crate::reconcile::cpms::{apply as apply_plan, release as release_machines};
 use crate::vcenter::Inventory;
@@ -121,26 +121,6 @@ async fn infrastructure(ctx: &Context) -> Result<Option<Infrastructure>, Error> 
     }
 }
 
-/// The vCenter server of each failure domain the set names: a zone's `spec.server`, else the
-/// Infrastructure domain's `server`.
-fn servers(
-    cpms: &ControlPlaneMachineSet,
-    zones: &BTreeMap<String, VSphereDeploymentZone>,
-    infra: Option<&Infrastructure>,
-) -> BTreeSet<String> {
-    cpms.spec
-        .vsphere_failure_domains()
-        .into_iter()
-        .filter_map(|name| match zones.get(name) {
-            Some(z) => z.spec.server.clone(),
-            None => infra
-                .and_then(|i| i.vsphere_failure_domain(name))
-                .map(|d| d.server.clone()),
-        })
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// The inventory of each server (one read per server).
 async fn inventories(ctx: &Context, servers: BTreeSet<String>) -> BTreeMap<String, Inventory> {
     let mut out = BTreeMap::new();
@@ -172,8 +152,7 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
         None
     };
     let invs = inventories(ctx, servers(cpms, &zones, infra.as_ref())).await;
-    let lookup = |server: &str| invs.get(server).cloned();
-    let doms = domain_states(cpms, &zones, &fds, infra.as_ref(), &lookup);
+    let doms = domain_states(cpms, &zones, &fds, infra.as_ref(), &invs);
     let nodes = node_states(
         &ctx.stores
             .nodes

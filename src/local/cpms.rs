@@ -3,6 +3,8 @@
 //! (`reconcile::cpms`). A set carries the same finalizer as in the cluster, so `--delete
 //! controlplanemachineset/NAME` releases its machines (strips the owner references) and deletes
 //! none of them.
+use std::collections::BTreeMap;
+
 use super::cluster::LocalCluster;
 use super::store::key;
 use crate::api::Machine;
@@ -13,11 +15,11 @@ use crate::plan::cpms::{CpmsInput, plan};
 use crate::reconcile::cpms::{Applied, apply, release};
 use crate::vcenter::Inventory;
 
-/// One pass over every ControlPlaneMachineSet in the store. `inventory` is the vCenter of a
-/// server, when it could be read.
+/// One pass over every ControlPlaneMachineSet in the store. `inventories` holds the vCenter of
+/// each server as the manifests name it, when it could be read.
 pub async fn cpms_pass(
     cluster: &LocalCluster,
-    inventory: &dyn Fn(&str) -> Option<Inventory>,
+    inventories: &BTreeMap<String, Inventory>,
 ) -> Applied {
     let mut pass = Applied::default();
     let snapshot = cluster.lock().clone();
@@ -54,7 +56,7 @@ pub async fn cpms_pass(
             &snapshot.zones,
             &snapshot.failure_domains,
             snapshot.infrastructures.get(CLUSTER),
-            inventory,
+            inventories,
         );
         let input = CpmsInput {
             cpms,

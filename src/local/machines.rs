@@ -16,6 +16,7 @@ use super::driver::{Options, client_for, connect_to};
 use super::health::health_pass;
 use crate::api::machine::Machine;
 use crate::api::machine_status::VSphereMachineProviderStatus;
+use crate::plan::cpms::domains::servers;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
 use crate::reconcile::machines::{SweepInput, machine_server, sweep};
@@ -83,11 +84,7 @@ pub async fn run_machines(
         let mut changed = false;
         if !cluster.lock().machine_sets.is_empty() {
             read_missing_inventories(cluster, opts, sessions, &mut inventories).await;
-            let lookup = |server: &str| {
-                let ep = connect_to(server, opts).ok()?;
-                inventories.get(&ep.to_string()).cloned()
-            };
-            let pass = cpms_pass(cluster, &lookup).await;
+            let pass = cpms_pass(cluster, &named_inventories(cluster, opts, &inventories)).await;
             if opts.dry_run {
                 report.would.extend(
                     pass.created
@@ -238,8 +235,33 @@ pub async fn run_machines(
     report
 }
 
-/// Read the inventory of every server a machine set's domains name (a zone's `spec.server`, an
-/// Infrastructure domain's `server`) that no sweep has read yet.
+/// Every server the machine sets' domains name, as the manifests name it.
+fn set_servers(cluster: &LocalCluster) -> BTreeSet<String> {
+    let s = cluster.lock();
+    let infra = s.infrastructures.get(crate::api::infrastructure::CLUSTER);
+    s.machine_sets
+        .values()
+        .flat_map(|c| servers(c, &s.zones, infra))
+        .collect()
+}
+
+/// The inventories read (keyed by the endpoint connected to), keyed by the server names the
+/// manifests use (`--connect-to` and `--server` resolve one to the other).
+fn named_inventories(
+    cluster: &LocalCluster,
+    opts: &Options,
+    read: &BTreeMap<String, Inventory>,
+) -> BTreeMap<String, Inventory> {
+    set_servers(cluster)
+        .into_iter()
+        .filter_map(|name| {
+            let ep = connect_to(&name, opts).ok()?;
+            Some((name, read.get(&ep.to_string())?.clone()))
+        })
+        .collect()
+}
+
+/// Read the inventory of every server a machine set's domains name that no sweep has read yet.
 async fn read_missing_inventories(
     cluster: &LocalCluster,
     opts: &Options,
@@ -247,31 +269,19 @@ async fn read_missing_inventories(
     inventories: &mut BTreeMap<String, Inventory>,
 ) {
     let snapshot = cluster.lock().clone();
-    let infra = snapshot
-        .infrastructures
-        .get(crate::api::infrastructure::CLUSTER);
-    for cpms in snapshot.machine_sets.values() {
-        for name in cpms.spec.vsphere_failure_domains() {
-            let server = match snapshot.zones.get(name) {
-                Some(z) => z.spec.server.clone().unwrap_or_default(),
-                None => match infra.and_then(|i| i.vsphere_failure_domain(name)) {
-                    Some(d) => d.server.clone(),
-                    None => continue,
-                },
-            };
-            let Ok(ep) = connect_to(&server, opts) else {
-                continue;
-            };
-            let key = ep.to_string();
-            if inventories.contains_key(&key) {
-                continue;
-            }
-            let Ok(client) = client_for(&key, &snapshot, opts, sessions) else {
-                continue;
-            };
-            if let Ok(inv) = client.inventory().await {
-                inventories.insert(key, inv);
-            }
+    for server in set_servers(cluster) {
+        let Ok(ep) = connect_to(&server, opts) else {
+            continue;
+        };
+        let key = ep.to_string();
+        if inventories.contains_key(&key) {
+            continue;
+        }
+        let Ok(client) = client_for(&key, &snapshot, opts, sessions) else {
+            continue;
+        };
+        if let Ok(inv) = client.inventory().await {
+            inventories.insert(key, inv);
         }
     }
 }

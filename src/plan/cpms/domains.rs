@@ -15,15 +15,17 @@ use crate::vcenter::model::inventory::Inventory;
 /// A name is a VSphereDeploymentZone; a name with no zone is looked up in the OpenShift
 /// `Infrastructure` named `cluster` (`spec.platformSpec.vsphere.failureDomains`), so OpenShift
 /// manifests work unchanged: such a domain exists, is for the control plane, and is ready when it
-/// resolves against its server's inventory (`plan::infra_domain`). `inventory` is the vCenter of a
-/// server (a zone's `spec.server`, a domain's `server`), when it could be read.
+/// resolves against its server's inventory (`plan::infra_domain`). `inventories` holds the vCenter
+/// of each server as the manifests name it ([`servers`]: a zone's `spec.server`, a domain's
+/// `server`), when it could be read.
 pub fn domain_states(
     cpms: &ControlPlaneMachineSet,
     zones: &BTreeMap<String, VSphereDeploymentZone>,
     fds: &BTreeMap<String, VSphereFailureDomain>,
     infra: Option<&Infrastructure>,
-    inventory: &dyn Fn(&str) -> Option<Inventory>,
+    inventories: &BTreeMap<String, Inventory>,
 ) -> Domains {
+    let inventory = |server: &str| inventories.get(server);
     let mut out = Domains::default();
     for name in cpms.spec.vsphere_failure_domains() {
         if let Some(z) = zones.get(name) {
@@ -41,7 +43,7 @@ pub fn domain_states(
                     );
                     None
                 }
-                Some(inv) => match zone_fill(z, fd, &inv) {
+                Some(inv) => match zone_fill(z, fd, inv) {
                     Ok(f) => Some(f),
                     Err(e) => {
                         out.problems.insert(
@@ -79,7 +81,7 @@ pub fn domain_states(
                 );
                 None
             }
-            Some(inv) => match infra_domain_fill(infra, name, &inv) {
+            Some(inv) => match infra_domain_fill(infra, name, inv) {
                 Ok(Some(f)) => {
                     if !f.notes.is_empty() {
                         out.notes.insert(name.to_string(), f.notes.join("; "));
@@ -117,6 +119,27 @@ pub struct Domains {
     pub problems: BTreeMap<String, String>,
     /// A default taken for an Infrastructure domain, by domain.
     pub notes: BTreeMap<String, String>,
+}
+
+/// The vCenter server of each failure domain the set names, as the manifests name it: a zone's
+/// `spec.server`, else the Infrastructure domain's `server` (the shells read each one's
+/// inventory for [`domain_states`]).
+pub fn servers(
+    cpms: &ControlPlaneMachineSet,
+    zones: &BTreeMap<String, VSphereDeploymentZone>,
+    infra: Option<&Infrastructure>,
+) -> BTreeSet<String> {
+    cpms.spec
+        .vsphere_failure_domains()
+        .into_iter()
+        .filter_map(|name| match zones.get(name) {
+            Some(z) => z.spec.server.clone(),
+            None => infra
+                .and_then(|i| i.vsphere_failure_domain(name))
+                .map(|d| d.server.clone()),
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Node readiness as the planner sees it.
@@ -170,9 +193,8 @@ mod tests {
             ("a".to_string(), zone("a", "vc-down")),
             ("b".to_string(), zone("b", "vc-up")),
         ]);
-        let empty = Inventory::default();
-        let inventory = |server: &str| (server == "vc-up").then(|| empty.clone());
-        let d = domain_states(&cpms, &zones, &BTreeMap::new(), None, &inventory);
+        let inventories = BTreeMap::from([("vc-up".to_string(), Inventory::default())]);
+        let d = domain_states(&cpms, &zones, &BTreeMap::new(), None, &inventories);
         assert!(d.states["a"].fill.is_none() && d.states["b"].fill.is_none());
         assert!(
             d.problems["a"].contains("\"vc-down\" could not be read"),
