@@ -17,6 +17,7 @@
 pub mod api;
 pub mod cli;
 pub mod controllers;
+pub mod fuzzing;
 pub mod local;
 pub mod plan;
 pub mod reconcile;

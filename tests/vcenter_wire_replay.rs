@@ -182,7 +182,7 @@ async fn bulk_reads_build_the_inventory() {
         .retrieve(&PropertyFilter::new().props("ManagedEntity", &["name", "parent"]))
         .await
         .unwrap();
-    let inv = inventory::from_contents(&contents);
+    let inv = inventory::from_contents(&contents).unwrap();
     assert_eq!(
         inv.path(&MoRef::new("Datacenter", "datacenter-2")),
         Some("/DC0")

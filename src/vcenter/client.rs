@@ -25,6 +25,7 @@ use super::model::fault::{Fault, FaultKind};
 use super::model::moref::MoRef;
 use super::model::trust::TlsPolicy;
 use super::rest::{Dialect, RestRequest, RestSession};
+use super::soap::decode::{Malformed, required};
 use super::soap::{Node, Xml, envelope, xml};
 use super::stats::{CallKind, Stats};
 
@@ -55,9 +56,16 @@ pub struct ServiceContent {
 }
 
 impl ServiceContent {
-    fn from_node(n: &Node) -> Option<Self> {
-        let r = n.child("returnval")?;
-        let m = |name: &str| r.child(name).and_then(MoRef::from_node);
+    /// Decode the `RetrieveServiceContent` response element; the four references every session
+    /// needs are required.
+    pub(crate) fn decode(n: &Node) -> std::result::Result<Self, Malformed> {
+        let r = required(n, "returnval", "RetrieveServiceContentResponse")?;
+        let m = |name: &str| {
+            MoRef::decode(
+                required(r, name, "the service content")?,
+                &format!("service content {name}"),
+            )
+        };
         let about = r.child("about");
         let a = |name: &str| {
             about
@@ -65,10 +73,13 @@ impl ServiceContent {
                 .unwrap_or_default()
                 .to_string()
         };
-        Some(Self {
+        Ok(Self {
             root_folder: m("rootFolder")?,
             property_collector: m("propertyCollector")?,
-            view_manager: m("viewManager"),
+            view_manager: r
+                .child("viewManager")
+                .map(|v| MoRef::decode(v, "service content viewManager"))
+                .transpose()?,
             session_manager: m("sessionManager")?,
             search_index: m("searchIndex")?,
             about: About {
@@ -180,13 +191,16 @@ impl Client {
                 )
                 .finish("RetrieveServiceContent");
                 let node = self
-                    .send_soap("RetrieveServiceContent", CallKind::Session, &body, None, BOOTSTRAP_API_VERSION)
+                    .send_soap(
+                        "RetrieveServiceContent",
+                        CallKind::Session,
+                        &body,
+                        None,
+                        BOOTSTRAP_API_VERSION,
+                    )
                     .await?;
-                ServiceContent::from_node(&node).ok_or_else(|| Error::Decode {
-                    server: self.server(),
-                    method: "RetrieveServiceContent".into(),
-                    reason: "the service content lacks rootFolder, propertyCollector, sessionManager or searchIndex".into(),
-                })
+                ServiceContent::decode(&node)
+                    .map_err(|m| m.into_error(self.server(), "RetrieveServiceContent"))
             })
             .await
     }
@@ -410,68 +424,7 @@ impl Client {
 
     /// Turn an HTTP answer into the response element or a typed error.
     fn interpret_soap(&self, method: &str, status: StatusCode, body: &str) -> Result<Node> {
-        let decode = |reason: String| Error::Decode {
-            server: self.server(),
-            method: method.to_string(),
-            reason,
-        };
-        if !status.is_success() && status != StatusCode::INTERNAL_SERVER_ERROR {
-            return Err(Error::Http {
-                server: self.server(),
-                method: method.to_string(),
-                status: status.as_u16(),
-                detail: snippet(body),
-            });
-        }
-        let root = xml::parse(body).map_err(|e| {
-            if status.is_success() {
-                decode(e.to_string())
-            } else {
-                Error::Http {
-                    server: self.server(),
-                    method: method.to_string(),
-                    status: status.as_u16(),
-                    detail: snippet(body),
-                }
-            }
-        })?;
-        let mut root = root;
-        let body_index = root
-            .children
-            .iter()
-            .position(|c| c.name == "Body")
-            .ok_or_else(|| decode("no SOAP Body".into()))?;
-        // Move the body out of the tree: responses can be large (the whole inventory).
-        let body_node = root.children.swap_remove(body_index);
-        if let Some(fault) = body_node.child("Fault") {
-            let fault = Fault::from_soap_fault(fault);
-            if fault.kind == FaultKind::InvalidLogin {
-                return Err(Error::InvalidLogin {
-                    server: self.server(),
-                    username: self.username().to_string(),
-                });
-            }
-            return Err(Error::Fault {
-                server: self.server(),
-                method: method.to_string(),
-                fault: Box::new(fault),
-            });
-        }
-        let response = body_node
-            .children
-            .into_iter()
-            .next()
-            .ok_or_else(|| decode("empty SOAP Body".into()))?;
-        // vcsim reports an unauthenticated property read as NotAuthenticated in every
-        // missingSet instead of a fault; treat it exactly like the fault so we log in again.
-        if let Some(fault) = missing_set_not_authenticated(&response) {
-            return Err(Error::Fault {
-                server: self.server(),
-                method: method.to_string(),
-                fault: Box::new(fault),
-            });
-        }
-        Ok(response)
+        decode_reply(&self.server(), self.username(), method, status, body)
     }
 
     /// Run independent reads concurrently: at most [`ClientOptions::reads_in_flight`] in flight
@@ -532,6 +485,82 @@ impl Client {
     }
 }
 
+/// Turn a SOAP answer into the `<MethodResponse>` element or a typed error, without I/O: a
+/// SOAP fault is [`Error::Fault`] (or [`Error::InvalidLogin`]), an HTTP error status without a
+/// fault is [`Error::Http`], anything else unreadable is [`Error::Decode`]. `server` and
+/// `username` only name things in errors.
+pub(crate) fn decode_reply(
+    server: &str,
+    username: &str,
+    method: &str,
+    status: StatusCode,
+    body: &str,
+) -> Result<Node> {
+    let decode = |reason: String| Error::Decode {
+        server: server.to_string(),
+        method: method.to_string(),
+        reason,
+    };
+    if !status.is_success() && status != StatusCode::INTERNAL_SERVER_ERROR {
+        return Err(Error::Http {
+            server: server.to_string(),
+            method: method.to_string(),
+            status: status.as_u16(),
+            detail: snippet(body),
+        });
+    }
+    let root = xml::parse(body).map_err(|e| {
+        if status.is_success() {
+            decode(e.to_string())
+        } else {
+            Error::Http {
+                server: server.to_string(),
+                method: method.to_string(),
+                status: status.as_u16(),
+                detail: snippet(body),
+            }
+        }
+    })?;
+    let mut root = root;
+    let body_index = root
+        .children
+        .iter()
+        .position(|c| c.name == "Body")
+        .ok_or_else(|| decode("no SOAP Body".into()))?;
+    // Move the body out of the tree: responses can be large (the whole inventory). The index
+    // was just found by `position`, so `swap_remove` cannot fail.
+    let body_node = root.children.swap_remove(body_index);
+    if let Some(fault) = body_node.child("Fault") {
+        let fault = Fault::from_soap_fault(fault);
+        if fault.kind == FaultKind::InvalidLogin {
+            return Err(Error::InvalidLogin {
+                server: server.to_string(),
+                username: username.to_string(),
+            });
+        }
+        return Err(Error::Fault {
+            server: server.to_string(),
+            method: method.to_string(),
+            fault: Box::new(fault),
+        });
+    }
+    let response = body_node
+        .children
+        .into_iter()
+        .next()
+        .ok_or_else(|| decode("empty SOAP Body".into()))?;
+    // vcsim reports an unauthenticated property read as NotAuthenticated in every
+    // missingSet instead of a fault; treat it exactly like the fault so we log in again.
+    if let Some(fault) = missing_set_not_authenticated(&response) {
+        return Err(Error::Fault {
+            server: server.to_string(),
+            method: method.to_string(),
+            fault: Box::new(fault),
+        });
+    }
+    Ok(response)
+}
+
 /// The value of `vmware_soap_session` from a Set-Cookie header, quotes included.
 fn parse_session_cookie(header: &str) -> Option<String> {
     let first = header.split(';').next()?.trim();
@@ -582,5 +611,53 @@ mod tests {
                 .unwrap()
                 .is_not_authenticated()
         );
+    }
+
+    #[test]
+    fn a_service_content_without_a_required_reference_names_it() {
+        let doc = r#"<RetrieveServiceContentResponse><returnval><rootFolder type="Folder">group-d1</rootFolder><propertyCollector type="PropertyCollector">propertyCollector</propertyCollector><sessionManager type="SessionManager">SessionManager</sessionManager></returnval></RetrieveServiceContentResponse>"#;
+        let e = ServiceContent::decode(&xml::parse(doc).unwrap()).unwrap_err();
+        assert_eq!(e.to_string(), "the service content without searchIndex");
+        let doc = doc.replace(
+            "</returnval>",
+            "<searchIndex>SearchIndex</searchIndex></returnval>",
+        );
+        let e = ServiceContent::decode(&xml::parse(&doc).unwrap()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "service content searchIndex is not a managed object reference (no type)"
+        );
+    }
+
+    #[test]
+    fn soap_replies_decode_to_typed_errors() {
+        let decode = |status: u16, body: &str| {
+            decode_reply(
+                "https://vc.test",
+                "user",
+                "M",
+                StatusCode::from_u16(status).unwrap(),
+                body,
+            )
+        };
+        assert!(matches!(
+            decode(200, "<Envelope><Body>"),
+            Err(Error::Decode { .. })
+        ));
+        assert!(matches!(
+            decode(500, "<html>"),
+            Err(Error::Http { status: 500, .. })
+        ));
+        assert!(matches!(
+            decode(503, ""),
+            Err(Error::Http { status: 503, .. })
+        ));
+        let fault = r#"<Envelope><Body><Fault><faultstring>x</faultstring><detail><InvalidLoginFault xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="InvalidLogin"/></detail></Fault></Body></Envelope>"#;
+        assert!(matches!(
+            decode(500, fault),
+            Err(Error::InvalidLogin { .. })
+        ));
+        let empty_fault = "<Envelope><Body><Fault/></Body></Envelope>";
+        assert!(matches!(decode(500, empty_fault), Err(Error::Fault { .. })));
     }
 }

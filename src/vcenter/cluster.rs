@@ -11,62 +11,75 @@ use super::model::cluster::{
 use super::model::error::{Error, Result};
 use super::model::moref::MoRef;
 use super::model::task::TaskRef;
+use super::soap::decode::{
+    Malformed, expect_type, optional_boolean, optional_number, required, shown,
+};
 use super::soap::{Node, Xml};
 
-/// Parse a `ClusterConfigInfoEx` value.
-pub fn parse_config(val: &Node) -> ClusterConfig {
+/// Parse a `ClusterConfigInfoEx` value. A group needs its name and morefs as members; a rule's
+/// `key`, `enabled` and `mandatory` must decode when present (a misread key would edit or remove
+/// the wrong rule).
+pub fn parse_config(val: &Node) -> Result<ClusterConfig, Malformed> {
+    expect_type(val, &["ClusterConfigInfoEx"], "configurationEx")?;
     let groups = val
         .children_named("group")
         .map(|g| {
-            let name = g.child_text("name").unwrap_or_default().to_string();
-            let members = |tag: &str| g.children_named(tag).filter_map(MoRef::from_node).collect();
-            match g.xsi_type.as_deref() {
+            let name = required(g, "name", "cluster group")?.text.clone();
+            let what = |tag: &str| format!("{tag} of cluster group {}", shown(&name));
+            let members = |tag: &str| {
+                g.children_named(tag)
+                    .map(|m| MoRef::decode(m, &what(tag)))
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            Ok(match g.xsi_type.as_deref() {
                 Some("ClusterHostGroup") => ClusterGroup::Host {
+                    hosts: members("host")?,
                     name,
-                    hosts: members("host"),
                 },
                 Some("ClusterVmGroup") => ClusterGroup::Vm {
+                    vms: members("vm")?,
                     name,
-                    vms: members("vm"),
                 },
                 other => ClusterGroup::Other {
                     name,
                     type_name: other.unwrap_or("ClusterGroupInfo").to_string(),
                 },
-            }
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, Malformed>>()?;
     let rules = val
         .children_named("rule")
         .map(|r| {
-            let key = r.child_text("key").and_then(|k| k.trim().parse().ok());
             let name = r.child_text("name").unwrap_or_default().to_string();
-            let enabled = r.child("enabled").is_some_and(Node::is_true);
+            let what = |tag: &str| format!("{tag} of cluster rule {}", shown(&name));
+            let key = optional_number(r, "key", &what("key"))?;
+            let enabled = optional_boolean(r, "enabled", &what("enabled"))?.unwrap_or(false);
             let opt = |tag: &str| {
                 r.child_text(tag)
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
             };
-            match r.xsi_type.as_deref() {
+            Ok(match r.xsi_type.as_deref() {
                 Some("ClusterVmHostRuleInfo") => ClusterRule::VmHost(VmHostRule {
                     key,
-                    name,
                     enabled,
-                    mandatory: r.child("mandatory").is_some_and(Node::is_true),
+                    mandatory: optional_boolean(r, "mandatory", &what("mandatory"))?
+                        .unwrap_or(false),
                     vm_group: opt("vmGroupName").unwrap_or_default(),
                     affine_host_group: opt("affineHostGroupName"),
                     anti_affine_host_group: opt("antiAffineHostGroupName"),
+                    name,
                 }),
                 other => ClusterRule::Other {
                     key,
-                    name,
                     type_name: other.unwrap_or("ClusterRuleInfo").to_string(),
                     enabled,
+                    name,
                 },
-            }
+            })
         })
-        .collect();
-    ClusterConfig { groups, rules }
+        .collect::<Result<Vec<_>, Malformed>>()?;
+    Ok(ClusterConfig { groups, rules })
 }
 
 fn write_group(x: &mut Xml, g: &ClusterGroup) {
@@ -183,8 +196,13 @@ impl Client {
                 .props
                 .get("configurationEx")
                 .map(parse_config)
+                .transpose()
+                .map_err(|m| {
+                    m.within(&c.obj.to_string())
+                        .into_error(self.server(), "RetrievePropertiesEx")
+                })?
                 .unwrap_or_default();
-            out.insert(c.moref().clone(), cfg);
+            out.insert(c.obj, cfg);
         }
         Ok(out)
     }
@@ -248,7 +266,7 @@ mod tests {
           <group xsi:type="ClusterVmGroup"><name>vms</name></group>
           <group><name>bare</name></group>
         </val>"#;
-        let cfg = parse_config(&parse(doc).unwrap());
+        let cfg = parse_config(&parse(doc).unwrap()).unwrap();
         assert_eq!(cfg.groups.len(), 3);
         assert!(
             matches!(cfg.group("hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts.len() == 2)
@@ -263,5 +281,53 @@ mod tests {
         assert_eq!(rules[0].key, Some(1));
         assert_eq!(rules[0].affine_host_group.as_deref(), Some("hosts"));
         assert!(cfg.rule("aa").is_some());
+    }
+
+    #[test]
+    fn malformed_configurations_are_decode_errors() {
+        let cfg = |inner: &str| {
+            let doc = format!(
+                r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="ClusterConfigInfoEx">{inner}</val>"#
+            );
+            parse_config(&parse(&doc).unwrap()).map_err(|e| e.to_string())
+        };
+        let cases = [
+            (
+                r#"<rule xsi:type="ClusterVmHostRuleInfo"><key>one</key><name>r</name></rule>"#,
+                r#"key of cluster rule "r" "one" is not a number in range"#,
+            ),
+            (
+                r#"<rule xsi:type="ClusterVmHostRuleInfo"><key>4294967296</key><name>r</name></rule>"#,
+                "is not a number in range",
+            ),
+            (
+                r#"<rule xsi:type="ClusterVmHostRuleInfo"><name>r</name><enabled>yes</enabled></rule>"#,
+                r#"enabled of cluster rule "r" "yes" is not a boolean"#,
+            ),
+            (
+                r#"<rule xsi:type="ClusterVmHostRuleInfo"><name>r</name><mandatory>2</mandatory></rule>"#,
+                r#"mandatory of cluster rule "r" "2" is not a boolean"#,
+            ),
+            (
+                r#"<group xsi:type="ClusterHostGroup"><host type="HostSystem">host-1</host></group>"#,
+                "cluster group without name",
+            ),
+            (
+                r#"<group xsi:type="ClusterHostGroup"><name>hg</name><host>host-1</host></group>"#,
+                r#"host of cluster group "hg" is not a managed object reference (no type)"#,
+            ),
+        ];
+        for (inner, expected) in cases {
+            let e = cfg(inner).unwrap_err();
+            assert!(e.contains(expected), "{inner}: {e}");
+        }
+        let wrong = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="ArrayOfClusterRuleInfo"/>"#).unwrap();
+        assert_eq!(
+            parse_config(&wrong).unwrap_err().to_string(),
+            "configurationEx is a ArrayOfClusterRuleInfo, not a ClusterConfigInfoEx"
+        );
+        // vcsim's shapes stay readable: a rule without key, a bare group.
+        let ok = cfg(r#"<rule xsi:type="ClusterVmHostRuleInfo"><enabled>false</enabled><name>rule-missing</name></rule><group xsi:type="ClusterGroupInfo"><name>hg-c</name></group>"#).unwrap();
+        assert_eq!(ok.vm_host_rules().next().unwrap().key, None);
     }
 }

@@ -27,6 +27,7 @@ impl Credentials {
     pub fn password_fingerprint(&self) -> String {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(self.password.expose_secret().as_bytes());
+        // A SHA-256 digest is 32 bytes: the slice cannot fail.
         hex::encode(&digest[..8])
     }
 }

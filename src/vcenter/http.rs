@@ -366,6 +366,7 @@ fn tls_reason(chain: &str) -> String {
         "received fatal alert",
     ] {
         if let Some(i) = chain.find(marker) {
+            // `i` is where `find` matched: a char boundary of `chain`.
             return chain[i..].to_string();
         }
     }

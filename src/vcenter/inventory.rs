@@ -6,6 +6,7 @@ use super::client::Client;
 use super::model::error::Result;
 use super::model::inventory::{Inventory, Record, VmInfo};
 use super::property::{ObjectContent, PropertyFilter};
+use super::soap::decode::Malformed;
 
 /// Every container → child edge an inventory path can take (vcenter-wire.md §5).
 const TRAVERSAL: &str = concat!(
@@ -53,32 +54,49 @@ impl Client {
             filter = filter.props("VirtualMachine", VM_PATHS);
         }
         let filter = filter.traverse(&root, false, TRAVERSAL);
-        Ok(from_contents(&self.retrieve(&filter).await?))
+        from_contents(&self.retrieve(&filter).await?)
+            .map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))
     }
 }
 
-/// The snapshot of collected objects (`name`, `parent`, and the VM properties when read).
-pub fn from_contents(contents: &[ObjectContent]) -> Inventory {
-    Inventory::from_records(contents.iter().filter_map(record).collect())
+/// The snapshot of collected objects (`name`, `parent`, and the VM properties when read). A
+/// property of the wrong type (a `parent` that is not a moref, a `config.template` that is not
+/// a boolean) is an error: read as absent it would move the object (to the root, out of the
+/// templates) without a word.
+pub fn from_contents(contents: &[ObjectContent]) -> Result<Inventory, Malformed> {
+    Ok(Inventory::from_records(
+        contents.iter().map(record).collect::<Result<_, _>>()?,
+    ))
 }
 
-/// One collected object as an inventory record; an object without a reference is skipped.
-fn record(c: &ObjectContent) -> Option<Record> {
-    let moref = c.obj.clone()?;
-    let vm = (moref.kind == "VirtualMachine").then(|| VmInfo {
-        instance_uuid: c.text("config.instanceUuid").map(str::to_string),
-        bios_uuid: c.text("config.uuid").map(str::to_string),
-        template: c.bool_prop("config.template").unwrap_or(false),
-        power_state: c.text("runtime.powerState").map(str::to_string),
-        host: c.moref_prop("runtime.host"),
-        resource_pool: c.moref_prop("resourcePool"),
-        ip_address: c.text("guest.ipAddress").map(str::to_string),
-    });
-    Some(Record {
-        name: c.text("name").unwrap_or_default().to_string(),
-        parent: c
-            .moref_prop("parent")
-            .or_else(|| c.moref_prop("parentVApp")),
+/// One collected object as an inventory record.
+fn record(c: &ObjectContent) -> Result<Record, Malformed> {
+    let moref = c.obj.clone();
+    let power_state = &["VirtualMachinePowerState"];
+    let vm = if moref.kind == "VirtualMachine" {
+        Some(VmInfo {
+            instance_uuid: c
+                .string_prop("config.instanceUuid", &[])?
+                .map(str::to_string),
+            bios_uuid: c.string_prop("config.uuid", &[])?.map(str::to_string),
+            template: c.bool_prop("config.template")?.unwrap_or(false),
+            power_state: c
+                .string_prop("runtime.powerState", power_state)?
+                .map(str::to_string),
+            host: c.moref_prop("runtime.host")?,
+            resource_pool: c.moref_prop("resourcePool")?,
+            ip_address: c.string_prop("guest.ipAddress", &[])?.map(str::to_string),
+        })
+    } else {
+        None
+    };
+    let parent = match c.moref_prop("parent")? {
+        Some(p) => Some(p),
+        None => c.moref_prop("parentVApp")?,
+    };
+    Ok(Record {
+        name: c.string_prop("name", &[])?.unwrap_or_default().to_string(),
+        parent,
         moref,
         vm,
     })
@@ -101,10 +119,7 @@ mod tests {
 
     #[test]
     fn collected_objects_become_records_with_vm_properties() {
-        let mut c = ObjectContent {
-            obj: Some(MoRef::new("VirtualMachine", "vm-1")),
-            ..ObjectContent::default()
-        };
+        let mut c = ObjectContent::new(MoRef::new("VirtualMachine", "vm-1"));
         c.props.insert("name".into(), val(None, "m-0"));
         c.props
             .insert("parentVApp".into(), val(Some("VirtualApp"), "vapp-1"));
@@ -120,6 +135,39 @@ mod tests {
         assert_eq!(vm.instance_uuid.as_deref(), Some("uuid-1"));
         assert!(vm.template);
         assert_eq!(vm.host, Some(MoRef::new("HostSystem", "host-1")));
-        assert!(record(&ObjectContent::default()).is_none());
+    }
+
+    #[test]
+    fn properties_of_the_wrong_type_fail_the_snapshot() {
+        let page = |objects: &str| {
+            crate::vcenter::property::tests::read(&crate::vcenter::property::tests::reply(objects))
+                .unwrap()
+                .objects
+        };
+        // A parent that is not a moref would have made a second root.
+        let bad_parent = page(
+            r#"<objects><obj type="Folder">group-d1</obj><propSet><name>name</name><val xsi:type="xsd:string">Datacenters</val></propSet></objects><objects><obj type="Datacenter">dc-1</obj><propSet><name>name</name><val xsi:type="xsd:string">DC0</val></propSet><propSet><name>parent</name><val xsi:type="xsd:string">group-d1</val></propSet></objects>"#,
+        );
+        assert_eq!(
+            from_contents(&bad_parent).unwrap_err().to_string(),
+            "parent of Datacenter:dc-1 is a string, not a ManagedObjectReference"
+        );
+        let bad_template = page(
+            r#"<objects><obj type="VirtualMachine">vm-1</obj><propSet><name>config.template</name><val xsi:type="xsd:boolean">maybe</val></propSet></objects>"#,
+        );
+        assert!(from_contents(&bad_template).is_err());
+        let bad_power = page(
+            r#"<objects><obj type="VirtualMachine">vm-1</obj><propSet><name>runtime.powerState</name><val xsi:type="ManagedObjectReference" type="HostSystem">host-1</val></propSet></objects>"#,
+        );
+        assert!(from_contents(&bad_power).is_err());
+        let fine = page(
+            r#"<objects><obj type="VirtualMachine">vm-1</obj><propSet><name>runtime.powerState</name><val xsi:type="VirtualMachinePowerState">poweredOn</val></propSet><propSet><name>config.template</name><val xsi:type="xsd:boolean">false</val></propSet></objects>"#,
+        );
+        let inv = from_contents(&fine).unwrap();
+        let vm = inv.get(&MoRef::new("VirtualMachine", "vm-1")).unwrap();
+        assert_eq!(
+            vm.vm.as_ref().unwrap().power_state.as_deref(),
+            Some("poweredOn")
+        );
     }
 }

@@ -6,13 +6,15 @@ use super::client::Client;
 use super::model::error::{Error, Result};
 use super::model::fault::Fault;
 use super::model::moref::MoRef;
+use super::soap::decode::{Malformed, expect_type, required};
 use super::soap::{Node, Xml};
 use super::stats::CallKind;
 
 /// One object's properties as returned by the collector.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ObjectContent {
-    pub obj: Option<MoRef>,
+    /// Required on the wire (`ObjectContent.obj`): a reply without it does not decode.
+    pub obj: MoRef,
     /// Property path → the `val` element (its `xsi_type` says what it holds).
     pub props: BTreeMap<String, Node>,
     /// Properties the server could not read, with why.
@@ -20,40 +22,109 @@ pub struct ObjectContent {
 }
 
 impl ObjectContent {
-    pub fn moref(&self) -> &MoRef {
-        self.obj.as_ref().expect("object content always has an obj")
+    /// An object with no properties read.
+    pub fn new(obj: MoRef) -> Self {
+        Self {
+            obj,
+            props: BTreeMap::new(),
+            missing: Vec::new(),
+        }
     }
 
+    pub fn moref(&self) -> &MoRef {
+        &self.obj
+    }
+
+    /// The raw text of a property, whatever its type.
     pub fn text(&self, path: &str) -> Option<&str> {
         self.props.get(path).map(|n| n.text.as_str())
     }
 
-    pub fn moref_prop(&self, path: &str) -> Option<MoRef> {
-        self.props.get(path).and_then(MoRef::from_node)
-    }
-
-    pub fn bool_prop(&self, path: &str) -> Option<bool> {
-        self.props.get(path).map(Node::is_true)
-    }
-
-    fn from_node(n: &Node) -> Self {
-        let mut out = ObjectContent {
-            obj: n.child("obj").and_then(MoRef::from_node),
-            ..Self::default()
+    /// A string-valued property (`xsd:string`, or an enum such as `VirtualMachinePowerState`
+    /// when named in `enums`); another `xsi:type` is an error.
+    pub fn string_prop(&self, path: &str, enums: &[&str]) -> Result<Option<&str>, Malformed> {
+        let Some(n) = self.props.get(path) else {
+            return Ok(None);
         };
+        let mut allowed = vec!["string"];
+        allowed.extend_from_slice(enums);
+        expect_type(n, &allowed, &self.what(path))?;
+        Ok(Some(n.text.as_str()))
+    }
+
+    /// A moref-valued property; a value that is not a moref is an error.
+    pub fn moref_prop(&self, path: &str) -> Result<Option<MoRef>, Malformed> {
+        self.props
+            .get(path)
+            .map(|n| MoRef::decode(n, &self.what(path)))
+            .transpose()
+    }
+
+    /// An `xsd:boolean` property; another type or text is an error.
+    pub fn bool_prop(&self, path: &str) -> Result<Option<bool>, Malformed> {
+        let Some(n) = self.props.get(path) else {
+            return Ok(None);
+        };
+        let what = self.what(path);
+        expect_type(n, &["boolean"], &what)?;
+        super::soap::decode::boolean(n, &what).map(Some)
+    }
+
+    /// `path of Kind:value`, for errors.
+    fn what(&self, path: &str) -> String {
+        format!("{path} of {}", self.obj)
+    }
+
+    /// Decode one `ObjectContent` element: `obj` is required, as are each `propSet`'s `name`
+    /// and `val` and each `missingSet`'s `path` and `fault`.
+    pub fn decode(n: &Node) -> Result<Self, Malformed> {
+        let obj = MoRef::decode(required(n, "obj", "ObjectContent")?, "ObjectContent obj")?;
+        let mut out = Self::new(obj);
         for p in n.children_named("propSet") {
-            if let (Some(name), Some(val)) = (p.child_text("name"), p.child("val")) {
-                out.props.insert(name.to_string(), val.clone());
+            let name = required(p, "name", "propSet")?.text.trim();
+            if name.is_empty() {
+                return Err(Malformed::new(format!(
+                    "propSet of {} with an empty name",
+                    out.obj
+                )));
             }
+            let val = required(p, "val", &format!("propSet {name} of {}", out.obj))?;
+            out.props.insert(name.to_string(), val.clone());
         }
         for m in n.children_named("missingSet") {
-            let path = m.child_text("path").unwrap_or_default().to_string();
-            if let Some(f) = m.child("fault") {
-                out.missing.push((path, Fault::from_localized(f)));
-            }
+            let path = required(m, "path", "missingSet")?.text.trim().to_string();
+            let fault = required(m, "fault", &format!("missingSet {path} of {}", out.obj))?;
+            out.missing.push((path, Fault::from_localized(fault)));
         }
-        out
+        Ok(out)
     }
+}
+
+/// One page of a `RetrievePropertiesEx` / `ContinueRetrievePropertiesEx` answer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Page {
+    pub objects: Vec<ObjectContent>,
+    /// The continuation token, when more pages follow.
+    pub token: Option<String>,
+}
+
+/// Decode the response element of `RetrievePropertiesEx` or `ContinueRetrievePropertiesEx`.
+/// No `returnval` is an empty result (real vCenter omits it; vcsim sends an empty one).
+pub fn decode_page(response: &Node) -> Result<Page, Malformed> {
+    let Some(rv) = response.child("returnval") else {
+        return Ok(Page::default());
+    };
+    let objects = rv
+        .children_named("objects")
+        .enumerate()
+        .map(|(i, o)| ObjectContent::decode(o).map_err(|e| e.within(&format!("objects[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let token = rv
+        .child_text("token")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
+    Ok(Page { objects, token })
 }
 
 /// What to read: property paths per managed object type, and where to start.
@@ -171,8 +242,13 @@ impl Client {
             .map_err(|e| (e, false))?;
         let mut last_token: Option<String> = None;
         loop {
+            let method = if last_token.is_some() {
+                "ContinueRetrievePropertiesEx"
+            } else {
+                "RetrievePropertiesEx"
+            };
             let token = self
-                .collect_page(&response, &mut out)
+                .collect_page(method, &response, &mut out)
                 .map_err(|e| (e, true))?;
             let Some(token) = token else { break };
             if last_token.as_deref() == Some(token.as_str()) {
@@ -202,27 +278,13 @@ impl Client {
 
     fn collect_page(
         &self,
+        method: &str,
         response: &Node,
         out: &mut Vec<ObjectContent>,
     ) -> Result<Option<String>> {
-        let Some(rv) = response.child("returnval") else {
-            return Ok(None);
-        };
-        for o in rv.children_named("objects") {
-            let content = ObjectContent::from_node(o);
-            if content.obj.is_none() {
-                return Err(Error::Decode {
-                    server: self.server(),
-                    method: "RetrievePropertiesEx".into(),
-                    reason: "an object without obj".into(),
-                });
-            }
-            out.push(content);
-        }
-        Ok(rv
-            .child_text("token")
-            .filter(|t| !t.is_empty())
-            .map(str::to_string))
+        let page = decode_page(response).map_err(|m| m.into_error(self.server(), method))?;
+        out.extend(page.objects);
+        Ok(page.token)
     }
 
     /// Read properties of known objects.
@@ -244,10 +306,7 @@ impl Client {
         let mut v = self
             .retrieve_objects(std::slice::from_ref(obj), &obj.kind, paths)
             .await?;
-        Ok(v.pop().unwrap_or_else(|| ObjectContent {
-            obj: Some(obj.clone()),
-            ..ObjectContent::default()
-        }))
+        Ok(v.pop().unwrap_or_else(|| ObjectContent::new(obj.clone())))
     }
 
     /// Create a container view of `types` under `container`.
@@ -322,7 +381,7 @@ impl Client {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -336,11 +395,155 @@ mod tests {
         );
     }
 
+    /// A whole `RetrievePropertiesEx` answer around `returnval`'s content, as vcsim writes it.
+    pub(crate) fn reply(returnval: &str) -> String {
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><RetrievePropertiesExResponse xmlns="urn:vim25"><returnval>{returnval}</returnval></RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>"#
+        )
+    }
+
+    /// Decode an answer the way `Client::retrieve` does.
+    pub(crate) fn read(body: &str) -> Result<Page> {
+        let node = crate::vcenter::client::decode_reply(
+            "https://vc.test",
+            "user",
+            "RetrievePropertiesEx",
+            reqwest::StatusCode::OK,
+            body,
+        )?;
+        decode_page(&node)
+            .map_err(|m| m.into_error("https://vc.test".into(), "RetrievePropertiesEx"))
+    }
+
+    fn decode_reason(body: &str) -> String {
+        match read(body) {
+            Err(Error::Decode { reason, .. }) => reason,
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_object_without_obj_is_a_decode_error_naming_obj() {
+        // The task read of the machine sweep: one object, its `info`, and no `obj`.
+        let body = reply(
+            r#"<objects><propSet><name>info</name><val xsi:type="TaskInfo"><state>success</state></val></propSet></objects>"#,
+        );
+        let reason = decode_reason(&body);
+        assert_eq!(reason, "objects[0]: ObjectContent without obj");
+    }
+
+    #[test]
+    fn malformed_and_partial_pages_are_decode_errors_not_panics() {
+        let obj = r#"<obj type="Task">task-1</obj>"#;
+        let cases = [
+            // Truncated in the middle of an object.
+            (
+                reply(&format!("<objects>{obj}<propSet><name>info")).replace("</returnval>", ""),
+                "malformed XML",
+            ),
+            (reply("")[..120].to_string(), "malformed XML"),
+            (String::new(), "empty document"),
+            (
+                reply(r#"<objects><obj>task-1</obj></objects>"#),
+                "ObjectContent obj is not a managed object reference (no type)",
+            ),
+            (
+                reply(r#"<objects><obj type="Task">  </obj></objects>"#),
+                "ObjectContent obj has no value",
+            ),
+            (
+                reply(r#"<objects><obj xsi:type="xsd:string" type="Task">task-1</obj></objects>"#),
+                "ObjectContent obj is a string, not a ManagedObjectReference",
+            ),
+            (
+                reply(&format!(
+                    "<objects>{obj}<propSet><val>x</val></propSet></objects>"
+                )),
+                "propSet without name",
+            ),
+            (
+                reply(&format!(
+                    "<objects>{obj}<propSet><name>info</name></propSet></objects>"
+                )),
+                "propSet info of Task:task-1 without val",
+            ),
+            (
+                reply(&format!(
+                    "<objects>{obj}<missingSet><fault/></missingSet></objects>"
+                )),
+                "missingSet without path",
+            ),
+            (
+                reply(&format!(
+                    "<objects>{obj}<missingSet><path>info</path></missingSet></objects>"
+                )),
+                "missingSet info of Task:task-1 without fault",
+            ),
+            (
+                r#"<Envelope><Header/></Envelope>"#.to_string(),
+                "no SOAP Body",
+            ),
+            (
+                r#"<Envelope><Body/></Envelope>"#.to_string(),
+                "empty SOAP Body",
+            ),
+        ];
+        for (body, expected) in cases {
+            let reason = decode_reason(&body);
+            assert!(reason.contains(expected), "{body}\n→ {reason}");
+        }
+        // The second object is the bad one, and the error says so.
+        let body = reply(&format!(
+            "<objects>{obj}</objects><objects><obj/></objects>"
+        ));
+        assert!(decode_reason(&body).starts_with("objects[1]: "));
+    }
+
+    #[test]
+    fn pages_keep_objects_and_the_continuation_token() {
+        let page = read(&reply(
+            r#"<token> tok-1 </token><objects><obj type="Task">task-1</obj></objects><objects><obj type="Task">task-2</obj></objects>"#,
+        ))
+        .unwrap();
+        assert_eq!(page.objects.len(), 2);
+        assert_eq!(page.token.as_deref(), Some("tok-1"));
+        let empty = read(&reply("")).unwrap();
+        assert!(empty.objects.is_empty() && empty.token.is_none());
+    }
+
+    #[test]
+    fn typed_properties_refuse_values_of_another_type() {
+        let page = read(&reply(
+            r#"<objects><obj type="VirtualMachine">vm-1</obj>
+            <propSet><name>parent</name><val xsi:type="xsd:string">group-v3</val></propSet>
+            <propSet><name>config.template</name><val xsi:type="xsd:boolean">yes</val></propSet>
+            <propSet><name>name</name><val xsi:type="ManagedObjectReference" type="Folder">f</val></propSet>
+            <propSet><name>runtime.host</name><val xsi:type="ManagedObjectReference" type="HostSystem">host-1</val></propSet>
+            </objects>"#,
+        ))
+        .unwrap();
+        let c = &page.objects[0];
+        assert_eq!(
+            c.moref_prop("parent").unwrap_err().to_string(),
+            "parent of VirtualMachine:vm-1 is a string, not a ManagedObjectReference"
+        );
+        assert_eq!(
+            c.bool_prop("config.template").unwrap_err().to_string(),
+            r#"config.template of VirtualMachine:vm-1 "yes" is not a boolean"#
+        );
+        assert!(c.string_prop("name", &[]).is_err());
+        assert_eq!(
+            c.moref_prop("runtime.host").unwrap(),
+            Some(MoRef::new("HostSystem", "host-1"))
+        );
+        assert_eq!(c.moref_prop("resourcePool").unwrap(), None);
+    }
+
     #[test]
     fn object_content_keeps_props_and_missing() {
         let doc = r#"<objects xmlns:XMLSchema-instance="http://www.w3.org/2001/XMLSchema-instance"><obj type="VirtualMachine">vm-58</obj><propSet><name>name</name><val XMLSchema-instance:type="xsd:string">DC0_H0_VM0</val></propSet><missingSet><path>bogusProp</path><fault><fault XMLSchema-instance:type="InvalidProperty"><name>bogusProp</name></fault></fault></missingSet></objects>"#;
         let node = crate::vcenter::soap::xml::parse(doc).unwrap();
-        let c = ObjectContent::from_node(&node);
+        let c = ObjectContent::decode(&node).unwrap();
         assert_eq!(c.moref(), &MoRef::new("VirtualMachine", "vm-58"));
         assert_eq!(c.text("name"), Some("DC0_H0_VM0"));
         assert_eq!(c.missing.len(), 1);

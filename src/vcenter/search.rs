@@ -2,7 +2,8 @@
 use super::client::Client;
 use super::model::error::Result;
 use super::model::moref::MoRef;
-use super::soap::Xml;
+use super::soap::decode::Malformed;
+use super::soap::{Node, Xml};
 use super::stats::CallKind;
 
 impl Client {
@@ -18,7 +19,8 @@ impl Client {
                 &x.finish("FindByInventoryPath"),
             )
             .await?;
-        Ok(node.child("returnval").and_then(MoRef::from_node))
+        found(&node, "FindByInventoryPath")
+            .map_err(|m| m.into_error(self.server(), "FindByInventoryPath"))
     }
 
     /// `FindByUuid` for a VM by instance UUID (or BIOS UUID when `instance` is false).
@@ -31,7 +33,7 @@ impl Client {
         let node = self
             .call("FindByUuid", CallKind::Read, &x.finish("FindByUuid"))
             .await?;
-        Ok(node.child("returnval").and_then(MoRef::from_node))
+        found(&node, "FindByUuid").map_err(|m| m.into_error(self.server(), "FindByUuid"))
     }
 
     /// `FindAllByUuid`: every VM with this UUID (real vCenter only; vcsim lacks the method, so
@@ -45,9 +47,38 @@ impl Client {
         let node = self
             .call("FindAllByUuid", CallKind::Read, &x.finish("FindAllByUuid"))
             .await?;
-        Ok(node
-            .children_named("returnval")
-            .filter_map(MoRef::from_node)
-            .collect())
+        node.children_named("returnval")
+            .map(|r| MoRef::decode(r, "FindAllByUuid returnval"))
+            .collect::<Result<_, Malformed>>()
+            .map_err(|m| m.into_error(self.server(), "FindAllByUuid"))
+    }
+}
+
+/// A search answer: no `returnval` is a miss; one that is not a moref is an error, not a miss.
+fn found(response: &Node, method: &str) -> Result<Option<MoRef>, Malformed> {
+    response
+        .child("returnval")
+        .map(|r| MoRef::decode(r, &format!("{method} returnval")))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::soap::xml::parse;
+
+    #[test]
+    fn a_returnval_that_is_not_a_moref_is_an_error_not_a_miss() {
+        let hit = parse(r#"<R><returnval type="Folder">group-v3</returnval></R>"#).unwrap();
+        assert_eq!(
+            found(&hit, "FindByInventoryPath").unwrap(),
+            Some(MoRef::new("Folder", "group-v3"))
+        );
+        assert_eq!(found(&parse("<R/>").unwrap(), "FindByUuid").unwrap(), None);
+        let bad = parse("<R><returnval>group-v3</returnval></R>").unwrap();
+        assert_eq!(
+            found(&bad, "FindByUuid").unwrap_err().to_string(),
+            "FindByUuid returnval is not a managed object reference (no type)"
+        );
     }
 }

@@ -60,7 +60,7 @@ impl Snapshot {
             }
         }
         for (kind, n) in &self.by_kind {
-            let d = n - earlier.by_kind.get(kind).copied().unwrap_or(0);
+            let d = n.saturating_sub(earlier.by_kind.get(kind).copied().unwrap_or(0));
             if d > 0 {
                 out.by_kind.insert(*kind, d);
             }

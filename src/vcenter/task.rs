@@ -8,13 +8,24 @@ use super::model::fault::{Fault, FaultKind};
 use super::model::moref::MoRef;
 use super::model::task::{TaskRef, TaskState};
 use super::soap::Node;
+use super::soap::decode::{Malformed, expect_type, optional_number, required, shown};
 use super::stats::CallKind;
 
-/// Read a `TaskInfo` element.
-pub fn parse_task_info(info: &Node) -> TaskState {
-    match info.child_text("state").unwrap_or_default() {
+/// Read a `TaskInfo` element. `state` is required and must be one of the four states; a
+/// `result` typed as a moref must be one (other result types are not read); `progress` must be
+/// a number when present.
+pub fn parse_task_info(info: &Node) -> Result<TaskState, Malformed> {
+    expect_type(info, &["TaskInfo"], "task info")?;
+    let state = required(info, "state", "TaskInfo")?;
+    Ok(match state.text.trim() {
         "success" => TaskState::Success {
-            result: info.child("result").and_then(MoRef::from_node),
+            result: match info.child("result") {
+                Some(r) if r.xsi_type.as_deref() == Some("ManagedObjectReference") => {
+                    Some(MoRef::decode(r, "TaskInfo result")?)
+                }
+                Some(r) => MoRef::from_node(r),
+                None => None,
+            },
         },
         "error" => TaskState::Error(
             info.child("error")
@@ -22,10 +33,26 @@ pub fn parse_task_info(info: &Node) -> TaskState {
                 .unwrap_or_else(|| Fault::untyped("task failed without an error")),
         ),
         "running" => TaskState::Running {
-            progress: info.child_text("progress").and_then(|p| p.parse().ok()),
+            progress: optional_number(info, "progress", "TaskInfo progress")?,
         },
-        _ => TaskState::Queued,
-    }
+        "queued" => TaskState::Queued,
+        other => {
+            return Err(Malformed::new(format!(
+                "TaskInfo state {} is not queued, running, success or error",
+                shown(other)
+            )));
+        }
+    })
+}
+
+/// The tasks of a `recentTask` value (`ArrayOfManagedObjectReference`); an entry that is not
+/// a moref is an error, not a task less to wait for.
+pub fn recent_tasks(val: &Node) -> Result<Vec<MoRef>, Malformed> {
+    expect_type(val, &["ArrayOfManagedObjectReference"], "recentTask")?;
+    val.children
+        .iter()
+        .map(|m| MoRef::decode(m, "recentTask entry"))
+        .collect()
 }
 
 impl Client {
@@ -54,7 +81,7 @@ impl Client {
             method: "RetrievePropertiesEx".into(),
             reason: format!("task {} has no info", task.task),
         })?;
-        Ok(parse_task_info(info))
+        parse_task_info(info).map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))
     }
 
     /// The state of several tasks in one round trip. A task vCenter no longer knows (tasks
@@ -79,7 +106,11 @@ impl Client {
                 Ok(contents) => {
                     for c in contents {
                         if let Some(info) = c.props.get("info") {
-                            out.insert(c.moref().clone(), Some(parse_task_info(info)));
+                            let state = parse_task_info(info).map_err(|m| {
+                                m.within(&c.obj.to_string())
+                                    .into_error(self.server(), "RetrievePropertiesEx")
+                            })?;
+                            out.insert(c.obj, Some(state));
                         }
                     }
                     break;
@@ -106,7 +137,9 @@ impl Client {
         let tasks: Vec<MoRef> = recent
             .props
             .get("recentTask")
-            .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
+            .map(recent_tasks)
+            .transpose()
+            .map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))?
             .unwrap_or_default();
         if tasks.is_empty() {
             return Ok(None);
@@ -165,20 +198,97 @@ mod tests {
     fn task_info_states_parse() {
         let ok = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><key>task-117</key><state>success</state><result xsi:type="ManagedObjectReference" type="VirtualMachine">vm-119</result></val>"#).unwrap();
         assert_eq!(
-            parse_task_info(&ok),
+            parse_task_info(&ok).unwrap(),
             TaskState::Success {
                 result: Some(MoRef::new("VirtualMachine", "vm-119"))
             }
         );
         let err = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><state>error</state><error><fault xsi:type="InvalidArgument"></fault><localizedMessage>*types.InvalidArgument</localizedMessage></error></val>"#).unwrap();
-        match parse_task_info(&err) {
+        match parse_task_info(&err).unwrap() {
             TaskState::Error(f) => assert!(matches!(f.kind, FaultKind::InvalidArgument { .. })),
             other => panic!("{other:?}"),
         }
         let running = parse("<val><state>running</state><progress>40</progress></val>").unwrap();
         assert_eq!(
-            parse_task_info(&running),
+            parse_task_info(&running).unwrap(),
             TaskState::Running { progress: Some(40) }
         );
+    }
+
+    fn info(inner: &str) -> Result<TaskState, Malformed> {
+        let doc = format!(
+            r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="TaskInfo"><key>task-1</key>{inner}</val>"#
+        );
+        parse_task_info(&parse(&doc).unwrap())
+    }
+
+    #[test]
+    fn malformed_task_infos_are_decode_errors() {
+        let cases = [
+            ("", "TaskInfo without state"),
+            (
+                "<state>done</state>",
+                r#"TaskInfo state "done" is not queued"#,
+            ),
+            ("<state></state>", r#"TaskInfo state "" is not queued"#),
+            (
+                "<state>running</state><progress>forty</progress>",
+                r#"TaskInfo progress "forty" is not a number"#,
+            ),
+            (
+                "<state>running</state><progress>-1</progress>",
+                r#"TaskInfo progress "-1" is not a number"#,
+            ),
+            (
+                "<state>running</state><progress>99999999999999999999</progress>",
+                "is not a number in range",
+            ),
+            (
+                r#"<state>success</state><result xsi:type="ManagedObjectReference">vm-1</result>"#,
+                "TaskInfo result is not a managed object reference (no type)",
+            ),
+        ];
+        for (inner, expected) in cases {
+            let e = info(inner).unwrap_err().to_string();
+            assert!(e.contains(expected), "{inner}: {e}");
+        }
+        let wrong = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="xsd:string">success</val>"#).unwrap();
+        assert_eq!(
+            parse_task_info(&wrong).unwrap_err().to_string(),
+            "task info is a string, not a TaskInfo"
+        );
+        // A result of another type is not read (it is not a moref), and not an error.
+        assert_eq!(
+            info(r#"<state>success</state><result xsi:type="xsd:string">ok</result>"#).unwrap(),
+            TaskState::Success { result: None }
+        );
+        assert_eq!(info("<state>queued</state>").unwrap(), TaskState::Queued);
+    }
+
+    #[test]
+    fn a_task_read_without_obj_fails_to_decode_instead_of_panicking() {
+        // What `task_states` reads for the machine sweep, with `obj` left out.
+        let body = crate::vcenter::property::tests::reply(
+            r#"<objects><propSet><name>info</name><val xsi:type="TaskInfo"><state>running</state></val></propSet></objects>"#,
+        );
+        match crate::vcenter::property::tests::read(&body) {
+            Err(Error::Decode { reason, method, .. }) => {
+                assert_eq!(method, "RetrievePropertiesEx");
+                assert!(reason.contains("without obj"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn recent_tasks_must_be_morefs() {
+        let ok = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="ArrayOfManagedObjectReference"><ManagedObjectReference type="Task">task-1</ManagedObjectReference></val>"#).unwrap();
+        assert_eq!(
+            recent_tasks(&ok).unwrap(),
+            vec![MoRef::new("Task", "task-1")]
+        );
+        let bad =
+            parse(r#"<val><ManagedObjectReference>task-1</ManagedObjectReference></val>"#).unwrap();
+        assert!(recent_tasks(&bad).is_err());
     }
 }

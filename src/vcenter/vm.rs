@@ -6,29 +6,30 @@ use super::model::moref::MoRef;
 use super::model::task::TaskRef;
 use super::model::vm::{CloneSpec, DiskInfo, NicBacking, NicChange, TemplateDevices};
 use super::property::PropertyFilter;
+use super::soap::decode::{Malformed, number, optional_number, required};
 use super::soap::{Node, Xml};
 
-/// The first virtual disk of a `config.hardware.device` value.
-pub fn parse_disk(devices: &Node) -> Option<DiskInfo> {
-    let d = devices
+/// The first virtual disk of a `config.hardware.device` value. Its `key` is required and the
+/// numbers must decode: a misread disk would be resized wrongly or not at all.
+pub fn parse_disk(devices: &Node) -> Result<Option<DiskInfo>, Malformed> {
+    let Some(d) = devices
         .children
         .iter()
-        .find(|d| d.xsi_type.as_deref() == Some("VirtualDisk"))?;
-    let int = |n: &Node, tag: &str| n.child_text(tag).and_then(|t| t.trim().parse().ok());
+        .find(|d| d.xsi_type.as_deref() == Some("VirtualDisk"))
+    else {
+        return Ok(None);
+    };
     let backing = d.child("backing");
-    Some(DiskInfo {
-        key: int(d, "key")?,
+    Ok(Some(DiskInfo {
+        key: number(required(d, "key", "VirtualDisk")?, "VirtualDisk key")?,
         label: d
             .child("deviceInfo")
             .and_then(|i| i.child_text("label"))
             .unwrap_or("Hard disk 1")
             .to_string(),
-        controller_key: int(d, "controllerKey"),
-        unit_number: int(d, "unitNumber"),
-        capacity_kb: d
-            .child_text("capacityInKB")
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0),
+        controller_key: optional_number(d, "controllerKey", "VirtualDisk controllerKey")?,
+        unit_number: optional_number(d, "unitNumber", "VirtualDisk unitNumber")?,
+        capacity_kb: optional_number(d, "capacityInKB", "VirtualDisk capacityInKB")?.unwrap_or(0),
         backing_type: backing
             .and_then(|b| b.xsi_type.clone())
             .unwrap_or_else(|| "VirtualDiskFlatVer2BackingInfo".into()),
@@ -39,7 +40,7 @@ pub fn parse_disk(devices: &Node) -> Option<DiskInfo> {
         disk_mode: backing
             .and_then(|b| b.child_text("diskMode"))
             .map(str::to_string),
-    })
+    }))
 }
 
 fn write_disk_resize(x: &mut Xml, d: &DiskInfo, capacity_kb: i64) {
@@ -68,20 +69,25 @@ fn write_disk_resize(x: &mut Xml, d: &DiskInfo, capacity_kb: i64) {
         x.text("unitNumber", &u.to_string());
     }
     x.text("capacityInKB", &capacity_kb.to_string());
-    x.text("capacityInBytes", &(capacity_kb * 1024).to_string());
+    // The size comes from the spec (diskGiB), not the wire; saturate rather than overflow.
+    x.text(
+        "capacityInBytes",
+        &capacity_kb.saturating_mul(1024).to_string(),
+    );
     x.close("device");
     x.close("deviceChange");
 }
 
-/// A template's NICs: (device type, key), from `config.hardware.device`.
-pub fn parse_nics(devices: &Node) -> Vec<(String, i32)> {
+/// A template's NICs: (device type, key), from `config.hardware.device`. A NIC's `key` is
+/// required: one skipped would stay on the clone beside its replacement.
+pub fn parse_nics(devices: &Node) -> Result<Vec<(String, i32)>, Malformed> {
     devices
         .children
         .iter()
         .filter(|d| d.child("addressType").is_some() || d.child("macAddress").is_some())
-        .filter_map(|d| {
-            let key = d.child_text("key")?.trim().parse().ok()?;
-            Some((
+        .map(|d| {
+            let key = number(required(d, "key", "network card")?, "network card key")?;
+            Ok((
                 d.xsi_type
                     .clone()
                     .unwrap_or_else(|| "VirtualEthernetCard".into()),
@@ -212,17 +218,18 @@ impl Client {
         let contents = self
             .retrieve_objects(vms, "VirtualMachine", &["config.hardware.device"])
             .await?;
-        Ok(contents
+        contents
             .into_iter()
             .map(|c| {
                 let devices = c.props.get("config.hardware.device");
                 let t = TemplateDevices {
-                    nics: devices.map(parse_nics).unwrap_or_default(),
-                    disk: devices.and_then(parse_disk),
+                    nics: devices.map(parse_nics).transpose()?.unwrap_or_default(),
+                    disk: devices.map(parse_disk).transpose()?.flatten(),
                 };
-                (c.moref().clone(), t)
+                Ok((c.obj, t))
             })
-            .collect())
+            .collect::<Result<_, Malformed>>()
+            .map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))
     }
 
     /// The switch UUID of each distributed port group, in two reads (port groups, then their
@@ -238,15 +245,15 @@ impl Client {
                 &["config.distributedVirtualSwitch"],
             )
             .await?;
-        let switch_of: Vec<(MoRef, MoRef)> = pgs
-            .iter()
-            .filter_map(|c| {
-                Some((
-                    c.moref().clone(),
-                    c.moref_prop("config.distributedVirtualSwitch")?,
-                ))
-            })
-            .collect();
+        let mut switch_of: Vec<(MoRef, MoRef)> = Vec::new();
+        for c in &pgs {
+            let switch = c
+                .moref_prop("config.distributedVirtualSwitch")
+                .map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))?;
+            if let Some(s) = switch {
+                switch_of.push((c.obj.clone(), s));
+            }
+        }
         let mut switches: Vec<MoRef> = switch_of.iter().map(|(_, s)| s.clone()).collect();
         switches.sort();
         switches.dedup();
@@ -259,8 +266,11 @@ impl Client {
             )
             .await?
         {
-            if let Some(u) = c.text("uuid") {
-                uuids.insert(c.moref().clone(), u.to_string());
+            let uuid = c
+                .string_prop("uuid", &[])
+                .map_err(|m| m.into_error(self.server(), "RetrievePropertiesEx"))?;
+            if let Some(u) = uuid {
+                uuids.insert(c.obj.clone(), u.to_string());
             }
         }
         Ok(switch_of
@@ -352,5 +362,55 @@ mod tests {
         assert!(body.contains(r#"<device xsi:type="VirtualVmxnet3"><key>-101</key><backing xsi:type="VirtualEthernetCardNetworkBackingInfo"><deviceName>VM Network</deviceName><network type="Network">network-7</network></backing>"#), "{body}");
         assert!(pos("</config>") < pos("<powerOn>true</powerOn>"));
         assert!(body.contains(r#"<value xsi:type="xsd:string">a&lt;b</value>"#));
+    }
+
+    #[test]
+    fn malformed_device_lists_are_decode_errors() {
+        let devices = |inner: &str| {
+            crate::vcenter::soap::xml::parse(&format!(
+                r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="ArrayOfVirtualDevice">{inner}</val>"#
+            ))
+            .unwrap()
+        };
+        let disk = |inner: &str| parse_disk(&devices(inner)).map_err(|e| e.to_string());
+        assert_eq!(
+            disk(r#"<VirtualDevice xsi:type="VirtualDisk"><capacityInKB>1</capacityInKB></VirtualDevice>"#)
+                .unwrap_err(),
+            "VirtualDisk without key"
+        );
+        assert_eq!(
+            disk(r#"<VirtualDevice xsi:type="VirtualDisk"><key>2000x</key></VirtualDevice>"#)
+                .unwrap_err(),
+            r#"VirtualDisk key "2000x" is not a number in range"#
+        );
+        assert_eq!(
+            disk(r#"<VirtualDevice xsi:type="VirtualDisk"><key>2000</key><capacityInKB>lots</capacityInKB></VirtualDevice>"#)
+                .unwrap_err(),
+            r#"VirtualDisk capacityInKB "lots" is not a number in range"#
+        );
+        assert_eq!(disk("").unwrap(), None);
+        let d = disk(r#"<VirtualDevice xsi:type="VirtualDisk"><key>2000</key><controllerKey>1000</controllerKey><capacityInKB>1024</capacityInKB></VirtualDevice>"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (d.key, d.controller_key, d.capacity_kb),
+            (2000, Some(1000), 1024)
+        );
+        let nics = |inner: &str| parse_nics(&devices(inner)).map_err(|e| e.to_string());
+        assert_eq!(
+            nics(r#"<VirtualDevice xsi:type="VirtualVmxnet3"><key>four</key><addressType>generated</addressType></VirtualDevice>"#)
+                .unwrap_err(),
+            r#"network card key "four" is not a number in range"#
+        );
+        assert_eq!(
+            nics(r#"<VirtualDevice xsi:type="VirtualE1000"><macAddress>00:50:56:00:00:01</macAddress></VirtualDevice>"#)
+                .unwrap_err(),
+            "network card without key"
+        );
+        assert_eq!(
+            nics(r#"<VirtualDevice xsi:type="VirtualE1000"><key>4000</key><macAddress>m</macAddress></VirtualDevice>"#)
+                .unwrap(),
+            vec![("VirtualE1000".to_string(), 4000)]
+        );
     }
 }

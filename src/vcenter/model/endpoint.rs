@@ -118,6 +118,7 @@ fn redact_userinfo(input: &str) -> String {
         Some((s, r)) => (format!("{s}://"), r),
         None => (String::new(), input),
     };
+    // Both indices come from `find`/`rfind` on the same string (char boundaries): no panic.
     let authority_end = rest.find('/').unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
         Some(at) => format!("{scheme}***{}", &rest[at..]),

@@ -148,7 +148,12 @@ impl RestSession {
 }
 
 /// Whether an `about.apiVersion` is at least `major.minor.patch` (None if unknown).
-fn version_at_least(version: Option<&str>, major: u32, minor: u32, patch: u32) -> Option<bool> {
+pub(crate) fn version_at_least(
+    version: Option<&str>,
+    major: u32,
+    minor: u32,
+    patch: u32,
+) -> Option<bool> {
     let parts: Vec<u32> = version?
         .split('.')
         .map(|p| p.parse().unwrap_or(0))
@@ -209,23 +214,13 @@ where
         let raw = try_dialect(d).await?;
         match raw.status {
             s if s.is_success() => {
-                let v: Value =
-                    serde_json::from_str(raw.body.trim()).map_err(|e| Error::Decode {
-                        server: conn.server(),
-                        method: "rest:session.create".into(),
-                        reason: e.to_string(),
-                    })?;
-                let token = match d {
-                    Dialect::Api => v.as_str(),
-                    Dialect::Rest => v.get("value").and_then(Value::as_str),
-                }
-                .ok_or_else(|| Error::Decode {
+                let token = session_token(d, &raw.body).map_err(|reason| Error::Decode {
                     server: conn.server(),
                     method: "rest:session.create".into(),
-                    reason: "no session id in the answer".into(),
+                    reason,
                 })?;
                 debug!(server = %conn.endpoint, dialect = ?d, "REST session created");
-                return Ok((d, SecretString::from(token.to_string())));
+                return Ok((d, SecretString::from(token)));
             }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 conn.remember_rejected_login().await;
@@ -253,6 +248,32 @@ where
             "neither /api/session nor /rest/com/vmware/cis/session is served (HTTP {})",
             last_status.as_u16()
         ),
+    })
+}
+
+/// The session id in a successful session-create answer: a JSON string (`/api`) or
+/// `{"value": "..."}` (`/rest`).
+pub(crate) fn session_token(dialect: Dialect, body: &str) -> std::result::Result<String, String> {
+    let v: Value = serde_json::from_str(body.trim()).map_err(|e| e.to_string())?;
+    match dialect {
+        Dialect::Api => v.as_str(),
+        Dialect::Rest => v.get("value").and_then(Value::as_str),
+    }
+    .map(str::to_string)
+    .ok_or_else(|| "no session id in the answer".to_string())
+}
+
+/// The JSON of a successful answer: `Null` for an empty body, unwrapped from `{"value": ...}`
+/// on `/rest`.
+pub(crate) fn decode_body(dialect: Dialect, body: &str) -> serde_json::Result<Value> {
+    let text = body.trim();
+    if text.is_empty() {
+        return Ok(Value::Null);
+    }
+    let v: Value = serde_json::from_str(text)?;
+    Ok(match dialect {
+        Dialect::Api => v,
+        Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
     })
 }
 
@@ -293,18 +314,10 @@ async fn send(
         })
         .await?;
     if raw.status.is_success() {
-        let text = raw.body.trim();
-        if text.is_empty() {
-            return Ok(Value::Null);
-        }
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::Decode {
+        return decode_body(dialect, &raw.body).map_err(|e| Error::Decode {
             server: conn.server(),
             method: req.op.to_string(),
             reason: e.to_string(),
-        })?;
-        return Ok(match dialect {
-            Dialect::Api => v,
-            Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
         });
     }
     Err(Error::Rest {
@@ -317,7 +330,7 @@ async fn send(
 
 /// Classify by the vAPI error type, not the HTTP status: the status for one error varies by
 /// release (`already_exists` is 400 on some, 409 on others).
-fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKind {
+pub(crate) fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKind {
     let v: Option<Value> = serde_json::from_str(body.trim()).ok();
     let kind = v.as_ref().and_then(|v| {
         v.get("type")
@@ -342,7 +355,7 @@ fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKind {
     }
 }
 
-fn rest_error_detail(status: StatusCode, body: &str) -> String {
+pub(crate) fn rest_error_detail(status: StatusCode, body: &str) -> String {
     let v: Option<Value> = serde_json::from_str(body.trim()).ok();
     let messages = v.as_ref().and_then(|v| {
         v.get("value")

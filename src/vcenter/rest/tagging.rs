@@ -15,13 +15,17 @@ fn object_id(obj: &MoRef) -> Value {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(client: &Client, op: &str, v: Value) -> Result<T> {
-    // vcsim answers an empty list as `null`.
-    let v = if v.is_null() { json!([]) } else { v };
-    serde_json::from_value(v).map_err(|e| Error::Decode {
+    decode(v).map_err(|e| Error::Decode {
         server: client.server(),
         method: op.to_string(),
         reason: e.to_string(),
     })
+}
+
+/// Decode an unwrapped answer (`null` is an empty list: vcsim answers one so).
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: Value) -> serde_json::Result<T> {
+    let v = if v.is_null() { json!([]) } else { v };
+    serde_json::from_value(v)
 }
 
 impl Client {
@@ -251,13 +255,7 @@ impl Client {
                 rest_body: Some(body),
             })
             .await?;
-        #[derive(Deserialize)]
-        struct Entry {
-            object_id: ObjectId,
-            #[serde(default, deserialize_with = "null_as_empty")]
-            tag_ids: Vec<String>,
-        }
-        let entries: Vec<Entry> = parse(self, op, v)?;
+        let entries: Vec<TagsOnObject> = parse(self, op, v)?;
         Ok(entries
             .into_iter()
             .map(|e| (e.object_id.into_moref(), e.tag_ids))
@@ -286,13 +284,7 @@ impl Client {
                 rest_body: Some(body),
             })
             .await?;
-        #[derive(Deserialize)]
-        struct Entry {
-            tag_id: String,
-            #[serde(default)]
-            object_ids: Option<Vec<ObjectId>>,
-        }
-        let entries: Vec<Entry> = parse(self, op, v)?;
+        let entries: Vec<ObjectsOnTag> = parse(self, op, v)?;
         Ok(entries
             .into_iter()
             .map(|e| {
@@ -309,15 +301,31 @@ impl Client {
     }
 }
 
-#[derive(Deserialize)]
-struct ObjectId {
+/// One entry of `list-attached-tags-on-objects`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TagsOnObject {
+    object_id: ObjectId,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    tag_ids: Vec<String>,
+}
+
+/// One entry of `list-attached-objects-on-tags`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ObjectsOnTag {
+    tag_id: String,
+    #[serde(default)]
+    object_ids: Option<Vec<ObjectId>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ObjectId {
     #[serde(rename = "type")]
     kind: String,
     id: String,
 }
 
 impl ObjectId {
-    fn into_moref(self) -> MoRef {
+    pub(crate) fn into_moref(self) -> MoRef {
         MoRef::new(self.kind, self.id)
     }
 }

@@ -1,9 +1,51 @@
 //! Reading the general vSphere values out of the XML tree: managed object references and
 //! faults (a SOAP fault, `TaskInfo.error`, a `missingSet` entry). The types are plain data in
 //! `model`; each area module decodes its own values (cluster configuration, task info, devices).
+//!
+//! A reply that lacks what the WSDL requires, or holds a value of the wrong type, is
+//! [`Malformed`], never a panic and never a silently different value: each area module turns it
+//! into [`Error::Decode`] naming the server and the method.
+use std::str::FromStr;
+
 use super::xml::Node;
+use crate::vcenter::model::error::Error;
 use crate::vcenter::model::fault::{Fault, FaultKind};
 use crate::vcenter::model::moref::MoRef;
+
+/// What is wrong with a reply: the element missing or the value that does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl Malformed {
+    pub fn new(what: impl Into<String>) -> Self {
+        Self(what.into())
+    }
+
+    /// The [`Error::Decode`] of `method` on `server`.
+    pub fn into_error(self, server: String, method: &str) -> Error {
+        Error::Decode {
+            server,
+            method: method.to_string(),
+            reason: self.0,
+        }
+    }
+
+    /// The same problem inside `context` (`in objects[2]: ...`).
+    pub fn within(self, context: &str) -> Self {
+        Self(format!("{context}: {}", self.0))
+    }
+}
+
+/// A value for an error message: trimmed, at most 40 characters (replies can be huge).
+pub fn shown(text: &str) -> String {
+    let t = text.trim();
+    let mut s: String = t.chars().take(40).collect();
+    if t.chars().count() > 40 {
+        s.push('…');
+    }
+    format!("{s:?}")
+}
 
 impl MoRef {
     /// Read a moref from an element such as `<obj type="Folder">group-d1</obj>`.
@@ -12,6 +54,81 @@ impl MoRef {
         let value = node.text.trim();
         (!value.is_empty()).then(|| Self::new(kind, value))
     }
+
+    /// A moref that must be one (`what` names it in the error): a `type` attribute and a value,
+    /// and no `xsi:type` other than `ManagedObjectReference`.
+    pub fn decode(node: &Node, what: &str) -> Result<Self, Malformed> {
+        expect_type(node, &["ManagedObjectReference"], what)?;
+        let kind = node
+            .type_attr
+            .as_deref()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or_else(|| {
+                Malformed::new(format!(
+                    "{what} is not a managed object reference (no type)"
+                ))
+            })?;
+        let value = node.text.trim();
+        if value.is_empty() {
+            return Err(Malformed::new(format!("{what} has no value")));
+        }
+        Ok(Self::new(kind, value))
+    }
+}
+
+/// The child `tag` of `parent`, required.
+pub fn required<'a>(parent: &'a Node, tag: &str, what: &str) -> Result<&'a Node, Malformed> {
+    parent
+        .child(tag)
+        .ok_or_else(|| Malformed::new(format!("{what} without {tag}")))
+}
+
+/// Check the `xsi:type` of a value when it carries one: one of `expected` (an element without
+/// `xsi:type` is its declared type).
+pub fn expect_type(node: &Node, expected: &[&str], what: &str) -> Result<(), Malformed> {
+    match node.xsi_type.as_deref() {
+        Some(t) if !expected.contains(&t) => Err(Malformed::new(format!(
+            "{what} is a {t}, not a {}",
+            expected.join(" or ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A number (`xsd:int`, `xsd:long`): present text that does not parse is an error.
+pub fn number<T: FromStr>(node: &Node, what: &str) -> Result<T, Malformed> {
+    node.text.trim().parse().map_err(|_| {
+        Malformed::new(format!(
+            "{what} {} is not a number in range",
+            shown(&node.text)
+        ))
+    })
+}
+
+/// The optional number child `tag` of `parent`.
+pub fn optional_number<T: FromStr>(
+    parent: &Node,
+    tag: &str,
+    what: &str,
+) -> Result<Option<T>, Malformed> {
+    parent.child(tag).map(|n| number(n, what)).transpose()
+}
+
+/// An `xsd:boolean` (`true`, `false`, `1`, `0`).
+pub fn boolean(node: &Node, what: &str) -> Result<bool, Malformed> {
+    match node.text.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(Malformed::new(format!(
+            "{what} {} is not a boolean",
+            shown(other)
+        ))),
+    }
+}
+
+/// The optional boolean child `tag` of `parent`.
+pub fn optional_boolean(parent: &Node, tag: &str, what: &str) -> Result<Option<bool>, Malformed> {
+    parent.child(tag).map(|n| boolean(n, what)).transpose()
 }
 
 impl Fault {

@@ -14,6 +14,11 @@ use quick_xml::reader::NsReader;
 /// The XML Schema instance namespace that carries `type`.
 pub const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";
 
+/// The deepest element nesting accepted. vSphere replies nest a few dozen levels at most; a
+/// deeper document is refused before it is built, because the tree is dropped, cloned and
+/// searched recursively and a hostile depth would overflow the stack (an abort, not a panic).
+pub const MAX_DEPTH: usize = 256;
+
 /// One element: local name, the `xsi:type` (prefix stripped), the unprefixed `type` attribute,
 /// its text and its children in document order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -116,6 +121,12 @@ pub fn parse(doc: &str) -> Result<Node, ParseError> {
                 if matches!(event, Event::Empty(_)) {
                     attach(&mut stack, &mut root, node);
                 } else {
+                    if stack.len() >= MAX_DEPTH {
+                        return Err(ParseError {
+                            position: reader.buffer_position(),
+                            message: format!("elements nested deeper than {MAX_DEPTH}"),
+                        });
+                    }
                     stack.push(node);
                 }
             }
@@ -158,13 +169,10 @@ pub fn parse(doc: &str) -> Result<Node, ParseError> {
             _ => {}
         }
     }
-    if !stack.is_empty() {
+    if let Some(open) = stack.last() {
         return Err(ParseError {
             position: reader.buffer_position(),
-            message: format!(
-                "unexpected end of document inside <{}>",
-                stack[stack.len() - 1].name
-            ),
+            message: format!("unexpected end of document inside <{}>", open.name),
         });
     }
     root.ok_or(ParseError {
@@ -217,5 +225,17 @@ mod tests {
     fn truncated_documents_are_errors() {
         assert!(parse("<a><b>").is_err());
         assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error_not_a_stack_overflow() {
+        // Under quick-xml's own limit (65535): without ours, dropping this tree overflowed the
+        // test thread's stack and aborted the process.
+        let deep = 60_000;
+        let doc = format!("{}{}", "<a>".repeat(deep), "</a>".repeat(deep));
+        let e = parse(&doc).unwrap_err();
+        assert!(e.message.contains("nested deeper"), "{e}");
+        let ok = format!("{}{}", "<a>".repeat(MAX_DEPTH), "</a>".repeat(MAX_DEPTH));
+        parse(&ok).unwrap();
     }
 }
