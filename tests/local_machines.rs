@@ -701,3 +701,151 @@ async fn a_dry_run_says_what_it_would_clone_and_clones_nothing() {
     );
     assert!(!state.exists(), "no state file on a dry run");
 }
+
+/// How many VMs named `name` are in `/DC0/vm`.
+async fn vms_named(sim: &Vcsim, name: &str) -> usize {
+    admin(sim)
+        .inventory()
+        .await
+        .unwrap()
+        .all_at_path(&format!("/DC0/vm/{name}"))
+        .len()
+}
+
+/// Never a second VM: `--no-state` twice, and a state file deleted between runs, each find the
+/// VM the first run cloned by the identity it carries and adopt it — one VM per Machine, every
+/// time (three Machines once became six VMs on vcsim).
+#[tokio::test]
+async fn runs_without_the_state_adopt_their_vms_and_never_clone_a_second() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    let mut y = String::new();
+    for (m, z) in [("n-a", "dz-a"), ("n-b", "dz-b")] {
+        y += &machine(m, z, "DC0_H0_VM0", "");
+    }
+    std::fs::write(manifests.join("machines.yaml"), y).unwrap();
+    let no_state = || {
+        let out = Command::new(BIN)
+            .args(["reconcile", "-f"])
+            .arg(&manifests)
+            .args([
+                "--server",
+                sim.url(),
+                "--username",
+                "admin",
+                "--password",
+                "secret",
+            ])
+            .args(["--no-state", "--simulate-nodes", "-o", "json"])
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+            stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        }
+    };
+    for run_no in 0..2 {
+        let run = no_state();
+        assert_eq!(run.code, 0, "run {run_no} with --no-state: {}", run.stderr);
+        for m in ["n-a", "n-b"] {
+            assert_eq!(vms_named(&sim, m).await, 1, "run {run_no}: one VM for {m}");
+        }
+        if run_no == 1 {
+            assert!(
+                run.stderr.contains("Adopted") || run.list.to_string().contains("Adopted"),
+                "the second run adopted: {}",
+                run.stderr
+            );
+        }
+    }
+    // With a state file, then the state file lost.
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    std::fs::remove_file(&state).unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "state deleted: {}", run.stderr);
+    for m in ["n-a", "n-b"] {
+        assert_eq!(vms_named(&sim, m).await, 1, "state deleted: one VM for {m}");
+        let obj = run.object("Machine", m).unwrap();
+        assert_eq!(obj["status"]["phase"], "Running", "{obj:#}");
+    }
+}
+
+/// A VM that is not the Machine's — here one cloned by hand into the Machine's folder under
+/// its name — is never cloned over and never destroyed: the Machine says whose it is (nobody's)
+/// in a condition and an event, and the run exits 1.
+#[tokio::test]
+async fn a_foreign_vm_with_the_machines_name_is_named_and_left_alone() {
+    use vsphere_provider::vcenter::model::vm::CloneSpec;
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    std::fs::write(
+        manifests.join("m.yaml"),
+        machine("f-a", "dz-a", "DC0_H0_VM0", ""),
+    )
+    .unwrap();
+    let c = admin(&sim);
+    let inv = c.inventory().await.unwrap();
+    let template = inv.at_path("/DC0/vm/DC0_H0_VM0").unwrap().moref.clone();
+    let folder = inv.at_path("/DC0/vm").unwrap().moref.clone();
+    let pool = inv
+        .at_path("/DC0/host/DC0_H0/Resources")
+        .map(|e| e.moref.clone());
+    let spec = CloneSpec {
+        name: "f-a".into(),
+        folder,
+        datastore: None,
+        pool,
+        host: None,
+        instance_uuid: None,
+        annotation: None,
+        num_cpus: None,
+        num_cores_per_socket: None,
+        memory_mb: None,
+        extra_config: vec![],
+        nics: vec![],
+        disk_resize: None,
+        power_on: false,
+    };
+    let task = c.clone_vm(&template, &spec).await.unwrap();
+    c.wait_task(&task, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(vms_named(&sim, "f-a").await, 1);
+    let foreign = c
+        .inventory()
+        .await
+        .unwrap()
+        .at_path("/DC0/vm/f-a")
+        .unwrap()
+        .moref
+        .clone();
+
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(vms_named(&sim, "f-a").await, 1, "nothing cloned over it");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("machine openshift-machine-api/f-a is "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(
+        line.contains("/DC0/vm/f-a") && line.contains("no Machine identity"),
+        "{line}"
+    );
+    let obj = run.object("Machine", "f-a").unwrap();
+    assert!(obj.to_string().contains("VMNameInUse"), "{obj:#}");
+    // Deleting the Machine leaves the VM that was never its own.
+    let run = reconcile(&sim, &manifests, &state, &["--delete", "machine/f-a"]);
+    assert!(run.object("Machine", "f-a").is_none(), "{}", run.stderr);
+    let still = c.inventory().await.unwrap();
+    assert_eq!(
+        still.at_path("/DC0/vm/f-a").map(|e| e.moref.clone()),
+        Some(foreign)
+    );
+}

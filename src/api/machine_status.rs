@@ -30,6 +30,11 @@ pub struct VSphereMachineProviderStatus {
     /// The provider's own conditions (upstream: `MachineCreation`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<MetaCondition>,
+    /// The instance UUID of the Machine's VM when it is not the Machine's UID: a VM adopted
+    /// because it carries this Machine's identity (cloned for it before its UID changed: a lost
+    /// local state file, the Machine re-created from the same manifest).
+    #[serde(rename = "instanceUUID", skip_serializing_if = "Option::is_none")]
+    pub instance_uuid: Option<String>,
     /// The vCenter task in flight (`task-123`); checked on the next reconcile, never waited on.
     #[serde(rename = "taskRef", default, skip_serializing_if = "String::is_empty")]
     pub task_ref: String,
@@ -62,6 +67,9 @@ pub mod condition {
     pub const MACHINE_CREATION_SUCCEEDED: &str = "MachineCreationSucceeded";
     /// MachineCreation failed (the task's message follows).
     pub const MACHINE_CREATION_FAILED: &str = "MachineCreationFailed";
+    /// Ours: a VM with the machine's name is already in its folder and is not its own (another
+    /// Machine's, or nobody's); nothing is cloned over it, nothing is done to it.
+    pub const VM_NAME_IN_USE: &str = "VMNameInUse";
 }
 
 /// `status.errorReason` values (openshift/api `MachineStatusError`).
@@ -87,6 +95,11 @@ pub mod event {
     pub const DRAIN_REQUEUED: &str = "DrainRequeued";
     pub const TERMINATE_BLOCKED: &str = "TerminateBlocked";
     pub const FAILED_VALIDATION: &str = "FailedValidation";
+    /// Ours: a VM in the machine's folder carrying its identity was adopted instead of cloning
+    /// a second one.
+    pub const ADOPTED: &str = "Adopted";
+    /// Ours: see [`super::condition::VM_NAME_IN_USE`].
+    pub const VM_NAME_IN_USE: &str = "VMNameInUse";
     /// Ours: a device asks for static IPs from IP pools, which are not implemented yet.
     pub const STATIC_IP_NOT_IMPLEMENTED: &str = "StaticIPNotImplemented";
 }

@@ -25,6 +25,8 @@ const TRAVERSAL: &str = concat!(
 
 /// VM properties every machine reconcile needs, fetched in the same bulk read.
 const VM_PATHS: &[&str] = &[
+    // One key of extraConfig, not the whole map (it holds the Ignition payload).
+    r#"config.extraConfig["vsphere-provider.machine"]"#,
     "config.instanceUuid",
     "config.uuid",
     "config.template",
@@ -33,6 +35,9 @@ const VM_PATHS: &[&str] = &[
     "resourcePool",
     "guest.ipAddress",
 ];
+
+/// The keyed read of `model::inventory::MACHINE_IDENTITY_KEY` (the first of [`VM_PATHS`]).
+const IDENTITY_PATH: &str = r#"config.extraConfig["vsphere-provider.machine"]"#;
 
 impl Client {
     /// The whole inventory in one read (plus continuation pages on real vCenter), with the VM
@@ -86,6 +91,7 @@ fn record(c: &ObjectContent) -> Result<Record, Malformed> {
             host: c.moref_prop("runtime.host")?,
             resource_pool: c.moref_prop("resourcePool")?,
             ip_address: c.string_prop("guest.ipAddress", &[])?.map(str::to_string),
+            machine: c.option_value_prop(IDENTITY_PATH)?.map(str::to_string),
         })
     } else {
         None

@@ -52,6 +52,17 @@ impl ObjectContent {
         Ok(Some(n.text.as_str()))
     }
 
+    /// The value of an `OptionValue` property (a keyed `config.extraConfig["k"]` read); a value
+    /// of another type is an error.
+    pub fn option_value_prop(&self, path: &str) -> Result<Option<&str>, Malformed> {
+        let Some(n) = self.props.get(path) else {
+            return Ok(None);
+        };
+        let what = self.what(path);
+        expect_type(n, &["OptionValue"], &what)?;
+        Ok(n.child_text("value"))
+    }
+
     /// A moref-valued property; a value that is not a moref is an error.
     pub fn moref_prop(&self, path: &str) -> Result<Option<MoRef>, Malformed> {
         self.props

@@ -6,17 +6,21 @@
 //! while `Provisioning`), after it has joined its VM group so DRS never places it outside the
 //! zone's hosts.
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::node_link::find_node;
 use super::{
-    MachineInput, MachinePlan, Requeue, Settled, TASK_POLL, VmStep, instance_uuid, linked_node,
-    phase, provider_status, set_condition, set_provider_status, settle_task, vcenter_trouble,
+    MachineInput, MachinePlan, NameHolder, Requeue, Settled, TASK_POLL, VmStep, instance_uuid,
+    linked_node, machine_identity, phase, provider_status, set_condition, set_provider_status,
+    settle_task, vcenter_trouble,
 };
 use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
 use crate::api::machine::{
     INSTANCE_STATE_ANNOTATION, MACHINE_FINALIZER, Machine, REGION_LABEL, ZONE_LABEL, phase as ph,
 };
-use crate::api::machine_status::{condition as cond, error_reason, event};
+use crate::api::machine_status::{
+    VSphereMachineProviderStatus, condition as cond, error_reason, event,
+};
 
 /// `vsphere://<BIOS UUID>`, what the cloud provider and the kubelet report.
 pub fn provider_id(bios_uuid: &str) -> String {
@@ -43,6 +47,58 @@ fn fail(plan: &mut MachinePlan, reason: &str, message: &str) {
 pub fn fail_invalid_configuration(plan: &mut MachinePlan, message: &str) {
     plan.vm = None;
     fail(plan, error_reason::INVALID_CONFIGURATION, message);
+}
+
+/// A VM under the machine's name is already in its folder and the machine has none of its own:
+/// one carrying this machine's identity is adopted (the machine now tracks its instance UUID);
+/// any other is left alone — nothing cloned over it, nothing done to it — and the machine says
+/// whose it is and waits (backing off) for someone to rename or remove it.
+fn name_taken(
+    mut plan: MachinePlan,
+    mut ps: VSphereMachineProviderStatus,
+    holder: &NameHolder,
+    now: &Time,
+) -> MachinePlan {
+    let me = machine_identity(&plan.machine);
+    if holder.identity.as_deref() == Some(me.as_str())
+        && let Some(uuid) = holder.instance_uuid.clone().filter(|u| !u.is_empty())
+    {
+        ps.instance_uuid = Some(uuid.clone());
+        set_provider_status(&mut plan.machine, &ps);
+        plan.event(
+            false,
+            event::ADOPTED,
+            format!(
+                "VM {} carries this machine's identity ({me}); adopted (instance UUID {uuid}) instead of cloning a second one",
+                holder.path
+            ),
+        );
+        plan.requeue = Requeue::After(std::time::Duration::from_secs(1));
+        return plan;
+    }
+    let whose = match &holder.identity {
+        Some(other) => format!("it is Machine {other}'s"),
+        None => "it carries no Machine identity (not cloned by vsphere-provider, or by a version that did not mark its VMs)".to_string(),
+    };
+    let msg = format!(
+        "a VM named like this machine already exists at {}, and {whose}; nothing is cloned over it and nothing is done to it: rename or remove it, or give the machine another name",
+        holder.path
+    );
+    set_meta_condition(
+        &mut ps.conditions,
+        &ConditionUpdate::false_(
+            cond::MACHINE_CREATION,
+            cond::VM_NAME_IN_USE,
+            severity::ERROR,
+            &msg,
+        ),
+        None,
+        now,
+    );
+    set_provider_status(&mut plan.machine, &ps);
+    plan.event(true, event::VM_NAME_IN_USE, msg.clone());
+    plan.requeue = Requeue::Backoff(msg);
+    plan
 }
 
 /// Decide for a machine that is not being deleted.
@@ -140,6 +196,9 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             }
         };
         set_phase(&mut plan.machine, ph::PROVISIONING);
+        if let Some(holder) = &input.name_holder {
+            return name_taken(plan, ps, holder, now);
+        }
         set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(
@@ -169,6 +228,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         plan.vm = Some(VmStep::Clone {
             name,
             instance_uuid: uuid,
+            identity: machine_identity(m),
             placement: Box::new(placement),
         });
         plan.requeue = Requeue::After(TASK_POLL);
@@ -522,5 +582,90 @@ mod tests {
             "{:?}",
             p.events
         );
+    }
+
+    fn holder(identity: Option<&str>) -> NameHolder {
+        NameHolder {
+            path: "/DC0/vm/m-0".into(),
+            instance_uuid: Some("old-uid".into()),
+            identity: identity.map(str::to_string),
+        }
+    }
+
+    /// A VM under the machine's name that carries its identity (its UID was lost with a
+    /// state file) is adopted: no second clone; the machine now tracks that VM's UUID.
+    #[test]
+    fn a_vm_carrying_this_machines_identity_is_adopted_not_cloned_again() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        i.name_holder = Some(holder(Some(&machine_identity(&m))));
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none(), "no clone: {:?}", p.vm);
+        assert_eq!(
+            provider_status(&p.machine).instance_uuid.as_deref(),
+            Some("old-uid")
+        );
+        assert_eq!(
+            super::super::vm_instance_uuid(&p.machine).as_deref(),
+            Some("old-uid")
+        );
+        assert_eq!(p.events[0].reason, event::ADOPTED);
+        assert!(p.events[0].message.contains("/DC0/vm/m-0"));
+    }
+
+    /// Another machine's VM, or a VM nobody marked, is never cloned over and never touched:
+    /// the machine says whose it is and backs off.
+    #[test]
+    fn a_vm_of_another_or_of_nobody_is_left_alone_and_named() {
+        let m = machine("m-0");
+        for (identity, whose) in [
+            (Some("other-ns/m-0"), "Machine other-ns/m-0's"),
+            (None, "no Machine identity"),
+        ] {
+            let mut i = input(&m);
+            i.placement = Some(Ok(placement(None)));
+            i.name_holder = Some(holder(identity));
+            let p = plan_machine(&i);
+            assert!(p.vm.is_none(), "nothing cloned over it");
+            assert!(
+                provider_status(&p.machine).instance_uuid.is_none(),
+                "not adopted"
+            );
+            let why = p.requeue.failure().expect("backs off").to_string();
+            assert!(why.contains("/DC0/vm/m-0") && why.contains(whose), "{why}");
+            assert_eq!(p.events[0].reason, event::VM_NAME_IN_USE);
+            let c = provider_status(&p.machine)
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == cond::MACHINE_CREATION)
+                .unwrap();
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", cond::VM_NAME_IN_USE)
+            );
+        }
+    }
+
+    /// The clone carries the identity that adoption looks for.
+    #[test]
+    fn a_clone_carries_the_machines_identity() {
+        let mut m = machine("m-0");
+        m.metadata.labels = Some(
+            [(
+                crate::api::machine::CLUSTER_ID_LABEL.to_string(),
+                "ocp-1".to_string(),
+            )]
+            .into(),
+        );
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        let p = plan_machine(&i);
+        match p.vm {
+            Some(VmStep::Clone { identity, .. }) => {
+                assert_eq!(identity, "openshift-machine-api/m-0 cluster=ocp-1")
+            }
+            other => panic!("a clone: {other:?}"),
+        }
     }
 }

@@ -58,6 +58,41 @@ impl VmObs {
     }
 }
 
+/// The VM already in the machine's target folder under the machine's name (observed when the
+/// machine has no VM of its own yet): whose it is decides between adopting it and refusing to
+/// clone — never a second VM of the same name, never a clone over someone else's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameHolder {
+    pub path: String,
+    pub instance_uuid: Option<String>,
+    /// The identity it carries ([`machine_identity`] of the Machine it was cloned for), if any.
+    pub identity: Option<String>,
+}
+
+/// What a VM cloned for `m` carries as its owner (extraConfig `vsphere-provider.machine`):
+/// namespace and name, and the cluster ID label when the Machine has one — what survives a lost
+/// local state file or a Machine re-created from the same manifest, where the UID does not.
+pub fn machine_identity(m: &Machine) -> String {
+    let ns = m.metadata.namespace.as_deref().unwrap_or("default");
+    let name = m.metadata.name.as_deref().unwrap_or_default();
+    match m
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::api::machine::CLUSTER_ID_LABEL))
+    {
+        Some(cluster) => format!("{ns}/{name} cluster={cluster}"),
+        None => format!("{ns}/{name}"),
+    }
+}
+
+/// The instance UUID the machine's VM has: an adopted VM's, else the Machine's UID.
+pub fn vm_instance_uuid(m: &Machine) -> Option<String> {
+    provider_status(m)
+        .instance_uuid
+        .or_else(|| instance_uuid(m))
+}
+
 /// The machine's recorded task, as read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaskObs {
@@ -82,6 +117,8 @@ pub struct MachineInput<'a> {
     pub task: TaskObs,
     /// Whether the VM is in its VM group (None: no group wanted, or not read).
     pub in_vm_group: Option<bool>,
+    /// A VM under the machine's name in its target folder, when it has no VM of its own.
+    pub name_holder: Option<NameHolder>,
     /// Every Node (the shells read them from their caches or store).
     pub nodes: &'a [Node],
     /// Other machines of the namespace, for the control plane drain rule.
@@ -116,6 +153,8 @@ pub enum VmStep {
     Clone {
         name: String,
         instance_uuid: String,
+        /// [`machine_identity`], written into the clone's extraConfig.
+        identity: String,
         placement: Box<Placement>,
     },
     /// Add the VM to its VM group before it is powered on (batched per cluster by the shell).
@@ -337,6 +376,7 @@ pub(crate) mod tests {
             vm: None,
             task: TaskObs::None,
             in_vm_group: None,
+            name_holder: None,
             nodes: &[],
             machines: &[],
             pods: &[],

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::PodInfo;
-use super::{MachineInput, TaskObs, VcenterTrouble, VmObs};
+use super::{MachineInput, NameHolder, TaskObs, VcenterTrouble, VmObs, vm_instance_uuid};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
@@ -101,7 +101,33 @@ pub fn observe(
     } else {
         machine_placement(m, zones, fds, inv)
     };
-    (placed, vm_obs(inv, m.metadata.uid.as_deref()))
+    (placed, vm_obs(inv, vm_instance_uuid(m).as_deref()))
+}
+
+/// The VM named like the machine in the folder its clone would go to, when the machine has no
+/// VM of its own (the planner decides whether it is the machine's to adopt).
+pub fn name_holder(
+    m: &Machine,
+    placed: &Placed,
+    vm: Option<&VmObs>,
+    inv: &Inventory,
+) -> Option<NameHolder> {
+    if vm.is_some() {
+        return None;
+    }
+    let Some(Ok(p)) = &placed.placement else {
+        return None;
+    };
+    let name = m.metadata.name.as_deref()?;
+    let e = inv
+        .children(&p.folder)
+        .find(|e| e.moref.kind == "VirtualMachine" && e.name == name)?;
+    let info = e.vm.as_ref();
+    Some(NameHolder {
+        path: e.path.clone(),
+        instance_uuid: info.and_then(|v| v.instance_uuid.clone()),
+        identity: info.and_then(|v| v.machine.clone()),
+    })
 }
 
 /// The VM with this instance UUID, as the inventory shows it.
@@ -175,6 +201,7 @@ pub fn base_input<'a>(
         vm: None,
         task: TaskObs::None,
         in_vm_group: None,
+        name_holder: None,
         nodes: around.nodes,
         machines: around.machines,
         pods: around.pods.get(&node).map(Vec::as_slice).unwrap_or(&[]),

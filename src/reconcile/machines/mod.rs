@@ -34,7 +34,9 @@ use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
-use crate::plan::machine::observe::{Surroundings, base_input, group_wanted, membership, observe};
+use crate::plan::machine::observe::{
+    Surroundings, base_input, group_wanted, membership, name_holder, observe,
+};
 use crate::plan::machine::outcome::{StepResult, after_vcenter};
 use crate::plan::machine::{MachinePlan, Requeue, TaskObs, VcenterTrouble, VmStep, plan_machine};
 use crate::vcenter::model::cluster::ClusterConfig;
@@ -268,6 +270,7 @@ impl Sweep for MachineSweep<'_, '_> {
             i.in_vm_group = group_wanted(&placed, vm.as_ref()).and_then(|(cluster, group)| {
                 membership(&view.configs, cluster, group, vm.as_ref()?)
             });
+            i.name_holder = name_holder(m, &placed, vm.as_ref(), &view.inventory);
             i.placement = placed.placement;
             i.zone_labels = placed.zone_labels;
             if let Some(vm) = &vm {

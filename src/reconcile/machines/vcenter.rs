@@ -13,6 +13,7 @@ use crate::plan::machine::outcome::StepResult;
 use crate::plan::placement::Placement;
 use crate::reconcile::execute::Outcome;
 use crate::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use crate::vcenter::model::inventory::MACHINE_IDENTITY_KEY;
 use crate::vcenter::model::vm::CloneSpec;
 use crate::vcenter::{Client, MoRef};
 
@@ -74,6 +75,7 @@ pub async fn start(
             VmStep::Clone {
                 name,
                 instance_uuid,
+                identity,
                 placement,
             } => {
                 let ns = namespaces.get(k).map(String::as_str).unwrap_or_default();
@@ -86,7 +88,8 @@ pub async fn start(
                 };
                 match devices {
                     Ok(devices) => {
-                        let spec = clone_spec(name, ns, instance_uuid, placement, devices);
+                        let spec =
+                            clone_spec(name, ns, instance_uuid, identity, placement, devices);
                         client.clone_vm(&placement.template, &spec).await
                     }
                     Err(DeviceError::Invalid(e)) => {
@@ -144,6 +147,7 @@ fn clone_spec(
     name: &str,
     namespace: &str,
     uuid: &str,
+    identity: &str,
     p: &Placement,
     devices: DeviceChanges,
 ) -> CloneSpec {
@@ -158,7 +162,11 @@ fn clone_spec(
         num_cpus: p.num_cpus,
         num_cores_per_socket: p.num_cores_per_socket,
         memory_mb: p.memory_mib,
-        extra_config: vec![("guestinfo.hostname".into(), name.to_string())],
+        extra_config: vec![
+            ("guestinfo.hostname".into(), name.to_string()),
+            // Whose VM this is, for the next run that has lost the Machine's UID.
+            (MACHINE_IDENTITY_KEY.into(), identity.to_string()),
+        ],
         nics: devices.nics,
         disk_resize: devices.disk,
         power_on: false,

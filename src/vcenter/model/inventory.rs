@@ -19,7 +19,15 @@ pub struct VmInfo {
     pub resource_pool: Option<MoRef>,
     /// The guest's primary IP address (VMware Tools), for the Machine's addresses.
     pub ip_address: Option<String>,
+    /// Whose VM this is: the machine identity written at clone time
+    /// ([`MACHINE_IDENTITY_KEY`] in its extraConfig), if any.
+    pub machine: Option<String>,
 }
+
+/// The extraConfig key a cloned VM carries its Machine's identity under. Not `guestinfo.*`, so
+/// the guest cannot read or change it; unlike the instance UUID (the Machine's UID) it survives
+/// a Machine re-created from the same manifest, and unlike the VM's name it says whose VM it is.
+pub const MACHINE_IDENTITY_KEY: &str = "vsphere-provider.machine";
 
 /// One entity as read from vCenter: what a snapshot is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
