@@ -849,3 +849,82 @@ async fn a_foreign_vm_with_the_machines_name_is_named_and_left_alone() {
         Some(foreign)
     );
 }
+
+/// The clone's extraConfig, as vCenter (here vcsim) stores it: key → value.
+async fn extra_config(sim: &Vcsim, path: &str) -> std::collections::BTreeMap<String, String> {
+    let c = admin(sim);
+    let vm = c.inventory().await.unwrap().at_path(path).unwrap().moref.clone();
+    let props = c
+        .retrieve_objects(&[vm], "VirtualMachine", &["config.extraConfig"])
+        .await
+        .unwrap();
+    props[0].props["config.extraConfig"]
+        .children
+        .iter()
+        .filter_map(|o| Some((o.child_text("key")?.to_string(), o.child_text("value")?.to_string())))
+        .collect()
+}
+
+/// User data reaches the guest as machine-api-operator puts it there: the Ignition config of
+/// the Secret the provider spec names, base64-encoded once, in
+/// `guestinfo.ignition.config.data`, with the hostname, stealclock and the machine's identity;
+/// the payload appears in no output, status or event.
+#[tokio::test]
+async fn user_data_reaches_the_clone_and_nowhere_else() {
+    use base64::Engine as _;
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    std::fs::write(
+        manifests.join("m.yaml"),
+        machine("u-a", "dz-a", "DC0_H0_VM0", ""),
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let x = extra_config(&sim, "/DC0/vm/u-a").await;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(local_run::IGNITION);
+    assert_eq!(x.get("guestinfo.ignition.config.data"), Some(&b64));
+    assert_eq!(x.get("guestinfo.ignition.config.data.encoding").map(String::as_str), Some("base64"));
+    assert_eq!(x.get("guestinfo.hostname").map(String::as_str), Some("u-a"));
+    assert_eq!(x.get("stealclock.enable").map(String::as_str), Some("TRUE"));
+    assert_eq!(
+        x.get("vsphere-provider.machine").map(String::as_str),
+        Some("openshift-machine-api/u-a cluster=demo")
+    );
+    let everything = format!("{}{}", run.stderr, run.list);
+    assert!(!everything.contains(&b64) && !everything.contains("passwd"), "the payload leaked");
+}
+
+/// A Machine whose user data Secret is missing waits, naming the Secret, and nothing is
+/// cloned; once the Secret is there, the next run clones it.
+#[tokio::test]
+async fn a_missing_user_data_secret_holds_the_clone_and_names_the_secret() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    let user_data = std::fs::read_to_string(manifests.join(local_run::USER_DATA_FILE)).unwrap();
+    std::fs::remove_file(manifests.join(local_run::USER_DATA_FILE)).unwrap();
+    std::fs::write(
+        manifests.join("m.yaml"),
+        machine("w-a", "dz-a", "DC0_H0_VM0", ""),
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(vms_named(&sim, "w-a").await, 0, "nothing cloned");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("machine openshift-machine-api/w-a is "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(line.contains("Secret openshift-machine-api/worker-user-data"), "{line}");
+    let obj = run.object("Machine", "w-a").unwrap();
+    assert!(obj.to_string().contains("UserDataUnavailable"), "{obj:#}");
+    std::fs::write(manifests.join(local_run::USER_DATA_FILE), user_data).unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(vms_named(&sim, "w-a").await, 1);
+}

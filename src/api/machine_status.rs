@@ -70,6 +70,8 @@ pub mod condition {
     /// Ours: a VM with the machine's name is already in its folder and is not its own (another
     /// Machine's, or nobody's); nothing is cloned over it, nothing is done to it.
     pub const VM_NAME_IN_USE: &str = "VMNameInUse";
+    /// Ours: the user data Secret (or its `userData` key) is missing; nothing is cloned.
+    pub const USER_DATA_UNAVAILABLE: &str = "UserDataUnavailable";
 }
 
 /// `status.errorReason` values (openshift/api `MachineStatusError`).

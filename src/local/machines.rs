@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cluster::LocalCluster;
@@ -139,6 +139,15 @@ pub async fn run_machines(
         }
         let snapshot = cluster.lock().clone();
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
+        let secrets: BTreeMap<String, Secret> = snapshot
+            .secrets
+            .iter()
+            .map(|s| {
+                let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+                let name = s.metadata.name.as_deref().unwrap_or_default();
+                (format!("{ns}/{name}"), s.clone())
+            })
+            .collect();
         // Group by the endpoint to connect to.
         let mut groups: BTreeMap<String, (Result<Endpoint, String>, Vec<Machine>)> =
             BTreeMap::new();
@@ -184,6 +193,7 @@ pub async fn run_machines(
                 failure_domains: &snapshot.failure_domains,
                 nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),
                 pods: &BTreeMap::new(),
+                secrets: &secrets,
                 now: opts.now.clone(),
                 dry_run: opts.dry_run,
             };

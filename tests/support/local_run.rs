@@ -65,10 +65,31 @@ pub struct Workdir {
     pub state: PathBuf,
 }
 
+/// The Ignition config the user-data Secrets hold (a real, minimal one).
+#[allow(dead_code)]
+pub const IGNITION: &str =
+    r#"{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core"}]}}"#;
+
+/// The user-data Secrets an OpenShift installer leaves in `openshift-machine-api`
+/// (`worker-user-data`, the provider spec's default, and `master-user-data`), holding
+/// [`IGNITION`]: a Machine is not cloned without its user data.
+pub const USER_DATA_FILE: &str = "user-data.yaml";
+
+/// A workdir whose manifests hold the user-data Secrets ([`USER_DATA_FILE`]).
 pub fn workdir() -> Workdir {
     let dir = tempfile::tempdir().unwrap();
     let manifests = dir.path().join("m");
     std::fs::create_dir(&manifests).unwrap();
+    let secret = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: openshift-machine-api}}\nstringData:\n  userData: '{IGNITION}'\n---\n"
+        )
+    };
+    std::fs::write(
+        manifests.join(USER_DATA_FILE),
+        secret("worker-user-data") + &secret("master-user-data"),
+    )
+    .unwrap();
     let state = dir.path().join("state.json");
     Workdir {
         _dir: dir,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -25,7 +25,9 @@ use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
+use crate::plan::machine::user_data::secret_name;
 use crate::plan::machine::{Requeue, VcenterTrouble};
+use crate::reconcile::kube_ops::KubeError;
 use crate::reconcile::machines::{SweepInput, SweepOutcome, key, machine_server, sweep};
 pub use gate::{IDLE_REQUEUE, Sweeps};
 
@@ -65,6 +67,37 @@ async fn pods_for_drains(
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await?;
         out.insert(node, pods.items.iter().map(pod_info).collect());
+    }
+    Ok(out)
+}
+
+/// The user data Secrets of the machines not yet provisioned (read directly, one GET per
+/// Secret: a handful per namespace, and Secrets are not watched). A Secret that is not there is
+/// the planner's to report; any other read failure fails the sweep, typed.
+async fn user_data_secrets(
+    ctx: &Context,
+    machines: &[Machine],
+) -> Result<BTreeMap<String, Secret>, Error> {
+    let wanted: std::collections::BTreeSet<(String, String)> = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none() && m.spec.provider_id.is_none())
+        .filter_map(|m| {
+            let ns = m.metadata.namespace.clone().unwrap_or_default();
+            Some((ns, secret_name(m)?))
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    for (ns, name) in wanted {
+        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+        match api.get_opt(&name).await {
+            Ok(Some(s)) => {
+                out.insert(format!("{ns}/{name}"), s);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(KubeError::from_client(format!("get Secret {ns}/{name}"), &e).into());
+            }
+        }
     }
     Ok(out)
 }
@@ -150,6 +183,7 @@ async fn sweep_server(
     let fds = ctx.stores.failure_domains_by_name();
     let nodes: Vec<Node> = ctx.stores.nodes.valid();
     let pods = pods_for_drains(ctx, &machines).await?;
+    let secrets = user_data_secrets(ctx, &machines).await?;
     let client = if server.is_empty() {
         Err(Failure::config(
             "spec.providerSpec.value.workspace.server: no vCenter named",
@@ -165,6 +199,7 @@ async fn sweep_server(
         failure_domains: &fds,
         nodes: &nodes,
         pods: &pods,
+        secrets: &secrets,
         now: now(),
         dry_run: false,
     };

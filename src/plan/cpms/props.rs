@@ -182,3 +182,32 @@ proptest! {
         prop_assert!(max - min <= 1, "{:?}", counts);
     }
 }
+
+/// The case the real applier's property run found: five replicas over four domains, one index
+/// empty and one outdated. The first pass makes two machines; the mapping then rebalances and
+/// moves the outdated index to another domain, so its fresh replacement is outdated too.
+/// Upstream's rules then neither delete (no updated machine at the index) nor create (surge
+/// spent): stuck at six machines. The surplus rule of `updates::deletion_candidate` unsticks it.
+#[test]
+fn a_replacement_outdated_by_a_rebalance_does_not_stall_the_rollout() {
+    let c = Case {
+        replicas: 5,
+        listed: vec!["a", "c", "b", "e"],
+        machines: vec![
+            (3, 2, true, false, false),
+            (1, 1, true, false, true),
+            (0, 1, true, false, false),
+            (4, 1, true, false, false),
+        ],
+        strategy: Kind::RollingUpdate,
+    };
+    let mut w = world(&c);
+    w.converge(60);
+    let p = w.plan();
+    assert!(
+        p.create.is_empty() && p.delete.is_empty(),
+        "converged: {:?}",
+        p.notes
+    );
+    assert_eq!(w.machines.len(), 5, "back to the replica count");
+}

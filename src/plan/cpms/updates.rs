@@ -183,6 +183,18 @@ fn deletion_candidate<'m>(ms: &[&'m MachineInfo]) -> Option<&'m MachineInfo> {
         // The oldest updated machine (a deleting one first: it is on its way already).
         candidate = pick(updated);
     }
+    // Ours (upstream deadlocks here): every machine of the index needs replacement and all
+    // are ready — a replacement made for this index went out of date because the index moved to
+    // another domain when the mapping rebalanced (two machines created in one pass). The older
+    // ones are surplus: the oldest goes, the newest stays, and the freed surge lets the index
+    // get its replacement in its new domain. Without this the set sits at replicas+1 forever,
+    // saying "maximum surge has been reached".
+    if candidate.is_none()
+        && outdated.len() == ms.len()
+        && ms.iter().all(|m| m.ready && !m.deleting)
+    {
+        candidate = ms.first().copied();
+    }
     candidate
 }
 
@@ -191,7 +203,9 @@ fn deletion_candidate<'m>(ms: &[&'m MachineInfo]) -> Option<&'m MachineInfo> {
 fn safe_to_delete(m: &MachineInfo, ms: &[&MachineInfo]) -> bool {
     let others = || ms.iter().filter(|o| o.name != m.name && !o.deleting);
     if m.ready {
-        others().any(|o| o.updated())
+        // A ready one stays: an updated machine, or (surplus outdated machines, see
+        // `deletion_candidate`) another ready one.
+        others().any(|o| o.updated() || (o.ready && m.needs_replacement() && o.needs_replacement()))
     } else {
         others().next().is_some()
     }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::node_link::find_node;
+use super::user_data::UserData;
 use super::{
     MachineInput, MachinePlan, NameHolder, Requeue, Settled, TASK_POLL, VmStep, instance_uuid,
     linked_node, machine_identity, phase, provider_status, set_condition, set_provider_status,
@@ -199,6 +200,25 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         if let Some(holder) = &input.name_holder {
             return name_taken(plan, ps, holder, now);
         }
+        if let UserData::Missing(why) = &input.user_data {
+            // Nothing is cloned without its user data: the VM could not become a node.
+            let msg = format!("waiting for the user data: {why}");
+            set_meta_condition(
+                &mut ps.conditions,
+                &ConditionUpdate::false_(
+                    cond::MACHINE_CREATION,
+                    cond::USER_DATA_UNAVAILABLE,
+                    severity::WARNING,
+                    &msg,
+                ),
+                None,
+                now,
+            );
+            set_provider_status(&mut plan.machine, &ps);
+            plan.event(true, event::FAILED_CREATE, msg.clone());
+            plan.requeue = Requeue::Backoff(msg);
+            return plan;
+        }
         set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(
@@ -229,6 +249,7 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             name,
             instance_uuid: uuid,
             identity: machine_identity(m),
+            user_data: input.user_data.clone(),
             placement: Box::new(placement),
         });
         plan.requeue = Requeue::After(TASK_POLL);

@@ -17,6 +17,7 @@ pub mod drain;
 pub mod node_link;
 pub mod observe;
 pub mod outcome;
+pub mod user_data;
 
 use std::time::Duration;
 
@@ -119,6 +120,8 @@ pub struct MachineInput<'a> {
     pub in_vm_group: Option<bool>,
     /// A VM under the machine's name in its target folder, when it has no VM of its own.
     pub name_holder: Option<NameHolder>,
+    /// The user data its clone gets (read from the Secret the provider spec names).
+    pub user_data: user_data::UserData,
     /// Every Node (the shells read them from their caches or store).
     pub nodes: &'a [Node],
     /// Other machines of the namespace, for the control plane drain rule.
@@ -155,6 +158,8 @@ pub enum VmStep {
         instance_uuid: String,
         /// [`machine_identity`], written into the clone's extraConfig.
         identity: String,
+        /// The Ignition payload and the other guestinfo keys come from it.
+        user_data: user_data::UserData,
         placement: Box<Placement>,
     },
     /// Add the VM to its VM group before it is powered on (batched per cluster by the shell).
@@ -377,6 +382,7 @@ pub(crate) mod tests {
             task: TaskObs::None,
             in_vm_group: None,
             name_holder: None,
+            user_data: user_data::UserData::NotNamed,
             nodes: &[],
             machines: &[],
             pods: &[],

@@ -4,10 +4,11 @@
 //! reads mean.
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::PodInfo;
+use super::user_data::user_data;
 use super::{MachineInput, NameHolder, TaskObs, VcenterTrouble, VmObs, vm_instance_uuid};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
@@ -178,6 +179,8 @@ pub struct Surroundings<'a> {
     pub machines: &'a [Machine],
     /// Pods by node name.
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
+    /// The user data Secrets (`namespace/name`) of the machines that may clone.
+    pub secrets: &'a BTreeMap<String, Secret>,
     pub now: &'a Time,
 }
 
@@ -202,6 +205,7 @@ pub fn base_input<'a>(
         task: TaskObs::None,
         in_vm_group: None,
         name_holder: None,
+        user_data: user_data(m, around.secrets),
         nodes: around.nodes,
         machines: around.machines,
         pods: around.pods.get(&node).map(Vec::as_slice).unwrap_or(&[]),

@@ -22,7 +22,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::execute::Outcome;
@@ -58,6 +58,8 @@ pub struct SweepInput<'a> {
     pub nodes: &'a [Node],
     /// Pods by node name.
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
+    /// The user data Secrets (`namespace/name`) the machines name.
+    pub secrets: &'a BTreeMap<String, Secret>,
     pub now: Time,
     /// Plan only (`reconcile --dry-run`): the vCenter steps are reported in
     /// [`SweepOutcome::would`], none is started; the Kubernetes side is written as usual (local
@@ -71,6 +73,7 @@ impl SweepInput<'_> {
             nodes: self.nodes,
             machines: self.all_machines,
             pods: self.pods,
+            secrets: self.secrets,
             now: &self.now,
         }
     }
@@ -360,6 +363,7 @@ mod tests {
             failure_domains: &fds,
             nodes: &[],
             pods: &pods,
+            secrets: &BTreeMap::new(),
             now,
             dry_run: false,
         };

@@ -10,6 +10,7 @@ use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
 use crate::plan::machine::outcome::StepResult;
+use crate::plan::machine::user_data::{UserData, extra_config};
 use crate::plan::placement::Placement;
 use crate::reconcile::execute::Outcome;
 use crate::vcenter::model::cluster::{ClusterGroup, GroupChange};
@@ -76,6 +77,7 @@ pub async fn start(
                 name,
                 instance_uuid,
                 identity,
+                user_data,
                 placement,
             } => {
                 let ns = namespaces.get(k).map(String::as_str).unwrap_or_default();
@@ -88,8 +90,13 @@ pub async fn start(
                 };
                 match devices {
                     Ok(devices) => {
-                        let spec =
-                            clone_spec(name, ns, instance_uuid, identity, placement, devices);
+                        let who = Owner {
+                            name,
+                            namespace: ns,
+                            uuid: instance_uuid,
+                            identity,
+                        };
+                        let spec = clone_spec(&who, user_data, placement, devices);
                         client.clone_vm(&placement.template, &spec).await
                     }
                     Err(DeviceError::Invalid(e)) => {
@@ -143,14 +150,29 @@ fn record(
     }
 }
 
+/// Whose clone it is.
+struct Owner<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    uuid: &'a str,
+    identity: &'a str,
+}
+
 fn clone_spec(
-    name: &str,
-    namespace: &str,
-    uuid: &str,
-    identity: &str,
+    who: &Owner<'_>,
+    user_data: &UserData,
     p: &Placement,
     devices: DeviceChanges,
 ) -> CloneSpec {
+    let Owner {
+        name,
+        namespace,
+        uuid,
+        identity,
+    } = who;
+    let mut extra_config = extra_config(user_data, name);
+    // Whose VM this is, for the next run that has lost the Machine's UID.
+    extra_config.push((MACHINE_IDENTITY_KEY.into(), identity.to_string()));
     CloneSpec {
         name: name.to_string(),
         folder: p.folder.clone(),
@@ -162,11 +184,7 @@ fn clone_spec(
         num_cpus: p.num_cpus,
         num_cores_per_socket: p.num_cores_per_socket,
         memory_mb: p.memory_mib,
-        extra_config: vec![
-            ("guestinfo.hostname".into(), name.to_string()),
-            // Whose VM this is, for the next run that has lost the Machine's UID.
-            (MACHINE_IDENTITY_KEY.into(), identity.to_string()),
-        ],
+        extra_config,
         nics: devices.nics,
         disk_resize: devices.disk,
         power_on: false,

@@ -2,8 +2,9 @@
 //! know of its template's devices: planned by `plan::machine`, sent by `vcenter::vm`.
 use super::moref::MoRef;
 
-/// Where and how to clone.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where and how to clone. Its `Debug` shows extraConfig keys, never their values (the Ignition
+/// payload is user data, with secrets in it).
+#[derive(Clone, PartialEq, Eq)]
 pub struct CloneSpec {
     pub name: String,
     /// Required by `CloneVM_Task` (vcsim panics without it).
@@ -24,6 +25,28 @@ pub struct CloneSpec {
     /// The template's disk grown to this many KiB (`diskGiB`).
     pub disk_resize: Option<(DiskInfo, i64)>,
     pub power_on: bool,
+}
+
+impl std::fmt::Debug for CloneSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.extra_config.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("CloneSpec")
+            .field("name", &self.name)
+            .field("folder", &self.folder)
+            .field("datastore", &self.datastore)
+            .field("pool", &self.pool)
+            .field("host", &self.host)
+            .field("instance_uuid", &self.instance_uuid)
+            .field("annotation", &self.annotation)
+            .field("num_cpus", &self.num_cpus)
+            .field("num_cores_per_socket", &self.num_cores_per_socket)
+            .field("memory_mb", &self.memory_mb)
+            .field("extra_config_keys", &keys)
+            .field("nics", &self.nics)
+            .field("disk_resize", &self.disk_resize)
+            .field("power_on", &self.power_on)
+            .finish()
+    }
 }
 
 /// Where a new NIC is plugged.
