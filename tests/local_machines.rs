@@ -853,7 +853,14 @@ async fn a_foreign_vm_with_the_machines_name_is_named_and_left_alone() {
 /// The clone's extraConfig, as vCenter (here vcsim) stores it: key → value.
 async fn extra_config(sim: &Vcsim, path: &str) -> std::collections::BTreeMap<String, String> {
     let c = admin(sim);
-    let vm = c.inventory().await.unwrap().at_path(path).unwrap().moref.clone();
+    let vm = c
+        .inventory()
+        .await
+        .unwrap()
+        .at_path(path)
+        .unwrap()
+        .moref
+        .clone();
     let props = c
         .retrieve_objects(&[vm], "VirtualMachine", &["config.extraConfig"])
         .await
@@ -861,7 +868,12 @@ async fn extra_config(sim: &Vcsim, path: &str) -> std::collections::BTreeMap<Str
     props[0].props["config.extraConfig"]
         .children
         .iter()
-        .filter_map(|o| Some((o.child_text("key")?.to_string(), o.child_text("value")?.to_string())))
+        .filter_map(|o| {
+            Some((
+                o.child_text("key")?.to_string(),
+                o.child_text("value")?.to_string(),
+            ))
+        })
         .collect()
 }
 
@@ -886,7 +898,11 @@ async fn user_data_reaches_the_clone_and_nowhere_else() {
     let x = extra_config(&sim, "/DC0/vm/u-a").await;
     let b64 = base64::engine::general_purpose::STANDARD.encode(local_run::IGNITION);
     assert_eq!(x.get("guestinfo.ignition.config.data"), Some(&b64));
-    assert_eq!(x.get("guestinfo.ignition.config.data.encoding").map(String::as_str), Some("base64"));
+    assert_eq!(
+        x.get("guestinfo.ignition.config.data.encoding")
+            .map(String::as_str),
+        Some("base64")
+    );
     assert_eq!(x.get("guestinfo.hostname").map(String::as_str), Some("u-a"));
     assert_eq!(x.get("stealclock.enable").map(String::as_str), Some("TRUE"));
     assert_eq!(
@@ -894,7 +910,10 @@ async fn user_data_reaches_the_clone_and_nowhere_else() {
         Some("openshift-machine-api/u-a cluster=demo")
     );
     let everything = format!("{}{}", run.stderr, run.list);
-    assert!(!everything.contains(&b64) && !everything.contains("passwd"), "the payload leaked");
+    assert!(
+        !everything.contains(&b64) && !everything.contains("passwd"),
+        "the payload leaked"
+    );
 }
 
 /// A Machine whose user data Secret is missing waits, naming the Secret, and nothing is
@@ -920,11 +939,50 @@ async fn a_missing_user_data_secret_holds_the_clone_and_names_the_secret() {
         .lines()
         .find(|l| l.starts_with("machine openshift-machine-api/w-a is "))
         .unwrap_or_else(|| panic!("{}", run.stderr));
-    assert!(line.contains("Secret openshift-machine-api/worker-user-data"), "{line}");
+    assert!(
+        line.contains("Secret openshift-machine-api/worker-user-data"),
+        "{line}"
+    );
     let obj = run.object("Machine", "w-a").unwrap();
     assert!(obj.to_string().contains("UserDataUnavailable"), "{obj:#}");
     std::fs::write(manifests.join(local_run::USER_DATA_FILE), user_data).unwrap();
     let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(vms_named(&sim, "w-a").await, 1);
+}
+
+/// New VMs of one datacenter that are ready in the same sweep are powered on by one
+/// `PowerOnMultiVM_Task` (DRS fully automated, as upstream), not one task each; every machine
+/// still reaches Running. (vcsim's clone tasks finish at their own pace, so the three VMs may be
+/// ready in one sweep or two: fewer tasks than VMs, never a per-VM `PowerOnVM_Task`.) (vcsim returns per-VM
+/// results but has no DRS: the override option is asserted on the wire in the client's tests;
+/// a VM it did not power on is covered by the sweep's unit test — vcsim cannot be made to
+/// refuse one VM of a batch without crashing on a template.)
+#[tokio::test]
+async fn new_vms_of_a_datacenter_are_powered_on_by_one_task() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    let mut y = String::new();
+    for (m, z) in [("p-a", "dz-a"), ("p-b", "dz-b"), ("p-c", "dz-a")] {
+        y += &machine(m, z, "DC0_H0_VM0", "");
+    }
+    std::fs::write(manifests.join("machines.yaml"), y).unwrap();
+    sim.reset_stats().await;
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let stats = sim.stats().await;
+    let tasks = stats.soap("PowerOnMultiVM_Task");
+    assert!(
+        (1..3).contains(&tasks),
+        "{tasks} power-on tasks for three VMs"
+    );
+    assert_eq!(stats.soap("PowerOnVM_Task"), 0);
+    for m in ["p-a", "p-b", "p-c"] {
+        assert_eq!(
+            run.object("Machine", m).unwrap()["status"]["phase"],
+            "Running"
+        );
+    }
 }

@@ -23,8 +23,15 @@ pub fn parse_task_info(info: &Node) -> Result<TaskState, Malformed> {
                 Some(r) if r.xsi_type.as_deref() == Some("ManagedObjectReference") => {
                     Some(MoRef::decode(r, "TaskInfo result")?)
                 }
+                Some(r) if r.xsi_type.as_deref() == Some("ClusterPowerOnVmResult") => None,
                 Some(r) => MoRef::from_node(r),
                 None => None,
+            },
+            not_attempted: match info.child("result") {
+                Some(r) if r.xsi_type.as_deref() == Some("ClusterPowerOnVmResult") => {
+                    not_attempted(r)?
+                }
+                _ => Vec::new(),
             },
         },
         "error" => TaskState::Error(
@@ -43,6 +50,19 @@ pub fn parse_task_info(info: &Node) -> Result<TaskState, Malformed> {
             )));
         }
     })
+}
+
+/// The VMs a `PowerOnMultiVM_Task` did not power on (`notAttempted[]`: `vm` and `fault`, both
+/// required), with the fault vCenter gave.
+fn not_attempted(result: &Node) -> Result<Vec<(MoRef, Fault)>, Malformed> {
+    result
+        .children_named("notAttempted")
+        .map(|n| {
+            let vm = MoRef::decode(required(n, "vm", "notAttempted")?, "notAttempted vm")?;
+            let fault = required(n, "fault", "notAttempted")?;
+            Ok((vm, Fault::from_localized(fault)))
+        })
+        .collect()
 }
 
 /// The tasks of a `recentTask` value (`ArrayOfManagedObjectReference`); an entry that is not
@@ -165,7 +185,7 @@ impl Client {
         let mut delay = Duration::from_millis(100);
         loop {
             match self.task_state(task).await? {
-                TaskState::Success { result } => return Ok(result),
+                TaskState::Success { result, .. } => return Ok(result),
                 TaskState::Error(fault) => {
                     return Err(Error::Task {
                         task: task.task.value.clone(),
@@ -200,7 +220,8 @@ mod tests {
         assert_eq!(
             parse_task_info(&ok).unwrap(),
             TaskState::Success {
-                result: Some(MoRef::new("VirtualMachine", "vm-119"))
+                result: Some(MoRef::new("VirtualMachine", "vm-119")),
+                not_attempted: vec![],
             }
         );
         let err = parse(r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><state>error</state><error><fault xsi:type="InvalidArgument"></fault><localizedMessage>*types.InvalidArgument</localizedMessage></error></val>"#).unwrap();
@@ -260,7 +281,10 @@ mod tests {
         // A result of another type is not read (it is not a moref), and not an error.
         assert_eq!(
             info(r#"<state>success</state><result xsi:type="xsd:string">ok</result>"#).unwrap(),
-            TaskState::Success { result: None }
+            TaskState::Success {
+                result: None,
+                not_attempted: vec![]
+            }
         );
         assert_eq!(info("<state>queued</state>").unwrap(), TaskState::Queued);
     }
@@ -290,5 +314,27 @@ mod tests {
         let bad =
             parse(r#"<val><ManagedObjectReference>task-1</ManagedObjectReference></val>"#).unwrap();
         assert!(recent_tasks(&bad).is_err());
+    }
+
+    /// A `PowerOnMultiVM_Task` that succeeded names the VMs it did not power on; the others
+    /// were attempted (their own tasks, when not under DRS, are not awaited).
+    #[test]
+    fn a_multi_power_on_result_names_the_vms_not_powered_on() {
+        let doc = r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="TaskInfo"><state>success</state><result xsi:type="ClusterPowerOnVmResult"><attempted><vm type="VirtualMachine">vm-1</vm><task type="Task">task-9</task></attempted><notAttempted><vm type="VirtualMachine">vm-2</vm><fault><fault xsi:type="InvalidPowerState"/><localizedMessage>The attempted operation cannot be performed in the current state (Powered on).</localizedMessage></fault></notAttempted></result></val>"#;
+        let state = parse_task_info(&parse(doc).unwrap()).unwrap();
+        let TaskState::Success {
+            result,
+            not_attempted,
+        } = state
+        else {
+            panic!("{state:?}")
+        };
+        assert_eq!(result, None);
+        assert_eq!(not_attempted.len(), 1);
+        assert_eq!(not_attempted[0].0, MoRef::new("VirtualMachine", "vm-2"));
+        assert_eq!(not_attempted[0].1.kind, FaultKind::InvalidPowerState);
+        // A notAttempted entry without its VM is a decode error, not a VM less to retry.
+        let bad = doc.replace(r#"<vm type="VirtualMachine">vm-2</vm>"#, "");
+        assert!(parse_task_info(&parse(&bad).unwrap()).is_err());
     }
 }

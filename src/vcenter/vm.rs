@@ -148,6 +148,19 @@ fn write_nic(x: &mut Xml, change: &NicChange, new_key: i32) {
 /// The `CloneVM_Task` body; element order follows the WSDL (`VirtualMachineRelocateSpec`:
 /// folder, datastore, diskMoveType, pool, host; `VirtualMachineConfigSpec`: instanceUuid,
 /// annotation, numCPUs, numCoresPerSocket, memoryMB, extraConfig).
+/// The `PowerOnMultiVM_Task` request: the VMs, then the DRS override option.
+pub fn power_on_multi_body(datacenter: &MoRef, vms: &[MoRef]) -> String {
+    let mut x = Xml::request("PowerOnMultiVM_Task", datacenter);
+    for vm in vms {
+        x.moref("vm", vm);
+    }
+    x.open_typed("option", "OptionValue");
+    x.text("key", "OverrideAutomationLevel");
+    x.typed_text("value", "xsd:string", "fullyAutomated");
+    x.close("option");
+    x.finish("PowerOnMultiVM_Task")
+}
+
 pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
     let mut x = Xml::request("CloneVM_Task", source);
     x.moref("folder", &spec.folder);
@@ -289,6 +302,17 @@ impl Client {
         self.start_task("PowerOnVM_Task", &body).await
     }
 
+    /// Power on `vms` with one task on their datacenter, DRS placing them as a fully automated
+    /// cluster would (`OverrideAutomationLevel=fullyAutomated`): upstream's way, so a cluster in
+    /// manual or partially automated DRS still applies the VM-host rules. The task's result
+    /// names the VMs that were not powered on ([`TaskState::Success::not_attempted`]).
+    ///
+    /// [`TaskState::Success::not_attempted`]: super::model::task::TaskState::Success
+    pub async fn power_on_multi(&self, datacenter: &MoRef, vms: &[MoRef]) -> Result<TaskRef> {
+        self.start_task("PowerOnMultiVM_Task", &power_on_multi_body(datacenter, vms))
+            .await
+    }
+
     pub async fn power_off_vm(&self, vm: &MoRef) -> Result<TaskRef> {
         let body = Xml::request("PowerOffVM_Task", vm).finish("PowerOffVM_Task");
         self.start_task("PowerOffVM_Task", &body).await
@@ -412,5 +436,26 @@ mod tests {
                 .unwrap(),
             vec![("VirtualE1000".to_string(), 4000)]
         );
+    }
+
+    /// One task for several VMs, with DRS told to place them as if fully automated.
+    #[test]
+    fn a_multi_power_on_names_every_vm_and_the_drs_override() {
+        let body = power_on_multi_body(
+            &MoRef::new("Datacenter", "datacenter-2"),
+            &[
+                MoRef::new("VirtualMachine", "vm-1"),
+                MoRef::new("VirtualMachine", "vm-2"),
+            ],
+        );
+        assert!(
+            body.contains(r#"<_this type="Datacenter">datacenter-2</_this>"#),
+            "{body}"
+        );
+        let vm1 = body.find(r#"<vm type="VirtualMachine">vm-1</vm>"#).unwrap();
+        let vm2 = body.find(r#"<vm type="VirtualMachine">vm-2</vm>"#).unwrap();
+        let opt = body.find("<key>OverrideAutomationLevel</key>").unwrap();
+        assert!(vm1 < vm2 && vm2 < opt, "VMs, then the option: {body}");
+        assert!(body.contains("fullyAutomated"));
     }
 }

@@ -38,10 +38,12 @@ use crate::plan::machine::observe::{
     Surroundings, base_input, group_wanted, membership, name_holder, observe,
 };
 use crate::plan::machine::outcome::{StepResult, after_vcenter};
-use crate::plan::machine::{MachinePlan, Requeue, TaskObs, VcenterTrouble, VmStep, plan_machine};
+use crate::plan::machine::{
+    MachinePlan, Requeue, TaskObs, VcenterTrouble, VmObs, VmStep, plan_machine,
+};
 use crate::vcenter::model::cluster::ClusterConfig;
 use crate::vcenter::model::task::TaskState;
-use crate::vcenter::{Client, Inventory, MoRef};
+use crate::vcenter::{Client, Inventory, MoRef, Wanted};
 
 pub use crate::plan::machine::observe::machine_server;
 pub use read::task_ref;
@@ -204,6 +206,12 @@ pub enum MachineStep {
         group: String,
         members: Vec<(String, MoRef)>,
     },
+    /// One `PowerOnMultiVM_Task` on a datacenter for the VMs of these machines (DRS fully
+    /// automated, as upstream); the task's result says which were not powered on.
+    PowerOn {
+        datacenter: MoRef,
+        members: Vec<(String, MoRef)>,
+    },
 }
 
 impl MachineStep {
@@ -219,8 +227,33 @@ impl MachineStep {
                 .iter()
                 .map(|(m, vm)| format!("{m}: add {vm} to VM group {group} of {cluster}"))
                 .collect(),
+            MachineStep::PowerOn {
+                datacenter,
+                members,
+            } => members
+                .iter()
+                .map(|(m, vm)| {
+                    format!(
+                        "{m}: power on {vm} (one task on {datacenter} for {} VM(s))",
+                        members.len()
+                    )
+                })
+                .collect(),
         }
     }
+}
+
+/// A task's state as it concerns one machine's VM: a power-on of several VMs that succeeded
+/// but did not power this one on failed, for this machine, with vCenter's reason (it is
+/// retried, never reported Running).
+fn for_vm(state: &TaskState, vm: Option<&VmObs>) -> TaskState {
+    if let TaskState::Success { not_attempted, .. } = state
+        && let Some(vm) = vm.and_then(|v| v.moref.as_ref())
+        && let Some((_, fault)) = not_attempted.iter().find(|(m, _)| m == vm)
+    {
+        return TaskState::Error(fault.clone());
+    }
+    state.clone()
 }
 
 /// The machines of one server as a sweep of the per-server driver.
@@ -283,18 +316,28 @@ impl Sweep for MachineSweep<'_, '_> {
             i.task = match task_ref(m) {
                 None => TaskObs::None,
                 Some(t) => match view.tasks.get(&t) {
-                    Some(Some(s)) => TaskObs::State(s.clone()),
+                    Some(Some(s)) => TaskObs::State(for_vm(s, i.vm.as_ref())),
                     _ => TaskObs::Gone,
                 },
             };
             self.plans.push(plan_machine(&i));
         }
         let mut joins: BTreeMap<(MoRef, String), Vec<(String, MoRef)>> = BTreeMap::new();
+        let mut power_ons: BTreeMap<MoRef, Vec<(String, MoRef)>> = BTreeMap::new();
         let mut steps = Vec::new();
         for (m, plan) in input.machines.iter().zip(&self.plans) {
+            let datacenter = |vm: &MoRef| {
+                view.inventory
+                    .ancestor(vm, Wanted::Datacenter)
+                    .map(|d| d.moref.clone())
+            };
             match &plan.vm {
                 Some(VmStep::JoinGroup { cluster, group, vm }) => joins
                     .entry((cluster.clone(), group.clone()))
+                    .or_default()
+                    .push((key(m), vm.clone())),
+                Some(VmStep::PowerOn(vm)) if datacenter(vm).is_some() => power_ons
+                    .entry(datacenter(vm).unwrap_or_else(|| vm.clone()))
                     .or_default()
                     .push((key(m), vm.clone())),
                 Some(step) => steps.push(MachineStep::Vm {
@@ -311,7 +354,13 @@ impl Sweep for MachineSweep<'_, '_> {
                 group,
                 members,
             });
-        joins.chain(steps).collect()
+        let power_ons = power_ons
+            .into_iter()
+            .map(|(datacenter, members)| MachineStep::PowerOn {
+                datacenter,
+                members,
+            });
+        joins.chain(power_ons).chain(steps).collect()
     }
 
     fn execute<'a>(
@@ -385,5 +434,32 @@ mod tests {
         assert!(out.requeues.contains_key("openshift-machine-api/m-0"));
         let released = tokio::time::timeout(Duration::from_secs(5), views.write_lock(&client));
         assert!(released.await.is_ok(), "the sweep released the lock");
+    }
+
+    /// A shared power-on task that did not power this machine's VM on is, for this machine, a
+    /// failed task (retried, never Running); for the VMs it did power on it is a success.
+    #[test]
+    fn a_multi_power_on_fails_only_the_machines_it_did_not_power_on() {
+        use crate::plan::machine::VmObs;
+        use crate::vcenter::model::fault::Fault;
+        let done = TaskState::Success {
+            result: None,
+            not_attempted: vec![(
+                MoRef::new("VirtualMachine", "vm-2"),
+                Fault::untyped("no host has capacity"),
+            )],
+        };
+        let vm = |v: &str| VmObs {
+            moref: Some(MoRef::new("VirtualMachine", v)),
+            ..VmObs::default()
+        };
+        assert!(matches!(
+            for_vm(&done, Some(&vm("vm-1"))),
+            TaskState::Success { .. }
+        ));
+        match for_vm(&done, Some(&vm("vm-2"))) {
+            TaskState::Error(f) => assert!(f.to_string().contains("no host has capacity")),
+            other => panic!("{other:?}"),
+        }
     }
 }

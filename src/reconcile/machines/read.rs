@@ -26,7 +26,10 @@ fn failed(client: &Client, what: &str, e: crate::vcenter::Error) -> Failure {
 
 /// Everything the machines of a sweep are planned on, in a fixed number of bulk reads.
 pub async fn read_view(input: &SweepInput<'_>, client: &Client) -> Result<MachineView, Failure> {
-    let refs: Vec<MoRef> = input.machines.iter().filter_map(task_ref).collect();
+    // Machines powered on together share one task: read it once.
+    let mut refs: Vec<MoRef> = input.machines.iter().filter_map(task_ref).collect();
+    refs.sort();
+    refs.dedup();
     let tasks = if refs.is_empty() {
         BTreeMap::new()
     } else {

@@ -52,6 +52,29 @@ pub async fn start(
             record(&mut outcome, results, step, k, result);
         }
     }
+    // Power-ons next: one task per datacenter for all its VMs.
+    for step in steps {
+        let MachineStep::PowerOn {
+            datacenter,
+            members,
+        } = step
+        else {
+            continue;
+        };
+        let vms: Vec<MoRef> = members.iter().map(|(_, vm)| vm.clone()).collect();
+        let what = format!("power on with {} VM(s) of {datacenter}", vms.len());
+        let result = client
+            .power_on_multi(datacenter, &vms)
+            .await
+            .map_err(|e| Failure::vcenter(Some(&what), e));
+        for (k, _) in members {
+            let result = result.clone().map(|task| StepResult::Started {
+                task: task.task,
+                what: what.clone(),
+            });
+            record(&mut outcome, results, step, k, result);
+        }
+    }
     let clones: Vec<&Placement> = steps
         .iter()
         .filter_map(|s| match s {

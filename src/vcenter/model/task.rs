@@ -14,8 +14,15 @@ pub struct TaskRef {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaskState {
     Queued,
-    Running { progress: Option<u32> },
-    Success { result: Option<MoRef> },
+    Running {
+        progress: Option<u32>,
+    },
+    Success {
+        result: Option<MoRef>,
+        /// A `PowerOnMultiVM_Task`'s VMs that were not powered on, with why
+        /// (`ClusterPowerOnVmResult.notAttempted`); empty for every other task.
+        not_attempted: Vec<(MoRef, Fault)>,
+    },
     Error(Fault),
 }
 
