@@ -69,6 +69,13 @@ spec:
   placementConstraint: {folder: vm}
 YAML
 	done
+	# The user data every Machine is cloned with (the provider spec's default Secret).
+	cat >"$dir/user-data.yaml" <<YAML
+apiVersion: v1
+kind: Secret
+metadata: {name: worker-user-data, namespace: openshift-machine-api}
+stringData: {userData: '{"ignition":{"version":"3.2.0"}}'}
+YAML
 	for ((i = 0; i < n; i++)); do
 		cat >"$dir/machine-$i.yaml" <<YAML
 apiVersion: machine.openshift.io/v1beta1
