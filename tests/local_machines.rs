@@ -986,3 +986,54 @@ async fn new_vms_of_a_datacenter_are_powered_on_by_one_task() {
         );
     }
 }
+
+/// `tagIDs` are attached once the VM runs (as upstream, after power-on), checked before
+/// writing and read in one bulk call; once recorded (`TagsAttached`), a steady run attaches
+/// nothing. (That it also reads no VM tags is the planner's `tags_to_check` unit test: the
+/// zones' own verification reads attached tags every run, so REST counts cannot tell.)
+#[tokio::test]
+async fn tag_ids_are_attached_once_after_power_on() {
+    use vsphere_provider::vcenter::model::tags::CategorySpec;
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    let c = admin(&sim);
+    let cat = c
+        .create_category(&CategorySpec {
+            name: "openshift-demo".into(),
+            description: String::new(),
+            cardinality: "MULTIPLE".into(),
+            associable_types: vec![],
+        })
+        .await
+        .unwrap();
+    let tag = c.create_tag("demo", &cat, "").await.unwrap();
+    let y = machine("t-a", "dz-a", "DC0_H0_VM0", "").replace(
+        "      numCPUs: 4\n",
+        &format!("      numCPUs: 4\n      tagIDs: [\"{tag}\"]\n"),
+    );
+    std::fs::write(manifests.join("m.yaml"), y).unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let vm = c
+        .inventory()
+        .await
+        .unwrap()
+        .at_path("/DC0/vm/t-a")
+        .unwrap()
+        .moref
+        .clone();
+    assert_eq!(c.list_attached_tags(&vm).await.unwrap(), vec![tag.clone()]);
+    let obj = run.object("Machine", "t-a").unwrap();
+    assert!(obj.to_string().contains("TagsAttached"), "{obj:#}");
+    sim.reset_stats().await;
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let stats = sim.stats().await;
+    assert_eq!(
+        stats.rest_matching("action=attach"),
+        0,
+        "steady: no tag writes"
+    );
+}

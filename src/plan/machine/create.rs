@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::node_link::find_node;
 use super::user_data::UserData;
 use super::{
-    MachineInput, MachinePlan, NameHolder, Requeue, Settled, TASK_POLL, VmStep, instance_uuid,
-    linked_node, machine_identity, phase, provider_status, set_condition, set_provider_status,
-    settle_task, vcenter_trouble,
+    MachineInput, MachinePlan, NameHolder, Requeue, Settled, TAGS_ATTACHED, TASK_POLL, VmStep,
+    instance_uuid, linked_node, machine_identity, phase, provider_status, set_condition,
+    set_provider_status, settle_task, tags_message, vcenter_trouble, wanted_tags,
 };
 use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
 use crate::api::machine::{
@@ -336,6 +336,31 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         set_phase(&mut plan.machine, ph::PROVISIONED);
         plan.requeue = Requeue::After(TASK_POLL);
         return plan;
+    }
+
+    // Tags once it runs: attach what is missing, then record that all are on.
+    if let Some(attached) = &input.attached_tags {
+        let wanted = wanted_tags(m);
+        let missing: Vec<String> = wanted
+            .iter()
+            .filter(|t| !attached.contains(t))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            set_meta_condition(
+                &mut ps.conditions,
+                &ConditionUpdate::true_reason(TAGS_ATTACHED, TAGS_ATTACHED, &tags_message(&wanted)),
+                None,
+                now,
+            );
+            set_provider_status(&mut plan.machine, &ps);
+        } else {
+            plan.vm = Some(VmStep::AttachTags {
+                vm: vm.moref(),
+                tags: missing,
+            });
+            plan.requeue = Requeue::After(std::time::Duration::from_secs(1));
+        }
     }
 
     let provider_id = plan.machine.spec.provider_id.clone();
@@ -688,5 +713,53 @@ mod tests {
             }
             other => panic!("a clone: {other:?}"),
         }
+    }
+
+    /// `tagIDs` are checked only until they are recorded as attached; what is missing is
+    /// attached, and once all are on the condition records them (a changed list checks again).
+    #[test]
+    fn tags_are_attached_once_and_then_not_read_again() {
+        use crate::plan::machine::{TAGS_ATTACHED, tags_to_check};
+        let mut m = machine("m-0");
+        m.spec.provider_spec = Some(crate::api::machine::ProviderSpec {
+            value: Some(serde_json::json!({
+                "apiVersion": "machine.openshift.io/v1beta1",
+                "kind": "VSphereMachineProviderSpec",
+                "template": "t",
+                "tagIDs": ["urn:t1", "urn:t2"]
+            })),
+        });
+        let on = vm("poweredOn");
+        assert!(tags_to_check(&m, Some(&on)));
+        assert!(
+            !tags_to_check(&m, Some(&vm("poweredOff"))),
+            "after power-on only"
+        );
+        let mut i = input(&m);
+        i.vm = Some(on.clone());
+        i.attached_tags = Some(vec!["urn:t1".into()]);
+        let p = plan_machine(&i);
+        assert_eq!(
+            p.vm,
+            Some(VmStep::AttachTags {
+                vm: MoRef::new("VirtualMachine", "vm-9"),
+                tags: vec!["urn:t2".into()]
+            })
+        );
+        let mut i = input(&p.machine);
+        i.vm = Some(on.clone());
+        i.attached_tags = Some(vec!["urn:t1".into(), "urn:t2".into()]);
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert!(
+            provider_status(&p.machine)
+                .conditions
+                .iter()
+                .any(|c| c.type_ == TAGS_ATTACHED && c.status == "True")
+        );
+        assert!(
+            !tags_to_check(&p.machine, Some(&on)),
+            "recorded: not read again"
+        );
     }
 }

@@ -87,6 +87,37 @@ pub fn machine_identity(m: &Machine) -> String {
     }
 }
 
+/// The provider spec's `tagIDs`.
+pub fn wanted_tags(m: &Machine) -> Vec<String> {
+    m.vsphere_provider_spec()
+        .and_then(Result::ok)
+        .and_then(|s| s.tag_ids)
+        .unwrap_or_default()
+}
+
+/// Whether the sweep must read the tags on the machine's VM: it wants `tagIDs`, its VM is
+/// powered on, and its `TagsAttached` condition does not already cover them (tags are attached
+/// once, after power-on, as upstream; a steady sweep reads no tags).
+pub fn tags_to_check(m: &Machine, vm: Option<&VmObs>) -> bool {
+    let wanted = wanted_tags(m);
+    if wanted.is_empty()
+        || !vm.is_some_and(VmObs::powered_on)
+        || m.metadata.deletion_timestamp.is_some()
+    {
+        return false;
+    }
+    !provider_status(m).conditions.iter().any(|c| {
+        c.type_ == TAGS_ATTACHED && c.status == "True" && c.message == tags_message(&wanted)
+    })
+}
+
+/// Ours: the provider status condition that the `tagIDs` are on the VM.
+pub const TAGS_ATTACHED: &str = "TagsAttached";
+
+fn tags_message(tags: &[String]) -> String {
+    format!("attached: {}", tags.join(", "))
+}
+
 /// The instance UUID the machine's VM has: an adopted VM's, else the Machine's UID.
 pub fn vm_instance_uuid(m: &Machine) -> Option<String> {
     provider_status(m)
@@ -122,6 +153,8 @@ pub struct MachineInput<'a> {
     pub name_holder: Option<NameHolder>,
     /// The user data its clone gets (read from the Secret the provider spec names).
     pub user_data: user_data::UserData,
+    /// The tags attached to its VM, when the sweep read them ([`tags_to_check`] says when).
+    pub attached_tags: Option<Vec<String>>,
     /// Every Node (the shells read them from their caches or store).
     pub nodes: &'a [Node],
     /// Other machines of the namespace, for the control plane drain rule.
@@ -171,6 +204,11 @@ pub enum VmStep {
     PowerOn(MoRef),
     PowerOff(MoRef),
     Destroy(MoRef),
+    /// Attach these tags (`tagIDs` not yet on the VM); REST calls, no task.
+    AttachTags {
+        vm: MoRef,
+        tags: Vec<String>,
+    },
 }
 
 impl VmStep {
@@ -186,6 +224,7 @@ impl VmStep {
             VmStep::PowerOn(vm) => format!("power on {vm}"),
             VmStep::PowerOff(vm) => format!("power off {vm}"),
             VmStep::Destroy(vm) => format!("destroy {vm}"),
+            VmStep::AttachTags { vm, tags } => format!("attach tags {} to {vm}", tags.join(", ")),
         }
     }
 }
@@ -383,6 +422,7 @@ pub(crate) mod tests {
             in_vm_group: None,
             name_holder: None,
             user_data: user_data::UserData::NotNamed,
+            attached_tags: None,
             nodes: &[],
             machines: &[],
             pods: &[],

@@ -206,6 +206,7 @@ pub fn base_input<'a>(
         in_vm_group: None,
         name_holder: None,
         user_data: user_data(m, around.secrets),
+        attached_tags: None,
         nodes: around.nodes,
         machines: around.machines,
         pods: around.pods.get(&node).map(Vec::as_slice).unwrap_or(&[]),

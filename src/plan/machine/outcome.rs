@@ -19,6 +19,8 @@ pub enum StepResult {
     /// The task started (what it does, for the log): its reference is recorded on the
     /// Machine and read by the next sweep.
     Started { task: MoRef, what: String },
+    /// Done at once, no task (REST calls: tags attached); the next sweep confirms it.
+    Done { what: String },
     /// vCenter refused, or could not be asked; the failure says whether a retry may help.
     Refused(Failure),
     /// The step asks for something impossible (a device the template lacks, a disk that would
@@ -31,7 +33,7 @@ pub fn after_vcenter(plan: &mut MachinePlan, deleting: bool, result: Option<&Ste
     // The step is spent: what is written back is its result, never the step itself.
     plan.vm = None;
     match result {
-        None => {}
+        None | Some(StepResult::Done { .. }) => {}
         Some(StepResult::Started { task, .. }) => {
             let mut ps = provider_status(&plan.machine);
             ps.task_ref = task.value.clone();

@@ -39,7 +39,7 @@ use crate::plan::machine::observe::{
 };
 use crate::plan::machine::outcome::{StepResult, after_vcenter};
 use crate::plan::machine::{
-    MachinePlan, Requeue, TaskObs, VcenterTrouble, VmObs, VmStep, plan_machine,
+    MachinePlan, Requeue, TaskObs, VcenterTrouble, VmObs, VmStep, plan_machine, tags_to_check,
 };
 use crate::vcenter::model::cluster::ClusterConfig;
 use crate::vcenter::model::task::TaskState;
@@ -175,7 +175,7 @@ pub async fn sweep<K: KubeOps>(
     for (m, mut plan) in input.machines.iter().zip(plans) {
         let k = key(m);
         let result = results.get(&k);
-        if let Some(StepResult::Started { what, .. }) = result {
+        if let Some(StepResult::Started { what, .. } | StepResult::Done { what }) = result {
             out.vcenter_writes.push(format!("{k}: {what}"));
         }
         after_vcenter(&mut plan, m.metadata.deletion_timestamp.is_some(), result);
@@ -192,6 +192,9 @@ pub struct MachineView {
     pub inventory: Inventory,
     /// Groups and rules of the clusters whose new VMs wait for their VM group (read only then).
     configs: BTreeMap<MoRef, ClusterConfig>,
+    /// Tags on the VMs whose `tagIDs` are not yet recorded as attached (read only then, in one
+    /// call for all of them).
+    tags: BTreeMap<MoRef, Vec<String>>,
 }
 
 /// A vCenter change of the machine sweep.
@@ -311,6 +314,13 @@ impl Sweep for MachineSweep<'_, '_> {
             i.zone_labels = placed.zone_labels;
             if let Some(vm) = &vm {
                 self.vm_paths.insert(key(m), vm.path.clone());
+            }
+            if tags_to_check(m, vm.as_ref()) {
+                i.attached_tags = vm
+                    .as_ref()
+                    .and_then(|v| v.moref.as_ref())
+                    .and_then(|r| view.tags.get(r))
+                    .cloned();
             }
             i.vm = vm;
             i.task = match task_ref(m) {

@@ -9,7 +9,7 @@ use crate::api::machine::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::devices::DeviceFacts;
 use crate::plan::machine::observe::{group_wanted, observe};
-use crate::plan::machine::provider_status;
+use crate::plan::machine::{provider_status, tags_to_check};
 use crate::plan::placement::Placement;
 use crate::vcenter::{Client, MoRef};
 
@@ -42,14 +42,31 @@ pub async fn read_view(input: &SweepInput<'_>, client: &Client) -> Result<Machin
         .inventory()
         .await
         .map_err(|e| failed(client, "the inventory", e))?;
-    // The clusters whose groups decide whether a new VM may be powered on, read together.
+    // The clusters whose groups decide whether a new VM may be powered on, and the VMs whose
+    // tags are to be checked, each read together.
     let mut clusters: Vec<MoRef> = Vec::new();
+    let mut tagged: Vec<MoRef> = Vec::new();
     for m in &input.machines {
         let (placed, vm) = observe(m, input.zones, input.failure_domains, &inventory);
         if let Some((cluster, _)) = group_wanted(&placed, vm.as_ref()) {
             clusters.push(cluster.clone());
         }
+        if tags_to_check(m, vm.as_ref())
+            && let Some(r) = vm.as_ref().and_then(|v| v.moref.clone())
+        {
+            tagged.push(r);
+        }
     }
+    let tags = if tagged.is_empty() {
+        BTreeMap::new()
+    } else {
+        client
+            .list_attached_tags_on_objects(&tagged)
+            .await
+            .map_err(|e| failed(client, "the tags on the machines' VMs", e))?
+            .into_iter()
+            .collect()
+    };
     clusters.sort();
     clusters.dedup();
     let configs = if clusters.is_empty() {
@@ -64,6 +81,7 @@ pub async fn read_view(input: &SweepInput<'_>, client: &Client) -> Result<Machin
         tasks,
         inventory,
         configs,
+        tags,
     })
 }
 

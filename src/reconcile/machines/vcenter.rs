@@ -95,6 +95,18 @@ pub async fn start(
             continue;
         };
         let what = vm_step.describe();
+        if let VmStep::AttachTags { vm, tags } = vm_step {
+            // REST, no task: each missing tag in turn (attach is idempotent in vCenter).
+            let mut result = Ok(StepResult::Done { what: what.clone() });
+            for t in tags {
+                if let Err(e) = client.attach_tag(t, vm).await {
+                    result = Err(Failure::vcenter(Some(&what), e));
+                    break;
+                }
+            }
+            record(&mut outcome, results, step, k, result);
+            continue;
+        }
         let started = match vm_step {
             VmStep::Clone {
                 name,
@@ -137,8 +149,9 @@ pub async fn start(
             VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
             VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
             VmStep::Destroy(vm) => client.destroy(vm).await,
-            VmStep::JoinGroup { .. } => {
-                // The planner's join is batched per group into a `MachineStep::Join` above.
+            VmStep::JoinGroup { .. } | VmStep::AttachTags { .. } => {
+                // Joins are batched per group into a `MachineStep::Join` above; tags were
+                // attached just before.
                 continue;
             }
         };
