@@ -641,11 +641,7 @@ fn start() -> Result<(ControlPlane, Processes), String> {
     let pki = dir.join("pki");
     make_pki(&pki)?;
     let (etcd, etcd_url) = start_etcd(&bin_dir, &dir)?;
-    let (apiserver, server, apiserver_ready_after) =
-        match start_apiserver(&bin_dir, &dir, &etcd_url) {
-            Ok(v) => v,
-            Err(e) => return Err(e),
-        };
+    let (apiserver, server, apiserver_ready_after) = start_apiserver(&bin_dir, &dir, &etcd_url)?;
 
     let mut cp = ControlPlane {
         bin_dir,
