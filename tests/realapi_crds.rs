@@ -713,3 +713,100 @@ fn without_values(text: &str) -> String {
     .unwrap();
     re.replace_all(text, "Invalid value: ").into_owned()
 }
+
+// --- served versions ----------------------------------------------------------------------------
+
+/// Every field path a schema declares (`.spec.region.autoConfigure`, lists as `[]`, maps as
+/// `{}`).
+fn field_paths(schema: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    for (k, v) in schema["properties"].as_object().into_iter().flatten() {
+        let p = format!("{at}.{k}");
+        out.insert(p.clone());
+        field_paths(v, &p, out);
+    }
+    if schema["items"].is_object() {
+        field_paths(&schema["items"], &format!("{at}[]"), out);
+    }
+    if schema["additionalProperties"].is_object() {
+        field_paths(&schema["additionalProperties"], &format!("{at}{{}}"), out);
+    }
+}
+
+/// With no conversion webhook (`conversion: None`), the server hands an object stored in one
+/// version to a client of another by changing `apiVersion` only, and prunes it to the schema of
+/// the version it is read or written in. So a field one served version has and another lacks is
+/// lost by a round trip through the other — and kubectl's default version for the group is the
+/// highest, v1beta2. On kube-apiserver 1.37:
+/// * VSphereFailureDomain `spec.{region,zone}.autoConfigure` (v1beta1 only): set through
+///   v1beta1, read with `kubectl get` (v1beta2) and written back, it is gone;
+/// * VSphereDeploymentZone `spec.identityRef`/`spec.thumbprint` (v1beta2 only) are never seen by
+///   a v1beta1 reader (the controllers), and the conditions differ in shape between the two.
+#[test]
+#[ignore = "finding: crds/ serves VSphereFailureDomain and VSphereDeploymentZone in v1beta1 and \
+            v1beta2 with conversion None while their schemas differ; a round trip through v1beta2 \
+            (kubectl's default version) drops spec.region.autoConfigure; see the realapi report"]
+fn a_round_trip_through_another_served_version_keeps_every_field() {
+    let cp = control_plane();
+    let mut differences = Vec::new();
+    for (file, crd) in crds() {
+        let served: Vec<&Value> = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["served"] == true)
+            .collect();
+        if served.len() < 2 || crd["spec"]["conversion"]["strategy"] == "Webhook" {
+            continue;
+        }
+        let paths: Vec<(String, std::collections::BTreeSet<String>)> = served
+            .iter()
+            .map(|v| {
+                let mut out = Default::default();
+                field_paths(&v["schema"]["openAPIV3Schema"], "", &mut out);
+                (v["name"].as_str().unwrap().to_string(), out)
+            })
+            .collect();
+        for (a, pa) in &paths {
+            for (b, pb) in &paths {
+                let only: Vec<&String> = pa.difference(pb).collect();
+                if a != b && !only.is_empty() {
+                    differences.push(format!("{file}: only in {a}, not in {b}: {only:?}"));
+                }
+            }
+        }
+    }
+
+    // On the server: autoConfigure set through v1beta1, round-tripped through v1beta2.
+    let v1beta1 = "vspherefailuredomains.v1beta1.infrastructure.cluster.x-k8s.io";
+    let v1beta2 = "vspherefailuredomains.v1beta2.infrastructure.cluster.x-k8s.io";
+    let name = "round-trip";
+    let fd = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereFailureDomain",
+        "metadata": {"name": name},
+        "spec": {
+            "region": {"name": "r", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+            "zone": {"name": "z", "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+            "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0"}
+        }
+    });
+    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&fd.to_string()))
+        .ok();
+    let as_v1beta2 = cp
+        .kubectl(ADMIN, &["get", v1beta2, name, "-o", "json"])
+        .ok();
+    cp.kubectl_stdin(ADMIN, &["replace", "-f", "-"], Some(&as_v1beta2.stdout))
+        .ok();
+    let back = cp
+        .kubectl(ADMIN, &["get", v1beta1, name, "-o", "json"])
+        .ok()
+        .json();
+    if back["spec"]["region"]["autoConfigure"] != true {
+        differences.push(format!(
+            "VSphereFailureDomain: autoConfigure true set in v1beta1, after `kubectl get` (v1beta2) \
+             and `kubectl replace`: {}",
+            back["spec"]
+        ));
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
