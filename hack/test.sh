@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test entry point (also what CI runs via .ci/run):
-#   setup (hack/setup.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
+#   setup (hack/setup.sh, hack/kube/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl).
 # Fails fast with the name of the failing step.
 set -euo pipefail
@@ -30,6 +30,18 @@ VCSIM_BIN="$(hack/setup.sh | tail -n1)" || die "hack/setup.sh failed"
 [ -x "$VCSIM_BIN" ] || die "hack/setup.sh did not produce a vcsim binary (got '$VCSIM_BIN')"
 export VCSIM_BIN
 log "VCSIM_BIN=$VCSIM_BIN"
+
+# The real kube-apiserver and etcd of the realapi_* tests (tests/support/realapi.rs): built from
+# the Go module proxy by hack/kube/build.sh (a cold build takes 8-12 min; cached after).
+KUBE_BIN_DIR="$(hack/kube/build.sh | tail -n1)" || die "hack/kube/build.sh failed"
+[ -x "$KUBE_BIN_DIR/kube-apiserver" ] && [ -x "$KUBE_BIN_DIR/etcd" ] ||
+	die "hack/kube/build.sh did not produce kube-apiserver and etcd (got '$KUBE_BIN_DIR')"
+export KUBE_BIN_DIR
+log "KUBE_BIN_DIR=$KUBE_BIN_DIR"
+# Those tests make their certificates with openssl and apply manifests with kubectl, as users do.
+command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
+command -v "${KUBECTL:-kubectl}" >/dev/null 2>&1 ||
+	die "kubectl not found: the realapi_* tests apply config/ with it (set KUBECTL=/path/to/kubectl)"
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 

@@ -1,11 +1,15 @@
 //! One `KubeOps` contract, two implementations: the same cases run against local mode's object
 //! store (`LocalCluster`) and the in-cluster `ApiServer` — here over the project's in-memory API
 //! server, which stands in for kube-apiserver (JSON merge patch, status subresource,
-//! finalizers, 409/404); the real kube-apiserver joins this suite with its harness. A case
+//! finalizers, 409/404) — and over the real one: Kubernetes' own kube-apiserver v1.37.2 and
+//! etcd v3.7.0 built from source (tests/support/realapi.rs; no kube-controller-manager, so no
+//! garbage collection or namespace deletion, which no case needs). A case
 //! that passes on one and not the other is a difference users would see between
 //! `vsphere-provider reconcile` and `run`.
 #[path = "controller_support/apiserver.rs"]
 mod apiserver;
+#[path = "support/realapi.rs"]
+mod realapi;
 
 use std::collections::BTreeMap;
 
@@ -103,6 +107,111 @@ fn server() -> Server {
         },
     );
     Server(api, ApiServer::new(client, recorder))
+}
+
+/// The real kube-apiserver, through `ApiServer` as the admin (what the controller's
+/// ServiceAccount may do is tests/realapi_rbac.rs's to check). The cases share the test
+/// binary's one control plane and the fixed namespace `NS`, so they take turns, each on an
+/// emptied `NS`; objects are put in and read back with kubectl.
+struct Real {
+    ops: ApiServer,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Real {
+    fn get<T: serde::de::DeserializeOwned>(&self, resource: &str, name: &str) -> Option<T> {
+        let cp = realapi::control_plane();
+        let out = cp.kubectl(
+            &realapi::Identity::Admin,
+            &["get", resource, name, "-n", NS, "-o", "json"],
+        );
+        if !out.success && out.stderr.contains("NotFound") {
+            return None;
+        }
+        Some(serde_json::from_value(out.ok().json()).unwrap())
+    }
+
+    fn put(&self, object: &impl serde::Serialize) {
+        let cp = realapi::control_plane();
+        let text = serde_json::to_string(object).unwrap();
+        cp.kubectl_stdin(
+            &realapi::Identity::Admin,
+            &["create", "-f", "-"],
+            Some(&text),
+        )
+        .ok();
+    }
+}
+
+const REAL_MACHINES: &str = "machines.machine.openshift.io";
+const REAL_CHECKS: &str = "machinehealthchecks.machine.openshift.io";
+
+impl World for Real {
+    type Ops = ApiServer;
+    fn ops(&self) -> &ApiServer {
+        &self.ops
+    }
+    fn put_machine(&self, m: &Machine) {
+        self.put(m);
+    }
+    fn put_check(&self, h: &MachineHealthCheck) {
+        self.put(h);
+    }
+    fn machine(&self, name: &str) -> Option<Machine> {
+        self.get(REAL_MACHINES, name)
+    }
+    fn check(&self, name: &str) -> Option<MachineHealthCheck> {
+        self.get(REAL_CHECKS, name)
+    }
+}
+
+async fn real_server() -> Real {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    let cp = realapi::control_plane();
+    let admin = realapi::Identity::Admin;
+    // NS emptied: finalizers released (no controller runs here), then everything deleted.
+    if !cp.kubectl(&admin, &["get", "namespace", NS]).success {
+        cp.kubectl(&admin, &["create", "namespace", NS]).ok();
+    }
+    for resource in [REAL_MACHINES, REAL_CHECKS] {
+        let names = cp
+            .kubectl(&admin, &["get", resource, "-n", NS, "-o", "name"])
+            .ok()
+            .stdout;
+        for name in names.lines() {
+            cp.kubectl(
+                &admin,
+                &[
+                    "patch",
+                    name,
+                    "-n",
+                    NS,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ],
+            )
+            .ok();
+        }
+        cp.kubectl(
+            &admin,
+            &["delete", resource, "--all", "-n", NS, "--wait=true"],
+        )
+        .ok();
+    }
+    let client = cp.client(&admin).await;
+    let recorder = kube::runtime::events::Recorder::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "conformance".into(),
+            instance: None,
+        },
+    );
+    Real {
+        ops: ApiServer::new(client, recorder),
+        _turn: turn,
+    }
 }
 
 fn machine(name: &str, labels: &[(&str, &str)]) -> Machine {
@@ -225,6 +334,9 @@ macro_rules! conformance {
         }
         mod api_server {
             $(#[tokio::test] async fn $case() { super::$case(super::server()).await; })*
+        }
+        mod real_api_server {
+            $(#[tokio::test] async fn $case() { super::$case(super::real_server().await).await; })*
         }
     };
 }

@@ -1,0 +1,681 @@
+//! `vsphere-provider run` (the built binary) against a real API server and vcsim, as the
+//! controller's ServiceAccount bound by config/rbac, serving its admission webhooks to the
+//! server over TLS. The server is Kubernetes' own kube-apiserver v1.37.2 with etcd v3.7.0, built
+//! from source (hack/kube/, harness in tests/support/realapi.rs); there is no
+//! kube-controller-manager (no garbage collection, no namespace deletion), which nothing here
+//! needs.
+//!
+//! One test, in order, as an operator would:
+//! 1. the manager starts with a serving certificate signed by the harness's CA, holding the
+//!    leader Lease;
+//! 2. config/webhook goes in through a kustomize overlay that turns each `clientConfig.service`
+//!    into `url: https://127.0.0.1:PORT/<path>` with that CA as `caBundle` (and drops
+//!    cert-manager's Issuer and Certificate, which this cluster has no CRDs for);
+//! 3. the server calls the webhooks: a failure domain the CRD accepts but our validating webhook
+//!    does not is refused with the webhook's message (also as v1beta2, sent to the v1beta1
+//!    endpoint by `matchPolicy: Equivalent`), and a zone without `controlPlane` is stored with
+//!    the mutating webhook's default;
+//! 4. config/samples-style failure domains, zones, credentials Secret and VSphereCluster on the
+//!    vcsim topology of the samples: every zone becomes ready, owns its failure domain, and the
+//!    VSphereCluster publishes them;
+//! 5. deleting the zones, the manager releases them and deletes their failure domains (no
+//!    garbage collector here: it does so itself);
+//! 6. the manager logged no refusal by the API server, and stops with 0 on SIGTERM.
+#[path = "support/realapi.rs"]
+mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane, repo};
+use serde_json::{Value, json};
+use vcsim::Vcsim;
+use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+
+const ADMIN: &Identity = &Identity::Admin;
+
+/// A running `vsphere-provider run`: its log, line by line; killed if still running when dropped.
+struct Manager {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Manager {
+    fn spawn(cp: &ControlPlane, home: &Path, args: &[&str]) -> Manager {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
+        cmd.env("KUBECONFIG", &cp.controller_kubeconfig)
+            .env("HOME", home)
+            .env("NO_COLOR", "1")
+            .env("POD_NAME", "manager-0")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("VSPHERE_USERNAME")
+            .env_remove("VSPHERE_PASSWORD")
+            .env_remove("VSPHERE_SERVER")
+            .args(["--log-level", "info", "run"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        realapi::kill_when_parent_thread_dies(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let (tx, lines) = mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let all = log.clone();
+        std::thread::spawn(move || {
+            let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let line = ansi.replace_all(&line, "").into_owned();
+                all.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        Manager { child, lines, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// The first (further) log line containing `needle`, waiting up to 30 s.
+    fn line(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no log line with {needle:?}:\n{}", self.log()),
+            }
+        }
+    }
+
+    /// SIGTERM, then the exit code (within 30 s: the manager drains for up to 20 s).
+    fn terminate(&mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not stop within 30 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the manager's log:\n{}", self.log());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `path` relative to `from` (both absolute): kustomize takes a base outside the overlay only
+/// by a relative path.
+fn relative(from: &Path, path: &Path) -> PathBuf {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = path.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for c in &to[common..] {
+        out.push(c);
+    }
+    out
+}
+
+/// A kustomize overlay of config/webhook for a webhook server on `addr` whose certificate `ca`
+/// signed: every `clientConfig.service` becomes `url` + `caBundle`; cert-manager's Issuer and
+/// Certificate are dropped. The JSON 6902 patches are made from config/webhook/manifests.yaml,
+/// so every webhook registered there is pointed at the server.
+fn webhook_overlay(dir: &Path, addr: &str, ca: &Path) -> PathBuf {
+    let overlay = dir.join("webhook-overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(std::fs::read(ca).unwrap());
+    let text = std::fs::read_to_string(repo().join("config/webhook/manifests.yaml")).unwrap();
+    let configs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let mut patches = Vec::new();
+    let mut registered = 0;
+    for config in configs.iter().filter(|c| !c.is_null()) {
+        let mut ops = Vec::new();
+        for (i, w) in config["webhooks"].as_array().unwrap().iter().enumerate() {
+            let path = w["clientConfig"]["service"]["path"].as_str().unwrap();
+            ops.push(
+                json!({"op": "remove", "path": format!("/webhooks/{i}/clientConfig/service")}),
+            );
+            ops.push(
+                json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/url"),
+                            "value": format!("https://{addr}{path}")}),
+            );
+            ops.push(
+                json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"),
+                            "value": ca_bundle}),
+            );
+            registered += 1;
+        }
+        patches.push(json!({
+            "target": {"kind": config["kind"], "name": config["metadata"]["name"]},
+            "patch": serde_json::to_string(&ops).unwrap(),
+        }));
+    }
+    assert!(registered > 0, "config/webhook registers no webhook");
+    for (kind, name) in [
+        ("Issuer", "vsphere-provider-selfsigned-issuer"),
+        ("Certificate", "vsphere-provider-serving-cert"),
+    ] {
+        patches.push(json!({
+            "patch": serde_json::to_string(&json!({
+                "$patch": "delete",
+                "apiVersion": "cert-manager.io/v1",
+                "kind": kind,
+                "metadata": {"name": name, "namespace": SA_NAMESPACE},
+            }))
+            .unwrap()
+        }));
+    }
+    let kustomization = json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [relative(&overlay, &repo().join("config/webhook"))],
+        "patches": patches,
+    });
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        serde_json::to_string_pretty(&kustomization).unwrap(),
+    )
+    .unwrap();
+    overlay
+}
+
+/// Polls `f` every 250 ms for up to `limit`.
+async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// config/samples-style objects on a vcsim with the samples' topology: for each zone name a
+/// VSphereFailureDomain (autoConfigure, so the controller tags vCenter itself) and a
+/// VSphereDeploymentZone (controlPlane left unset); and, apart, the credentials Secret and a
+/// VSphereCluster in `ns` selecting every zone of the server.
+fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
+    let server = sim.url().to_string();
+    let (user, password) = sim.credentials();
+    let mut domains = Vec::new();
+    for (i, name) in zones.iter().enumerate() {
+        domains.push(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereFailureDomain",
+            "metadata": {"name": name},
+            "spec": {
+                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+                "zone": {"name": name, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+                "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
+                             "datastore": "LocalDS_0", "networks": ["VM Network"]}
+            }
+        }));
+        domains.push(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone",
+            "metadata": {"name": name},
+            "spec": {
+                "server": server,
+                "failureDomain": name,
+                "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}
+            }
+        }));
+    }
+    let cluster = vec![
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vsphere-credentials", "namespace": ns},
+            "type": "Opaque",
+            "stringData": {"username": user, "password": password}
+        }),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereCluster",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {
+                "server": server,
+                "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
+                "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
+                "failureDomainSelector": {}
+            }
+        }),
+    ];
+    let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
+    (list(domains), list(cluster))
+}
+
+/// Waits until each zone is ready (conditions True, finalizer on, owning its failure domain)
+/// and the VSphereCluster `ns/demo` publishes them all as control plane domains; returns how
+/// long the zones took.
+async fn assert_zones_ready_and_published(
+    cp: &ControlPlane,
+    ns: &str,
+    zones: &[String],
+    limit: Duration,
+) -> Duration {
+    let admin = cp.client(ADMIN).await;
+    let zone_api: Api<VSphereDeploymentZone> = Api::all(admin.clone());
+    let fd_api: Api<VSphereFailureDomain> = Api::all(admin.clone());
+    let cluster_api: Api<VSphereCluster> = Api::namespaced(admin.clone(), ns);
+    let started = Instant::now();
+    for name in zones {
+        let z = wait_for(&format!("zone {name} ready"), limit, || {
+            let api = zone_api.clone();
+            let name = name.clone();
+            async move {
+                let z = api.get(&name).await.ok()?;
+                (z.status.as_ref().and_then(|s| s.ready) == Some(true)).then_some(z)
+            }
+        })
+        .await;
+        assert_eq!(
+            z.spec.control_plane,
+            Some(true),
+            "the mutating webhook's default"
+        );
+        assert!(
+            z.metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&"vspheredeploymentzone.infrastructure.cluster.x-k8s.io".to_string())
+        );
+        let status = serde_json::to_value(z.status.unwrap()).unwrap();
+        for t in [
+            "VCenterAvailable",
+            "PlacementConstraintMet",
+            "VSphereFailureDomainValidated",
+            "Ready",
+        ] {
+            assert_eq!(
+                condition(&status, t).as_deref(),
+                Some("True"),
+                "{name} {t}: {status}"
+            );
+        }
+        let fd = fd_api.get(name).await.unwrap();
+        let owners: Vec<String> = fd
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .map(|o| format!("{}/{}", o.kind, o.name))
+            .collect();
+        assert_eq!(owners, [format!("VSphereDeploymentZone/{name}")]);
+    }
+    let ready_after = started.elapsed();
+    let published = wait_for("the cluster's failure domains", limit, || {
+        let api = cluster_api.clone();
+        let want = zones.len();
+        async move {
+            let c = api.get("demo").await.ok()?;
+            let fds = c.status.as_ref()?.failure_domains.clone()?;
+            (fds.len() == want).then_some(fds)
+        }
+    })
+    .await;
+    let published: BTreeMap<String, Value> = published
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
+        .collect();
+    assert_eq!(published.keys().cloned().collect::<Vec<_>>(), zones);
+    for v in published.values() {
+        assert_eq!(v["controlPlane"], true, "{v}");
+    }
+    eprintln!(
+        "realapi: {} zones ready {ready_after:.2?} after they were applied; published by the \
+         VSphereCluster after {:.2?}",
+        zones.len(),
+        started.elapsed()
+    );
+    ready_after
+}
+
+/// One manager at a time: they share the leader Lease, and the webhooks are cluster-wide.
+static ONE_MANAGER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn condition(status: &Value, type_: &str) -> Option<String> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_service_account() {
+    let _one = ONE_MANAGER.lock().await;
+    let cp = control_plane();
+    let ns = cp.namespace("manager");
+    let work = cp.dir.join(&ns);
+    let certs = work.join("certs");
+    let (crt, key) = cp.issue_certificate(
+        &certs,
+        &format!("webhook-{ns}"),
+        &["IP:127.0.0.1", "DNS:localhost"],
+    );
+    std::fs::rename(crt, certs.join("tls.crt")).unwrap();
+    std::fs::rename(key, certs.join("tls.key")).unwrap();
+    // The samples' vcsim topology (`-dc 1 -cluster 3 -pool 1`); fewer hosts.
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+
+    // 1. The manager, as the ServiceAccount, electing a leader, with its webhooks.
+    let mut manager = Manager::spawn(
+        cp,
+        &work,
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-cert-dir",
+            certs.to_str().unwrap(),
+            "--leader-elect",
+            "--namespace",
+            SA_NAMESPACE,
+        ],
+    );
+    let line = manager.line("admission webhooks listening");
+    let webhook_addr = line
+        .split("addr=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+
+    // 2. config/webhook through an overlay.
+    let overlay = webhook_overlay(&work, &webhook_addr, &cp.ca_cert);
+    /// Deletes the webhook configurations however the test ends: with `failurePolicy: Fail`
+    /// they would refuse every later write of these kinds once the manager is gone.
+    struct Uninstall(PathBuf);
+    impl Drop for Uninstall {
+        fn drop(&mut self) {
+            control_plane().kubectl(
+                ADMIN,
+                &[
+                    "delete",
+                    "--ignore-not-found",
+                    "-k",
+                    self.0.to_str().unwrap(),
+                ],
+            );
+        }
+    }
+    let _uninstall = Uninstall(overlay.clone());
+    let applied = cp.apply(ADMIN, overlay.to_str().unwrap(), None).ok();
+    assert!(
+        applied
+            .stdout
+            .contains("validatingwebhookconfiguration.admissionregistration.k8s.io/vsphere-provider-validating-webhook-configuration created"),
+        "{}",
+        applied.stdout
+    );
+    for (kind, name, prefix) in [
+        (
+            "mutatingwebhookconfiguration",
+            "vsphere-provider-mutating-webhook-configuration",
+            "mutate",
+        ),
+        (
+            "validatingwebhookconfiguration",
+            "vsphere-provider-validating-webhook-configuration",
+            "validate",
+        ),
+    ] {
+        let stored = cp
+            .kubectl(ADMIN, &["get", kind, name, "-o", "json"])
+            .ok()
+            .json();
+        for w in stored["webhooks"].as_array().unwrap() {
+            let url = w["clientConfig"]["url"].as_str().unwrap();
+            assert!(
+                url.starts_with(&format!("https://{webhook_addr}/{prefix}-")),
+                "{url}"
+            );
+            assert!(w["clientConfig"].get("service").is_none(), "{w}");
+        }
+    }
+
+    // 3. The server calls them. A HostGroup region passes the CRD and not our webhook; the
+    // configuration takes a moment to reach the server's admission chain.
+    let fd = |name: &str, version: &str, region_type: &str| {
+        json!({
+            "apiVersion": format!("infrastructure.cluster.x-k8s.io/{version}"),
+            "kind": "VSphereFailureDomain",
+            "metadata": {"name": name},
+            "spec": {
+                "region": {"name": "region-a", "type": region_type, "tagCategory": "k8s-region"},
+                "zone": {"name": "zone-x", "type": "ComputeCluster", "tagCategory": "k8s-zone"},
+                "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0"}
+            }
+        })
+        .to_string()
+    };
+    let denial = "admission webhook \"vvspherefailuredomain.infrastructure.cluster.x-k8s.io\" \
+                  denied the request";
+    let why = "spec.region.type: Forbidden: region's Failure Domain type cannot be HostGroup";
+    let refused = wait_for("the validating webhook", Duration::from_secs(30), || {
+        let out = cp.kubectl_stdin(
+            ADMIN,
+            &["apply", "-f", "-"],
+            Some(&fd(&format!("{ns}-hostgroup"), "v1beta1", "HostGroup")),
+        );
+        async move { (!out.success && out.stderr.contains(denial)).then_some(out.stderr) }
+    })
+    .await;
+    assert!(refused.contains(why), "{refused}");
+    // v1beta2 goes to the v1beta1 endpoint (matchPolicy: Equivalent).
+    let refused = cp
+        .kubectl_stdin(
+            ADMIN,
+            &["apply", "-f", "-"],
+            Some(&fd(
+                &format!("{ns}-hostgroup-v1beta2"),
+                "v1beta2",
+                "HostGroup",
+            )),
+        )
+        .err();
+    assert!(
+        refused.contains(denial) && refused.contains(why),
+        "{refused}"
+    );
+    // The mutating webhooks default what the CRD leaves unset.
+    let probe = format!("{ns}-probe");
+    cp.kubectl_stdin(
+        ADMIN,
+        &["apply", "-f", "-"],
+        Some(&fd(&probe, "v1beta1", "Datacenter")),
+    )
+    .ok();
+    // Read as v1beta1: kubectl's default for the group is v1beta2, whose schema has no
+    // autoConfigure (see realapi_crds.rs on the versions).
+    let stored_fd = cp
+        .kubectl(
+            ADMIN,
+            &[
+                "get",
+                "vspherefailuredomains.v1beta1.infrastructure.cluster.x-k8s.io",
+                &probe,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+    assert_eq!(
+        stored_fd["spec"]["region"]["autoConfigure"], false,
+        "{stored_fd}"
+    );
+    // An update is checked against the old object: the spec is immutable.
+    let changed = fd(&probe, "v1beta1", "Datacenter").replace("DC0_C0", "DC0_C1");
+    let refused = cp
+        .kubectl_stdin(ADMIN, &["apply", "-f", "-"], Some(&changed))
+        .err();
+    assert!(
+        refused.contains("spec: Forbidden: VSphereFailureDomainSpec is immutable"),
+        "{refused}"
+    );
+
+    // 4. config/samples-style objects on this vcsim, the credentials and the VSphereCluster
+    // first (a zone reconciled before them waits for its retry: see the ignored test below).
+    let zones: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|z| format!("{ns}-zone-{z}"))
+        .collect();
+    let (domains, cluster) = samples_style(&sim, &ns, &zones);
+    cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
+    cp.apply_text(ADMIN, &domains.to_string(), None).ok();
+    assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
+    let admin = cp.client(ADMIN).await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SA_NAMESPACE);
+    let lease = leases.get("vsphere-provider-leader").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("manager-0")
+    );
+
+    // 5. Deleting the zones: the manager releases its finalizer and deletes each failure
+    // domain with its last zone itself (as CAPV does; this server has no garbage collector to
+    // act on the owner references).
+    let mut args = vec![
+        "delete",
+        "vspheredeploymentzones",
+        "--wait=true",
+        "--timeout=60s",
+    ];
+    args.extend(zones.iter().map(String::as_str));
+    cp.kubectl(ADMIN, &args).ok();
+    let fd_api: Api<VSphereFailureDomain> = Api::all(admin.clone());
+    for name in &zones {
+        wait_for(
+            &format!("failure domain {name} deleted"),
+            Duration::from_secs(30),
+            || {
+                let api = fd_api.clone();
+                let name = name.clone();
+                async move { api.get_opt(&name).await.unwrap().is_none().then_some(()) }
+            },
+        )
+        .await;
+    }
+    cp.kubectl(ADMIN, &["delete", "vspherecluster", "demo", "-n", &ns])
+        .ok();
+
+    // 6. Nothing the manager did was refused, and it stops cleanly.
+    let code = manager.terminate();
+    let log = manager.log();
+    if std::env::var_os("REALAPI_SHOW_LOG").is_some() {
+        eprintln!("{log}");
+    }
+    assert_eq!(code, Some(0), "{log}");
+    for refusal in ["forbidden", "Forbidden", " 403"] {
+        assert!(
+            !log.contains(refusal),
+            "the manager was refused something ({refusal}):\n{log}"
+        );
+    }
+}
+
+/// Zones applied before the VSphereCluster holding their credentials (as `kubectl apply -k
+/// config/samples` may order them: the zones' file comes first): each zone's first reconcile
+/// fails with "no credentials … failed until something changes" and a 60 s retry, and the
+/// VSphereCluster (or its Secret) arriving does not wake it, so the zones become ready a minute
+/// later instead of at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding: a VSphereCluster created after its zones does not wake them; they wait out \
+            the 60 s retry of 'no credentials for vCenter … failed until something changes' \
+            (src/controllers/zone: credentials come from VSphereCluster identityRefs, which the \
+            zone controller does not watch); see the realapi report"]
+async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_come() {
+    let _one = ONE_MANAGER.lock().await;
+    let cp = control_plane();
+    let ns = cp.namespace("late-credentials");
+    let work = cp.dir.join(&ns);
+    std::fs::create_dir_all(&work).unwrap();
+    // On 127.0.0.2: servers are matched by host (src/vcenter/model/endpoint.rs `same_server`
+    // ignores the port), so a VSphereCluster of another test on 127.0.0.1 would lend these
+    // zones its credentials.
+    let sim = Vcsim::builder()
+        .clusters(3)
+        .hosts(1)
+        .pools(1)
+        .arg("-l")
+        .arg("127.0.0.2:0")
+        .start()
+        .await;
+    let mut manager = Manager::spawn(
+        cp,
+        &work,
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--webhook-cert-dir",
+            work.to_str().unwrap(),
+            "--leader-elect",
+            "--namespace",
+            SA_NAMESPACE,
+        ],
+    );
+    manager.line("controllers started");
+    let zones: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|z| format!("{ns}-zone-{z}"))
+        .collect();
+    let (mut domains, cluster) = samples_style(&sim, &ns, &zones);
+    // No webhooks here: set what the mutating webhook would.
+    for item in domains["items"].as_array_mut().unwrap() {
+        if item["kind"] == "VSphereDeploymentZone" {
+            item["spec"]["controlPlane"] = json!(true);
+        }
+    }
+    cp.apply_text(ADMIN, &domains.to_string(), None).ok();
+    manager.line("no credentials for vCenter");
+    cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
+    assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
+    assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
+}
