@@ -40,8 +40,12 @@ export KUBE_BIN_DIR
 log "KUBE_BIN_DIR=$KUBE_BIN_DIR"
 # Those tests make their certificates with openssl and apply manifests with kubectl, as users do.
 command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
-command -v "${KUBECTL:-kubectl}" >/dev/null 2>&1 ||
-	die "kubectl not found: the realapi_* tests apply config/ with it (set KUBECTL=/path/to/kubectl)"
+# kubectl: the one built with the server (same release, no version skew, present on a new
+# machine), unless KUBECTL names another.
+export KUBECTL="${KUBECTL:-$KUBE_BIN_DIR/kubectl}"
+[ -x "$KUBECTL" ] || command -v "$KUBECTL" >/dev/null 2>&1 ||
+	die "kubectl not found at $KUBECTL (hack/kube/build.sh builds one)"
+log "KUBECTL=$KUBECTL"
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
@@ -49,12 +53,12 @@ step fmt cargo fmt --all -- --check
 step clippy cargo clippy --all-targets -- -D warnings
 step test cargo test --all-targets
 
-if command -v kubectl >/dev/null 2>&1; then
+if command -v "$KUBECTL" >/dev/null 2>&1; then
 	found=0
 	while IFS= read -r -d '' k; do
 		found=1
 		dir="$(dirname "$k")"
-		step "kustomize $dir" bash -c 'kubectl kustomize "$1" >/dev/null' _ "$dir"
+		step "kustomize $dir" bash -c '"$KUBECTL" kustomize "$1" >/dev/null' _ "$dir"
 	done < <(find config -name kustomization.yaml -print0 2>/dev/null | sort -z)
 	[ "$found" -eq 1 ] || log "note: no config/**/kustomization.yaml found"
 else

@@ -28,9 +28,9 @@ use serde_json::{Value, json};
 use vsphere_provider::api::Machine;
 use vsphere_provider::api::control_plane_machine_set::ControlPlaneMachineSet;
 use vsphere_provider::api::machine_health_check::MachineHealthCheck;
-use vsphere_provider::controllers::kube_ops::ApiServer;
+use vsphere_provider::controllers::api_server::ApiServer;
 use vsphere_provider::plan::machine::drain::PodRef;
-use vsphere_provider::reconcile::kube::{Eviction, KubeOps, machine_ref};
+use vsphere_provider::reconcile::kube_ops::{Eviction, KubeOps, machine_ref};
 
 fn yaml_file(path: &str) -> Value {
     let text = std::fs::read_to_string(repo().join(path)).unwrap();

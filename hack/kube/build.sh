@@ -45,7 +45,7 @@ hash="$({
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vsphere-provider/kube"
 OUT="$CACHE_ROOT/$hash"
 
-complete() { [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ]; }
+complete() { [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && [ -x "$OUT/kubectl" ]; }
 
 if complete; then
 	log "cached: $OUT"
@@ -106,10 +106,18 @@ go build "${build_flags[@]}" -ldflags "$etcd_ldflags" -o "$tmp/etcd" \
 	go.etcd.io/etcd/server/v3 >&2 || die "go build etcd failed"
 log "etcd built in $((SECONDS - t))s ($(du -h "$tmp/etcd" | cut -f1))"
 
+# kubectl of the same release: the tests apply manifests with it as users do, and a machine
+# without one (or with one outside the version skew) still runs them.
+t=$SECONDS
+go build "${build_flags[@]}" -ldflags "$kube_ldflags" -o "$tmp/kubectl" \
+	k8s.io/kubernetes/cmd/kubectl >&2 || die "go build kubectl failed"
+log "kubectl built in $((SECONDS - t))s ($(du -h "$tmp/kubectl" | cut -f1))"
+
 "$tmp/kube-apiserver" --version >&2
 "$tmp/etcd" --version >&2
 cat >"$tmp/VERSIONS" <<EOF
 kube-apiserver $kube_version (k8s.io/kubernetes)
+kubectl $kube_version (k8s.io/kubernetes)
 etcd $etcd_version (go.etcd.io/etcd/server/v3)
 $go_version
 tags $tags
