@@ -810,6 +810,8 @@ async fn a_foreign_vm_with_the_machines_name_is_named_and_left_alone() {
         extra_config: vec![],
         nics: vec![],
         disk_resize: None,
+        data_disks: vec![],
+        linked_clone: None,
         power_on: false,
     };
     let task = c.clone_vm(&template, &spec).await.unwrap();
