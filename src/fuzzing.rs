@@ -21,7 +21,7 @@ use crate::vcenter::rest::{
 };
 use crate::vcenter::soap::Node;
 use crate::vcenter::task::{parse_task_info, recent_tasks};
-use crate::vcenter::vm::{parse_disk, parse_nics};
+use crate::vcenter::vm::{parse_disk, parse_nics, parse_slots, parse_snapshots};
 
 const SERVER: &str = "https://vc.fuzz.invalid";
 
@@ -163,8 +163,8 @@ pub fn task_info(data: &[u8]) {
 }
 
 /// Typed property values: cluster `configurationEx` (`Client::cluster_configs`) and a VM's
-/// `config.hardware.device` (`Client::template_devices`). Every value goes through every
-/// decoder, so the fuzzer need not guess property names.
+/// `config.hardware.device` and `snapshot` (`Client::template_clone_facts`). Every value goes
+/// through every decoder, so the fuzzer need not guess property names.
 pub fn property_values(data: &[u8]) {
     let Some(page) = page(&text(data)) else {
         return;
@@ -183,6 +183,8 @@ fn values(val: &Node) {
     }
     let _ = parse_disk(val);
     let _ = parse_nics(val);
+    let _ = parse_slots(val);
+    let _ = parse_snapshots(val);
     let _ = parse_task_info(val);
 }
 

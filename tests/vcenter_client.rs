@@ -606,6 +606,8 @@ async fn vm_clone_power_and_destroy() {
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
                 nics: Vec::new(),
                 disk_resize: None,
+                data_disks: Vec::new(),
+                linked_clone: None,
                 // Off, to power it on below (vcsim honours powerOn like real vCenter since
                 // govmomi 0.56; 0.24.2 ignored it).
                 power_on: false,

@@ -11,7 +11,9 @@ use std::fmt;
 
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{FailureDomainType, VSphereFailureDomain};
-use crate::api::machine::{Machine, NetworkDeviceSpec, VSphereMachineProviderSpec, Workspace};
+use crate::api::machine::{
+    CloneMode, Machine, NetworkDeviceSpec, ProvisioningMode, VSphereMachineProviderSpec, Workspace,
+};
 use crate::vcenter::model::inventory::{Inventory, LookupError, Wanted};
 use crate::vcenter::model::moref::MoRef;
 
@@ -256,6 +258,60 @@ pub struct Placement {
     pub memory_mib: Option<i64>,
     /// The size of the template's disk after the clone (never smaller than the template's).
     pub disk_gib: Option<i32>,
+    /// New empty disks (`dataDisks[]`), in order.
+    pub data_disks: Vec<DataDisk>,
+    /// `cloneMode: linkedClone`: clone from a snapshot of the template. None: a full clone.
+    pub linked_clone: Option<LinkedClone>,
+}
+
+/// A data disk a clone gets (`dataDisks[i]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataDisk {
+    pub name: String,
+    pub size_gib: i32,
+    /// None leaves thin or thick to the storage policy.
+    pub mode: Option<ProvisioningMode>,
+}
+
+/// A linked clone (`cloneMode: linkedClone`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkedClone {
+    /// The template's snapshot by name or path (`snapshot`); None: its current snapshot.
+    pub snapshot: Option<String>,
+}
+
+/// The data disks of a provider spec, checked as far as the spec alone can tell: a size of at
+/// least 1 GiB and a known provisioning mode (admission says the same; a Machine stored before
+/// it, or offline, gets here too).
+fn data_disks(spec: &VSphereMachineProviderSpec) -> Result<Vec<DataDisk>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, d) in spec.data_disks.iter().flatten().enumerate() {
+        let field = |f: &str| ps(&format!("dataDisks[{i}].{f}"));
+        if d.size_gib < 1 {
+            return Err(err(
+                &field("sizeGiB"),
+                format!("{} GiB: a data disk needs at least 1 GiB", d.size_gib),
+            ));
+        }
+        let mode = match d.provisioning_mode.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some("Thin") => Some(ProvisioningMode::Thin),
+            Some("Thick") => Some(ProvisioningMode::Thick),
+            Some("EagerlyZeroed") => Some(ProvisioningMode::EagerlyZeroed),
+            Some(other) => {
+                return Err(err(
+                    &field("provisioningMode"),
+                    format!("{other:?} is not Thin, Thick or EagerlyZeroed"),
+                ));
+            }
+        };
+        out.push(DataDisk {
+            name: d.name.clone(),
+            size_gib: d.size_gib,
+            mode,
+        });
+    }
+    Ok(out)
 }
 
 fn given(s: &Option<String>) -> Option<&str> {
@@ -418,6 +474,10 @@ pub fn resolve(
         num_cores_per_socket: spec.num_cores_per_socket,
         memory_mib: spec.memory_mib,
         disk_gib: spec.disk_gib.filter(|g| *g > 0),
+        data_disks: data_disks(spec)?,
+        linked_clone: (spec.clone_mode() == CloneMode::LinkedClone).then(|| LinkedClone {
+            snapshot: given(&spec.snapshot).map(str::to_string),
+        }),
     })
 }
 
@@ -668,6 +728,72 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "spec.providerSpec.value.network.devices[0].networkName: required"
+        );
+    }
+
+    /// Data disks and the clone mode come through from the spec; what the spec alone shows
+    /// to be wrong fails naming the field.
+    #[test]
+    fn data_disks_and_the_clone_mode_resolve_from_the_spec() {
+        use crate::api::machine::VSphereDisk;
+        let mut s = spec(Workspace {
+            resource_pool: Some("C0/Resources".into()),
+            ..Workspace::default()
+        });
+        let disk = |name: &str, size_gib: i32, mode: Option<&str>| VSphereDisk {
+            name: name.into(),
+            size_gib,
+            provisioning_mode: mode.map(str::to_string),
+        };
+        s.data_disks = Some(vec![
+            disk("a", 1, Some("Thin")),
+            disk("b", 2, Some("EagerlyZeroed")),
+            disk("c", 3, Some("")),
+        ]);
+        s.snapshot = Some("base".into());
+        let p = resolve(&s, &inv()).unwrap();
+        assert_eq!(
+            p.data_disks,
+            [
+                DataDisk {
+                    name: "a".into(),
+                    size_gib: 1,
+                    mode: Some(ProvisioningMode::Thin)
+                },
+                DataDisk {
+                    name: "b".into(),
+                    size_gib: 2,
+                    mode: Some(ProvisioningMode::EagerlyZeroed)
+                },
+                DataDisk {
+                    name: "c".into(),
+                    size_gib: 3,
+                    mode: None
+                },
+            ]
+        );
+        assert_eq!(p.linked_clone, None, "a snapshot alone is no linked clone");
+        s.clone_mode = Some("linkedClone".into());
+        assert_eq!(
+            resolve(&s, &inv()).unwrap().linked_clone,
+            Some(LinkedClone {
+                snapshot: Some("base".into())
+            })
+        );
+        s.snapshot = Some(" ".into());
+        assert_eq!(
+            resolve(&s, &inv()).unwrap().linked_clone,
+            Some(LinkedClone { snapshot: None })
+        );
+        s.data_disks = Some(vec![disk("a", 1, Some("thin"))]);
+        assert_eq!(
+            resolve(&s, &inv()).unwrap_err().to_string(),
+            "spec.providerSpec.value.dataDisks[0].provisioningMode: \"thin\" is not Thin, Thick or EagerlyZeroed"
+        );
+        s.data_disks = Some(vec![disk("a", 1, None), disk("b", 0, None)]);
+        assert_eq!(
+            resolve(&s, &inv()).unwrap_err().to_string(),
+            "spec.providerSpec.value.dataDisks[1].sizeGiB: 0 GiB: a data disk needs at least 1 GiB"
         );
     }
 

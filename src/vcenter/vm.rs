@@ -4,7 +4,10 @@ use super::client::Client;
 use super::model::error::Result;
 use super::model::moref::MoRef;
 use super::model::task::TaskRef;
-use super::model::vm::{CloneSpec, DiskInfo, NicBacking, NicChange, TemplateDevices};
+use super::model::vm::{
+    CloneSpec, DeviceSlot, DiskInfo, NewDisk, NicBacking, NicChange, SnapshotEntry, Snapshots,
+    TemplateDevices,
+};
 use super::property::PropertyFilter;
 use super::soap::decode::{Malformed, number, optional_number, required};
 use super::soap::{Node, Xml};
@@ -78,6 +81,104 @@ fn write_disk_resize(x: &mut Xml, d: &DiskInfo, capacity_kb: i64) {
     x.close("deviceChange");
 }
 
+/// Every device of a `config.hardware.device` value: its key, type, controller and unit, and a
+/// SCSI controller's own unit. The numbers must decode: a misread unit would put a data disk on
+/// a unit already taken.
+pub fn parse_slots(devices: &Node) -> Result<Vec<DeviceSlot>, Malformed> {
+    devices
+        .children
+        .iter()
+        .map(|d| {
+            Ok(DeviceSlot {
+                key: optional_number(d, "key", "device key")?,
+                device_type: d.xsi_type.clone().unwrap_or_default(),
+                controller_key: optional_number(d, "controllerKey", "device controllerKey")?,
+                unit_number: optional_number(d, "unitNumber", "device unitNumber")?,
+                scsi_ctlr_unit: optional_number(
+                    d,
+                    "scsiCtlrUnitNumber",
+                    "SCSI controller scsiCtlrUnitNumber",
+                )?,
+            })
+        })
+        .collect()
+}
+
+/// A VM's `snapshot` value (`VirtualMachineSnapshotInfo`): the current snapshot and the tree,
+/// flattened with each snapshot's path. A snapshot's reference and name are required: one
+/// skipped could make a named snapshot look missing, or another one match.
+pub fn parse_snapshots(info: &Node) -> Result<Snapshots, Malformed> {
+    fn walk(
+        trees: &Node,
+        parent: &str,
+        out: &mut Vec<SnapshotEntry>,
+        depth: usize,
+    ) -> Result<(), Malformed> {
+        // vCenter limits a chain to 32 snapshots; a deeper tree is not one it sent.
+        if depth > 64 {
+            return Err(Malformed::new("snapshot tree deeper than 64"));
+        }
+        for t in trees.children_named(if depth == 0 {
+            "rootSnapshotList"
+        } else {
+            "childSnapshotList"
+        }) {
+            let snapshot = MoRef::decode(
+                required(t, "snapshot", "snapshot tree")?,
+                "snapshot tree snapshot",
+            )?;
+            let name = required(t, "name", "snapshot tree")?.text.clone();
+            let path = if parent.is_empty() {
+                name.clone()
+            } else {
+                format!("{parent}/{name}")
+            };
+            out.push(SnapshotEntry {
+                snapshot,
+                name,
+                path: path.clone(),
+            });
+            walk(t, &path, out, depth + 1)?;
+        }
+        Ok(())
+    }
+    let current = info
+        .child("currentSnapshot")
+        .map(|c| MoRef::decode(c, "currentSnapshot"))
+        .transpose()?;
+    let mut all = Vec::new();
+    walk(info, "", &mut all, 0)?;
+    Ok(Snapshots { current, all })
+}
+
+/// One `dataDisks[]` entry: a new flat, persistent disk created beside the VM.
+fn write_new_disk(x: &mut Xml, d: &NewDisk) {
+    // VirtualDeviceConfigSpec order: operation, fileOperation, device. VirtualDisk order as in
+    // `write_disk_resize`; VirtualDiskFlatVer2BackingInfo: fileName, datastore, diskMode,
+    // split, writeThrough, thinProvisioned, eagerlyScrub.
+    x.open("deviceChange");
+    x.text("operation", "add");
+    x.text("fileOperation", "create");
+    x.open_typed("device", "VirtualDisk");
+    x.text("key", &d.key.to_string());
+    x.open_typed("backing", "VirtualDiskFlatVer2BackingInfo");
+    // Empty: vCenter names the file after the VM, in the VM's directory.
+    x.text("fileName", "");
+    x.text("diskMode", "persistent");
+    if let Some(t) = d.thin_provisioned {
+        x.text("thinProvisioned", if t { "true" } else { "false" });
+    }
+    if let Some(e) = d.eagerly_scrub {
+        x.text("eagerlyScrub", if e { "true" } else { "false" });
+    }
+    x.close("backing");
+    x.text("controllerKey", &d.controller_key.to_string());
+    x.text("unitNumber", &d.unit_number.to_string());
+    x.text("capacityInKB", &d.capacity_kb.to_string());
+    x.close("device");
+    x.close("deviceChange");
+}
+
 /// A template's NICs: (device type, key), from `config.hardware.device`. A NIC's `key` is
 /// required: one skipped would stay on the clone beside its replacement.
 pub fn parse_nics(devices: &Node) -> Result<Vec<(String, i32)>, Malformed> {
@@ -145,9 +246,6 @@ fn write_nic(x: &mut Xml, change: &NicChange, new_key: i32) {
     x.close("deviceChange");
 }
 
-/// The `CloneVM_Task` body; element order follows the WSDL (`VirtualMachineRelocateSpec`:
-/// folder, datastore, diskMoveType, pool, host; `VirtualMachineConfigSpec`: instanceUuid,
-/// annotation, numCPUs, numCoresPerSocket, memoryMB, extraConfig).
 /// The `PowerOnMultiVM_Task` request: the VMs, then the DRS override option.
 pub fn power_on_multi_body(datacenter: &MoRef, vms: &[MoRef]) -> String {
     let mut x = Xml::request("PowerOnMultiVM_Task", datacenter);
@@ -161,6 +259,10 @@ pub fn power_on_multi_body(datacenter: &MoRef, vms: &[MoRef]) -> String {
     x.finish("PowerOnMultiVM_Task")
 }
 
+/// The `CloneVM_Task` body; element order follows the WSDL (`VirtualMachineRelocateSpec`:
+/// folder, datastore, diskMoveType, pool, host; `VirtualMachineConfigSpec`: instanceUuid,
+/// annotation, numCPUs, numCoresPerSocket, memoryMB, deviceChange, extraConfig;
+/// `VirtualMachineCloneSpec`: location, template, config, powerOn, snapshot).
 pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
     let mut x = Xml::request("CloneVM_Task", source);
     x.moref("folder", &spec.folder);
@@ -169,6 +271,10 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
     x.open("location");
     if let Some(d) = &spec.datastore {
         x.moref("datastore", d);
+    }
+    if spec.linked_clone.is_some() {
+        // The clone's disks become children of the snapshot's: nothing is copied.
+        x.text("diskMoveType", "createNewChildDiskBacking");
     }
     if let Some(p) = &spec.pool {
         x.moref("pool", p);
@@ -185,6 +291,7 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         || spec.memory_mb.is_some()
         || !spec.nics.is_empty()
         || spec.disk_resize.is_some()
+        || !spec.data_disks.is_empty()
         || !spec.extra_config.is_empty();
     if has_config {
         x.open("config");
@@ -209,6 +316,9 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         if let Some((disk, kb)) = &spec.disk_resize {
             write_disk_resize(&mut x, disk, *kb);
         }
+        for d in &spec.data_disks {
+            write_new_disk(&mut x, d);
+        }
         for (k, v) in &spec.extra_config {
             x.open("extraConfig");
             x.text("key", k);
@@ -218,6 +328,9 @@ pub fn clone_body(source: &MoRef, spec: &CloneSpec) -> String {
         x.close("config");
     }
     x.text("powerOn", if spec.power_on { "true" } else { "false" });
+    if let Some(snapshot) = &spec.linked_clone {
+        x.moref("snapshot", snapshot);
+    }
     x.close("spec");
     x.finish("CloneVM_Task")
 }
@@ -228,16 +341,35 @@ impl Client {
         &self,
         vms: &[MoRef],
     ) -> Result<std::collections::BTreeMap<MoRef, TemplateDevices>> {
-        let contents = self
-            .retrieve_objects(vms, "VirtualMachine", &["config.hardware.device"])
-            .await?;
+        self.template_clone_facts(vms, false).await
+    }
+
+    /// The devices of several VMs (templates) and, with `snapshots`, their snapshot trees, in
+    /// one read whatever their number. A VM without snapshots gets an empty tree.
+    pub async fn template_clone_facts(
+        &self,
+        vms: &[MoRef],
+        snapshots: bool,
+    ) -> Result<std::collections::BTreeMap<MoRef, TemplateDevices>> {
+        let paths: &[&str] = if snapshots {
+            &["config.hardware.device", "snapshot"]
+        } else {
+            &["config.hardware.device"]
+        };
+        let contents = self.retrieve_objects(vms, "VirtualMachine", paths).await?;
         contents
             .into_iter()
             .map(|c| {
                 let devices = c.props.get("config.hardware.device");
+                let tree = match c.props.get("snapshot") {
+                    Some(info) => Some(parse_snapshots(info)?),
+                    None => snapshots.then(Snapshots::default),
+                };
                 let t = TemplateDevices {
                     nics: devices.map(parse_nics).transpose()?.unwrap_or_default(),
                     disk: devices.map(parse_disk).transpose()?.flatten(),
+                    slots: devices.map(parse_slots).transpose()?.unwrap_or_default(),
+                    snapshots: tree,
                 };
                 Ok((c.obj, t))
             })
@@ -359,6 +491,8 @@ mod tests {
                     },
                     125_829_120,
                 )),
+                data_disks: Vec::new(),
+                linked_clone: None,
                 nics: vec![
                     NicChange::Remove {
                         device_type: "VirtualE1000".into(),
@@ -386,6 +520,233 @@ mod tests {
         assert!(body.contains(r#"<device xsi:type="VirtualVmxnet3"><key>-101</key><backing xsi:type="VirtualEthernetCardNetworkBackingInfo"><deviceName>VM Network</deviceName><network type="Network">network-7</network></backing>"#), "{body}");
         assert!(pos("</config>") < pos("<powerOn>true</powerOn>"));
         assert!(body.contains(r#"<value xsi:type="xsd:string">a&lt;b</value>"#));
+    }
+
+    fn spec(data_disks: Vec<NewDisk>, linked_clone: Option<MoRef>) -> CloneSpec {
+        CloneSpec {
+            name: "m-0".into(),
+            folder: MoRef::new("Folder", "f-1"),
+            datastore: Some(MoRef::new("Datastore", "ds-1")),
+            pool: Some(MoRef::new("ResourcePool", "rp-1")),
+            host: None,
+            instance_uuid: None,
+            annotation: None,
+            num_cpus: None,
+            num_cores_per_socket: None,
+            memory_mb: None,
+            extra_config: vec![("guestinfo.ignition.config.data".into(), "c2VjcmV0".into())],
+            nics: Vec::new(),
+            disk_resize: None,
+            data_disks,
+            linked_clone,
+            power_on: false,
+        }
+    }
+
+    /// Each data disk is an `add` + `create` of a flat persistent disk with an empty file name
+    /// (vCenter names it after the VM), its placeholder key, controller, unit and size in KiB,
+    /// and the thin/eager flags only when the provisioning mode set them.
+    #[test]
+    fn data_disks_are_added_and_created_in_wsdl_order() {
+        let disk = |key, unit, thin, eager| NewDisk {
+            key,
+            controller_key: 1000,
+            unit_number: unit,
+            capacity_kb: 10 * 1024 * 1024,
+            thin_provisioned: thin,
+            eagerly_scrub: eager,
+        };
+        let body = clone_body(
+            &MoRef::new("VirtualMachine", "vm-1"),
+            &spec(
+                vec![
+                    disk(-201, 1, Some(true), None),
+                    disk(-202, 2, Some(false), Some(true)),
+                    disk(-203, 3, None, None),
+                ],
+                None,
+            ),
+        );
+        assert!(body.contains(concat!(
+            r#"<deviceChange><operation>add</operation><fileOperation>create</fileOperation>"#,
+            r#"<device xsi:type="VirtualDisk"><key>-201</key>"#,
+            r#"<backing xsi:type="VirtualDiskFlatVer2BackingInfo"><fileName></fileName>"#,
+            r#"<diskMode>persistent</diskMode><thinProvisioned>true</thinProvisioned></backing>"#,
+            r#"<controllerKey>1000</controllerKey><unitNumber>1</unitNumber>"#,
+            r#"<capacityInKB>10485760</capacityInKB></device></deviceChange>"#
+        )), "{body}");
+        assert!(body.contains(concat!(
+            r#"<key>-202</key><backing xsi:type="VirtualDiskFlatVer2BackingInfo"><fileName></fileName>"#,
+            r#"<diskMode>persistent</diskMode><thinProvisioned>false</thinProvisioned>"#,
+            r#"<eagerlyScrub>true</eagerlyScrub></backing><controllerKey>1000</controllerKey>"#,
+            r#"<unitNumber>2</unitNumber>"#
+        )), "{body}");
+        assert!(body.contains(concat!(
+            r#"<key>-203</key><backing xsi:type="VirtualDiskFlatVer2BackingInfo"><fileName></fileName>"#,
+            r#"<diskMode>persistent</diskMode></backing><controllerKey>1000</controllerKey>"#,
+            r#"<unitNumber>3</unitNumber>"#
+        )), "{body}");
+        assert_eq!(body.matches("<deviceChange>").count(), 3, "{body}");
+        assert!(body.find("<key>-201</key>") < body.find("<key>-202</key>"));
+        // deviceChange before extraConfig (VirtualMachineConfigSpec order).
+        assert!(body.rfind("</deviceChange>") < body.find("<extraConfig>"));
+        // A full clone: no disk move type, no snapshot.
+        assert!(
+            !body.contains("diskMoveType") && !body.contains("<snapshot"),
+            "{body}"
+        );
+        // Data disks alone make a config element.
+        let mut s = spec(vec![disk(-201, 1, None, None)], None);
+        s.extra_config.clear();
+        assert!(
+            clone_body(&MoRef::new("VirtualMachine", "vm-1"), &s)
+                .contains("<config><deviceChange>")
+        );
+    }
+
+    /// A linked clone says so in the relocate spec (`diskMoveType`, between datastore and pool)
+    /// and names the snapshot after `powerOn` (VirtualMachineCloneSpec order).
+    #[test]
+    fn a_linked_clone_names_its_snapshot_and_child_disk_backing() {
+        let body = clone_body(
+            &MoRef::new("VirtualMachine", "vm-1"),
+            &spec(
+                Vec::new(),
+                Some(MoRef::new("VirtualMachineSnapshot", "snapshot-7")),
+            ),
+        );
+        assert!(
+            body.contains(concat!(
+                r#"<location><datastore type="Datastore">ds-1</datastore>"#,
+                r#"<diskMoveType>createNewChildDiskBacking</diskMoveType>"#,
+                r#"<pool type="ResourcePool">rp-1</pool></location>"#
+            )),
+            "{body}"
+        );
+        assert!(
+            body.contains(concat!(
+                r#"<powerOn>false</powerOn>"#,
+                r#"<snapshot type="VirtualMachineSnapshot">snapshot-7</snapshot></spec>"#
+            )),
+            "{body}"
+        );
+        assert!(!body.contains("<deviceChange>"), "{body}");
+    }
+
+    #[test]
+    fn clone_spec_debug_shows_disks_and_snapshot_never_extra_config_values() {
+        let s = spec(
+            vec![NewDisk {
+                key: -201,
+                controller_key: 1000,
+                unit_number: 1,
+                capacity_kb: 1,
+                thin_provisioned: None,
+                eagerly_scrub: None,
+            }],
+            Some(MoRef::new("VirtualMachineSnapshot", "snapshot-7")),
+        );
+        let shown = format!("{s:?}");
+        assert!(
+            shown.contains("unit_number: 1") && shown.contains("snapshot-7"),
+            "{shown}"
+        );
+        assert!(shown.contains("guestinfo.ignition.config.data"), "{shown}");
+        assert!(!shown.contains("c2VjcmV0"), "{shown}");
+    }
+
+    fn val(inner: &str, xsi_type: &str) -> Node {
+        crate::vcenter::soap::xml::parse(&format!(
+            r#"<val xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="{xsi_type}">{inner}</val>"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn device_slots_keep_controllers_units_and_the_scsi_controllers_own_unit() {
+        let devices = val(
+            concat!(
+                r#"<VirtualDevice xsi:type="ParaVirtualSCSIController"><key>1000</key><busNumber>0</busNumber><device>2000</device><scsiCtlrUnitNumber>7</scsiCtlrUnitNumber></VirtualDevice>"#,
+                r#"<VirtualDevice xsi:type="VirtualDisk"><key>2000</key><controllerKey>1000</controllerKey><unitNumber>0</unitNumber></VirtualDevice>"#,
+                r#"<VirtualDevice xsi:type="VirtualPCIController"><key>100</key><busNumber>0</busNumber></VirtualDevice>"#
+            ),
+            "ArrayOfVirtualDevice",
+        );
+        let slots = parse_slots(&devices).unwrap();
+        assert_eq!(
+            slots[0],
+            DeviceSlot {
+                key: Some(1000),
+                device_type: "ParaVirtualSCSIController".into(),
+                controller_key: None,
+                unit_number: None,
+                scsi_ctlr_unit: Some(7),
+            }
+        );
+        assert_eq!(
+            (slots[1].key, slots[1].controller_key, slots[1].unit_number),
+            (Some(2000), Some(1000), Some(0))
+        );
+        assert_eq!(slots.len(), 3);
+        let bad = val(
+            r#"<VirtualDevice xsi:type="VirtualDisk"><key>2000</key><unitNumber>one</unitNumber></VirtualDevice>"#,
+            "ArrayOfVirtualDevice",
+        );
+        assert_eq!(
+            parse_slots(&bad).unwrap_err().to_string(),
+            r#"device unitNumber "one" is not a number in range"#
+        );
+    }
+
+    #[test]
+    fn snapshot_trees_flatten_with_paths_and_the_current_snapshot() {
+        let tree = |name: &str, id: &str, children: &str, list: &str| {
+            format!(
+                r#"<{list}><snapshot type="VirtualMachineSnapshot">{id}</snapshot><vm type="VirtualMachine">vm-1</vm><name>{name}</name><description></description><id>1</id><createTime>2026-01-01T00:00:00Z</createTime><state>poweredOff</state><quiesced>false</quiesced>{children}</{list}>"#
+            )
+        };
+        let inner = tree(
+            "base",
+            "snapshot-1",
+            &tree("patched", "snapshot-2", "", "childSnapshotList"),
+            "rootSnapshotList",
+        ) + &tree("other", "snapshot-3", "", "rootSnapshotList");
+        let info = val(
+            &format!(
+                r#"<currentSnapshot type="VirtualMachineSnapshot">snapshot-2</currentSnapshot>{inner}"#
+            ),
+            "VirtualMachineSnapshotInfo",
+        );
+        let s = parse_snapshots(&info).unwrap();
+        assert_eq!(
+            s.current,
+            Some(MoRef::new("VirtualMachineSnapshot", "snapshot-2"))
+        );
+        let all: Vec<(&str, &str, &str)> = s
+            .all
+            .iter()
+            .map(|e| (e.snapshot.value.as_str(), e.name.as_str(), e.path.as_str()))
+            .collect();
+        assert_eq!(
+            all,
+            [
+                ("snapshot-1", "base", "base"),
+                ("snapshot-2", "patched", "base/patched"),
+                ("snapshot-3", "other", "other"),
+            ]
+        );
+        let nameless = val(
+            r#"<rootSnapshotList><snapshot type="VirtualMachineSnapshot">snapshot-1</snapshot></rootSnapshotList>"#,
+            "VirtualMachineSnapshotInfo",
+        );
+        assert_eq!(
+            parse_snapshots(&nameless).unwrap_err().to_string(),
+            "snapshot tree without name"
+        );
+        assert_eq!(
+            parse_snapshots(&val("", "VirtualMachineSnapshotInfo")).unwrap(),
+            Snapshots::default()
+        );
     }
 
     #[test]

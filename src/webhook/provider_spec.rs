@@ -12,10 +12,11 @@
 //! or EagerlyZeroed. Unknown fields and an unexpected apiVersion only warn.
 //!
 //! Where ours differ (README, "Differences from upstream"): paths name the real field
-//! (`dataDisks[i]`, not `disks[i]`; `tagIDs[i]`), a negative disk size is rejected, the server
-//! must be a host name, IP or URL, the datacenter's `vm` folder itself is accepted, and VM groups
-//! need no feature gate. With failure domains (a CPMS template), the zone supplies the
-//! workspace and networks, so those must not be set (OCPBUGS-32947).
+//! (`dataDisks[i]`, not `disks[i]`; `tagIDs[i]`), a negative disk size and a repeated data disk
+//! name are rejected, the server must be a host name, IP or URL, the datacenter's `vm` folder
+//! itself is accepted, and VM groups need no feature gate. With failure domains (a CPMS
+//! template), the zone supplies the workspace and networks, so those must not be set
+//! (OCPBUGS-32947).
 
 use std::sync::LazyLock;
 
@@ -417,6 +418,13 @@ fn common_rules(spec: &VSphereMachineProviderSpec, path: &str, ctx: &Ctx) -> Vec
                 &name_path,
                 "data disk name must be set",
             ));
+        } else if disks[..i].iter().any(|d| d.name == disk.name) {
+            // The list is a map keyed by name (upstream's listMapKey), but inside
+            // providerSpec.value the API server does not enforce it.
+            errors.push(FieldError::duplicate(
+                &name_path,
+                &disk.name.as_str().into(),
+            ));
         } else if !ctx.exempt(&disk.name) {
             if disk.name.len() > MAX_DATA_DISK_NAME {
                 errors.push(FieldError::invalid(
@@ -597,6 +605,190 @@ mod tests {
         assert_eq!(
             r.errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["p.network.devices: Required value: at least 1 network device must be provided"]
+        );
+    }
+
+    /// The data disk and linked clone rules, case by case: every error and warning, with its
+    /// field path, exactly.
+    #[test]
+    fn data_disk_and_linked_clone_rules() {
+        let p = "spec.providerSpec.value";
+        let disk = |name: &str, size: i64| json!({"name": name, "sizeGiB": size});
+        let many = |n: usize| -> Value {
+            (0..n)
+                .map(|i| disk(&format!("d{i}"), 1))
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let name80 = "a".repeat(80);
+        let name81 = "a".repeat(81);
+        let cases: Vec<(&str, Value, &[&str], &[&str])> = vec![
+            ("29 disks", many(29), &[], &[]),
+            (
+                "30 disks",
+                many(30),
+                &[
+                    "spec.providerSpec.value.dataDisks: Invalid value: 30: data disk count must not exceed 29",
+                ],
+                &[],
+            ),
+            (
+                "1 GiB and 16384 GiB",
+                json!([disk("a", 1), disk("b", 16384)]),
+                &[],
+                &[],
+            ),
+            (
+                "0 GiB",
+                json!([disk("a", 0)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].sizeGiB: Required value: data disk size must be set",
+                ],
+                &[],
+            ),
+            (
+                "missing size",
+                json!([{"name": "a"}]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].sizeGiB: Required value: data disk size must be set",
+                ],
+                &[],
+            ),
+            (
+                "-1 GiB",
+                json!([disk("a", -1)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].sizeGiB: Invalid value: -1: data disk size (GiB) must be at least 1",
+                ],
+                &[],
+            ),
+            (
+                "16385 GiB",
+                json!([disk("a", 1), disk("b", 16385)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[1].sizeGiB: Invalid value: 16385: data disk size (GiB) must not exceed 16384",
+                ],
+                &[],
+            ),
+            (
+                "names: alphanumerics inside - and _, 80 characters",
+                json!([disk("a", 1), disk("A-b_9", 1), disk(&name80, 1)]),
+                &[],
+                &[],
+            ),
+            (
+                "81 characters",
+                json!([disk(&name81, 1)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].name: Invalid value: 81: data disk name must not exceed 80",
+                ],
+                &[],
+            ),
+            (
+                "name ends with -",
+                json!([disk("disk-", 1)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].name: Invalid value: \"disk-\": data disk name must consist only of alphanumeric characters, hyphens and underscores, and must start and end with an alphanumeric character.",
+                ],
+                &[],
+            ),
+            (
+                "name with a dot",
+                json!([disk("a.b", 1)]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].name: Invalid value: \"a.b\": data disk name must consist only of alphanumeric characters, hyphens and underscores, and must start and end with an alphanumeric character.",
+                ],
+                &[],
+            ),
+            (
+                "missing name",
+                json!([{"sizeGiB": 1}]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].name: Required value: data disk name must be set",
+                ],
+                &[],
+            ),
+            (
+                "duplicate names",
+                json!([disk("a", 1), disk("b", 1), disk("a", 2)]),
+                &["spec.providerSpec.value.dataDisks[2].name: Duplicate value: \"a\""],
+                &[],
+            ),
+            (
+                "every provisioning mode",
+                json!([
+                    {"name": "a", "sizeGiB": 1, "provisioningMode": "Thin"},
+                    {"name": "b", "sizeGiB": 1, "provisioningMode": "Thick"},
+                    {"name": "c", "sizeGiB": 1, "provisioningMode": "EagerlyZeroed"},
+                    {"name": "d", "sizeGiB": 1}
+                ]),
+                &[],
+                &[],
+            ),
+            (
+                "an empty provisioning mode is none (Go's zero value), warned by the schema",
+                json!([{"name": "a", "sizeGiB": 1, "provisioningMode": ""}]),
+                &[],
+                &[
+                    "spec.providerSpec.value.dataDisks[0].provisioningMode: Unsupported value: \"\": supported values: \"Thin\", \"Thick\", \"EagerlyZeroed\"",
+                ],
+            ),
+            (
+                "provisioning mode not in the enum",
+                json!([{"name": "a", "sizeGiB": 1, "provisioningMode": "thin"}]),
+                &[
+                    "spec.providerSpec.value.dataDisks[0].provisioningMode: Unsupported value: \"thin\": supported values: \"EagerlyZeroed\", \"Thick\", \"Thin\"",
+                ],
+                &[],
+            ),
+        ];
+        for (name, disks, errors, warnings) in cases {
+            let mut v = base();
+            v["dataDisks"] = disks;
+            let r = check(&v, p, ProviderSpecUse::Machine, &Ctx::default());
+            let got: Vec<String> = r.errors.iter().map(ToString::to_string).collect();
+            assert_eq!(got, errors, "{name}");
+            assert_eq!(r.warnings, warnings, "{name}");
+        }
+        // Linked clones: a disk size is ignored, so it warns (upstream's text); without one, or
+        // with a full clone, nothing is said. A snapshot name is free text.
+        let warning = "spec.providerSpec.value.cloneMode: linkedClone clone mode is set. DiskGiB parameter will be ignored, disk size from template will be used.";
+        for (mode, disk_gib, snapshot, warned) in [
+            ("linkedClone", Some(120), None, true),
+            ("linkedClone", Some(120), Some("golden/patched"), true),
+            ("linkedClone", None, Some("golden"), false),
+            ("fullClone", Some(120), Some("golden"), false),
+        ] {
+            let mut v = base();
+            v["cloneMode"] = json!(mode);
+            match disk_gib {
+                Some(g) => v["diskGiB"] = json!(g),
+                None => {
+                    v.as_object_mut().unwrap().remove("diskGiB");
+                }
+            }
+            if let Some(s) = snapshot {
+                v["snapshot"] = json!(s);
+            }
+            let r = check(&v, p, ProviderSpecUse::Machine, &Ctx::default());
+            assert!(r.errors.is_empty(), "{mode} {disk_gib:?}: {:?}", r.errors);
+            assert_eq!(
+                r.warnings.iter().any(|w| w == warning),
+                warned,
+                "{mode} {disk_gib:?}: {:?}",
+                r.warnings
+            );
+        }
+        // An unknown clone mode is a full clone, as upstream: warned, not rejected.
+        let mut v = base();
+        v["cloneMode"] = json!("quickClone");
+        let r = check(&v, p, ProviderSpecUse::Machine, &Ctx::default());
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(
+            r.warnings,
+            [
+                "spec.providerSpec.value.cloneMode: Unsupported value: \"quickClone\": supported values: \"fullClone\", \"linkedClone\""
+            ]
         );
     }
 }

@@ -5,10 +5,15 @@
 //! connection costs one `delay` more before its first byte goes through (the TCP handshake), so
 //! opening connections for concurrent requests is not free either.
 //!
+//! With [`LatencyProxy::recording`] (no delay) it keeps every byte a client sends, per
+//! connection, so a test can check the requests a process it does not control (the
+//! `vsphere-provider` binary) put on the wire: plain HTTP only (vcsim without `-tls`).
+//!
 //! It runs on its own thread and runtime, so the measured client's runtime does not schedule it.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,9 +21,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// What clients sent, one buffer per connection.
+type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
+
 /// A running proxy; it stops when dropped.
 pub struct LatencyProxy {
     addr: SocketAddr,
+    sent: Sent,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -27,6 +36,17 @@ impl LatencyProxy {
     /// Listen on 127.0.0.1 (a free port) and forward to `upstream` with `delay` added to
     /// every client-to-server byte.
     pub fn start(upstream: SocketAddr, delay: Duration) -> LatencyProxy {
+        Self::run(upstream, delay, None)
+    }
+
+    /// Listen on 127.0.0.1 (a free port) and forward to `upstream` at once, keeping what
+    /// clients send ([`Self::sent`], [`Self::calls`]).
+    pub fn recording(upstream: SocketAddr) -> LatencyProxy {
+        Self::run(upstream, Duration::ZERO, Some(Sent::default()))
+    }
+
+    fn run(upstream: SocketAddr, delay: Duration, record: Option<Sent>) -> LatencyProxy {
+        let sent = record.clone().unwrap_or_default();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("proxy address");
@@ -44,13 +64,14 @@ impl LatencyProxy {
                         let Ok((client, _)) = listener.accept().await else {
                             continue;
                         };
+                        let record = record.clone();
                         tokio::spawn(async move {
                             // The handshake's round trip.
                             tokio::time::sleep(delay).await;
                             if let Ok(server) = TcpStream::connect(upstream).await {
                                 let _ = client.set_nodelay(true);
                                 let _ = server.set_nodelay(true);
-                                pipe(client, server, delay).await;
+                                pipe(client, server, delay, record).await;
                             }
                         });
                     }
@@ -63,9 +84,41 @@ impl LatencyProxy {
         });
         LatencyProxy {
             addr,
+            sent,
             stop: Some(stop),
             thread: Some(thread),
         }
+    }
+
+    /// What clients sent so far, one string per connection (lossy UTF-8); empty unless
+    /// [`Self::recording`].
+    pub fn sent(&self) -> Vec<String> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    /// Every `<method …>…</method>` element clients sent (SOAP bodies), in the order sent on
+    /// each connection.
+    pub fn calls(&self, method: &str) -> Vec<String> {
+        let open = format!("<{method} ");
+        let close = format!("</{method}>");
+        let mut out = Vec::new();
+        for conn in self.sent() {
+            let mut rest = conn.as_str();
+            while let Some(start) = rest.find(&open) {
+                let Some(len) = rest[start..].find(&close) else {
+                    break;
+                };
+                let end = start + len + close.len();
+                out.push(rest[start..end].to_string());
+                rest = &rest[end..];
+            }
+        }
+        out
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -92,8 +145,17 @@ impl Drop for LatencyProxy {
     }
 }
 
-/// Client → server delayed (each chunk sent `delay` after it arrived), server → client at once.
-async fn pipe(client: TcpStream, server: TcpStream, delay: Duration) {
+/// Client → server delayed (each chunk sent `delay` after it arrived, and kept in a buffer of
+/// the connection's own in `record`), server → client at once.
+async fn pipe(client: TcpStream, server: TcpStream, delay: Duration, record: Option<Sent>) {
+    let kept = record.map(|r| {
+        let slot = {
+            let mut all = r.lock().unwrap();
+            all.push(Vec::new());
+            all.len() - 1
+        };
+        (r, slot)
+    });
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
@@ -103,6 +165,9 @@ async fn pipe(client: TcpStream, server: TcpStream, delay: Duration) {
             match client_read.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some((r, slot)) = &kept {
+                        r.lock().unwrap()[*slot].extend_from_slice(&buf[..n]);
+                    }
                     if tx
                         .send((Instant::now() + delay, buf[..n].to_vec()))
                         .is_err()

@@ -444,6 +444,8 @@ pub(crate) mod tests {
             num_cores_per_socket: None,
             memory_mib: None,
             disk_gib: None,
+            data_disks: Vec::new(),
+            linked_clone: None,
         }
     }
 

@@ -86,14 +86,21 @@ pub async fn read_view(input: &SweepInput<'_>, client: &Client) -> Result<Machin
 }
 
 /// What this sweep's clones need to know of their templates and port groups: one read for the
-/// templates and two for the port groups, only when clones with network devices or a disk size
-/// are planned. A failure stays a typed vCenter failure (a 503 is retried later, not called a
-/// decode error).
+/// templates (their devices, and their snapshot trees when a linked clone is planned) and two
+/// for the port groups, only when clones with network devices, a disk size, data disks or a
+/// linked clone are planned. A failure stays a typed vCenter failure (a 503 is retried later,
+/// not called a decode error).
 pub async fn device_facts(client: &Client, clones: &[&Placement]) -> Result<DeviceFacts, Failure> {
     let wanted: Vec<&&Placement> = clones
         .iter()
-        .filter(|p| !p.networks.is_empty() || p.disk_gib.is_some())
+        .filter(|p| {
+            !p.networks.is_empty()
+                || p.disk_gib.is_some()
+                || !p.data_disks.is_empty()
+                || p.linked_clone.is_some()
+        })
         .collect();
+    let snapshots = wanted.iter().any(|p| p.linked_clone.is_some());
     if wanted.is_empty() {
         return Ok(DeviceFacts::default());
     }
@@ -109,7 +116,7 @@ pub async fn device_facts(client: &Client, clones: &[&Placement]) -> Result<Devi
     pgs.sort();
     pgs.dedup();
     let templates = client
-        .template_devices(&templates)
+        .template_clone_facts(&templates, snapshots)
         .await
         .map_err(|e| failed(client, "the templates' devices", e))?;
     let switch_uuids = if pgs.is_empty() {

@@ -223,6 +223,8 @@ fn clone_spec(
         extra_config,
         nics: devices.nics,
         disk_resize: devices.disk,
+        data_disks: devices.data_disks,
+        linked_clone: devices.snapshot,
         power_on: false,
     }
 }

@@ -1,5 +1,6 @@
-//! What a clone is asked to do (placement, identity, sizing, NICs, disk) and what it needs to
-//! know of its template's devices: planned by `plan::machine`, sent by `vcenter::vm`.
+//! What a clone is asked to do (placement, identity, sizing, NICs, disks, linked clone) and what
+//! it needs to know of its template's devices and snapshots: planned by `plan::machine`, sent by
+//! `vcenter::vm`.
 use super::moref::MoRef;
 
 /// Where and how to clone. Its `Debug` shows extraConfig keys, never their values (the Ignition
@@ -24,6 +25,12 @@ pub struct CloneSpec {
     pub nics: Vec<NicChange>,
     /// The template's disk grown to this many KiB (`diskGiB`).
     pub disk_resize: Option<(DiskInfo, i64)>,
+    /// New empty disks (`dataDisks[]`), in order.
+    pub data_disks: Vec<NewDisk>,
+    /// A linked clone of this snapshot of the source (`cloneMode: linkedClone`): the clone's
+    /// disks are new child disks of the snapshot's (`diskMoveType=createNewChildDiskBacking`).
+    /// None: a full clone.
+    pub linked_clone: Option<MoRef>,
     pub power_on: bool,
 }
 
@@ -44,6 +51,8 @@ impl std::fmt::Debug for CloneSpec {
             .field("extra_config_keys", &keys)
             .field("nics", &self.nics)
             .field("disk_resize", &self.disk_resize)
+            .field("data_disks", &self.data_disks)
+            .field("linked_clone", &self.linked_clone)
             .field("power_on", &self.power_on)
             .finish()
     }
@@ -86,11 +95,61 @@ pub struct DiskInfo {
     pub disk_mode: Option<String>,
 }
 
+/// A new, empty virtual disk added to a clone (`dataDisks[i]`): created beside the VM
+/// (`fileOperation: create`, an empty `fileName`, so vCenter names it `<vm>_N.vmdk`), flat and
+/// persistent, at a free unit of a controller of the template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewDisk {
+    /// A negative placeholder key, unique within the clone spec; vCenter assigns the real one.
+    pub key: i32,
+    pub controller_key: i32,
+    pub unit_number: i32,
+    pub capacity_kb: i64,
+    /// `backing.thinProvisioned`; None leaves it to the storage policy.
+    pub thin_provisioned: Option<bool>,
+    /// `backing.eagerlyScrub`; None leaves it unset.
+    pub eagerly_scrub: Option<bool>,
+}
+
+/// One device of a template, as much as placing new disks on its controllers needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSlot {
+    pub key: Option<i32>,
+    /// The `xsi:type` (`ParaVirtualSCSIController`, `VirtualDisk`, ...).
+    pub device_type: String,
+    pub controller_key: Option<i32>,
+    pub unit_number: Option<i32>,
+    /// `scsiCtlrUnitNumber`: the unit a SCSI controller takes on its own bus.
+    pub scsi_ctlr_unit: Option<i32>,
+}
+
+/// One snapshot of a VM's snapshot tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotEntry {
+    pub snapshot: MoRef,
+    pub name: String,
+    /// The names from the root down, joined with `/` (`base/patched`).
+    pub path: String,
+}
+
+/// A VM's snapshots (its `snapshot` property).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshots {
+    /// `currentSnapshot`.
+    pub current: Option<MoRef>,
+    /// Every snapshot of the tree, parents before their children.
+    pub all: Vec<SnapshotEntry>,
+}
+
 /// What a clone needs to know of its template's devices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TemplateDevices {
     /// (device type, key) of each NIC.
     pub nics: Vec<(String, i32)>,
-    /// The first virtual disk (the one `diskGiB` sizes).
+    /// The first virtual disk (the one `diskGiB` sizes, whose controller takes the data disks).
     pub disk: Option<DiskInfo>,
+    /// Every device: the units in use and the controllers' own units.
+    pub slots: Vec<DeviceSlot>,
+    /// The snapshot tree, when it was read (linked clones only); None when it was not.
+    pub snapshots: Option<Snapshots>,
 }
