@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test entry point (also what CI runs via .ci/run):
 #   setup (hack/setup.sh, hack/kube/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
+#   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl).
 # Fails fast with the name of the failing step.
 set -euo pipefail
@@ -52,6 +53,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --all-targets -- -D warnings
 step test cargo test --all-targets
+# The vCenter reply decoders under cargo-fuzz for a bounded time (fuzz/README.md; a long run is
+# FUZZ_SECONDS=3600 hack/fuzz.sh). Its instrumented build has its own target dir (fuzz/target).
+step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" hack/fuzz.sh
 
 if command -v "$KUBECTL" >/dev/null 2>&1; then
 	found=0
