@@ -326,12 +326,17 @@ impl Env {
 
     /// Plays the kubelet posting its status: Ready=True/False, as `kubectl patch --subresource`.
     fn node_ready(&self, node: &str, ready: bool) {
+        self.node_ready_since(node, ready, "2020-01-01T00:00:00Z");
+    }
+
+    /// As [`Env::node_ready`], the condition having changed at `since` (RFC 3339).
+    fn node_ready_since(&self, node: &str, ready: bool, since: &str) {
         let status = if ready { "True" } else { "False" };
         let patch = json!({"status": {"conditions": [{
             "type": "Ready", "status": status, "reason": "KubeletReady",
             "message": "set by the test, as a kubelet would",
-            "lastHeartbeatTime": "2020-01-01T00:00:00Z",
-            "lastTransitionTime": "2020-01-01T00:00:00Z"
+            "lastHeartbeatTime": since,
+            "lastTransitionTime": since
         }]}});
         self.kubectl(&[
             "patch",
@@ -884,7 +889,7 @@ async fn a_health_check_remediates_a_not_ready_node_and_short_circuits_past_max_
         "metadata": {"name": "workers", "namespace": ns},
         "spec": {
             "selector": {"matchLabels": {"role": "worker"}},
-            "unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "1s"}],
+            "unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "5s"}],
             "maxUnhealthy": 1
         }
     }));
@@ -909,12 +914,24 @@ async fn a_health_check_remediates_a_not_ready_node_and_short_circuits_past_max_
     })
     .await;
 
-    // Both others: 2 unhealthy of 2 > maxUnhealthy 1.
-    env.node_ready(&format!("{ns}-w-1"), false);
-    env.node_ready(&format!("{ns}-w-2"), false);
-    let h = wait_for("short-circuited", Duration::from_secs(60), || {
-        mhc(&env).filter(|h| has_condition(h, "RemediationAllowed", "False"))
-    })
+    // Both others: 2 unhealthy of 2 > maxUnhealthy 1. NotReady since the same second, now:
+    // both pass the 5 s timeout together (patched one after the other with an old time, a pass
+    // between the two patches would see one unhealthy of two, allowed, and remediate it).
+    let now = String::from_utf8(
+        Command::new("date")
+            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    env.node_ready_since(&format!("{ns}-w-1"), false, now.trim());
+    env.node_ready_since(&format!("{ns}-w-2"), false, now.trim());
+    let h = wait_for(
+        &format!("short-circuited (events: {:?})", env.event_reasons()),
+        Duration::from_secs(60),
+        || mhc(&env).filter(|h| has_condition(h, "RemediationAllowed", "False")),
+    )
     .await;
     assert_eq!(
         condition(&h, "RemediationAllowed").unwrap()["reason"],
