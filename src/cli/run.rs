@@ -245,7 +245,7 @@ pub async fn run(args: Args) -> ExitCode {
     {
         tracing::info!("--server is not used by `run`: each zone names its vCenter server");
     }
-    let client = match kube::Client::try_default().await {
+    let client = match kube_client().await {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -357,6 +357,20 @@ async fn start(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The Kubernetes client of `run`: the default configuration (kubeconfig, else in-cluster),
+/// without kube-client's own retries of 429/503/504. Those follow `Retry-After` up to 15 times,
+/// so a PodDisruptionBudget's 429 (Retry-After 10 s) never reached the drain — each eviction ran
+/// into the write timeout, held its server's sweep 10 s, and said "no answer" instead of
+/// "refused by a disruption budget" (found against the real kube-apiserver). Every caller here
+/// has its own policy: typed errors, per-object backoff.
+async fn kube_client() -> Result<kube::Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    config.default_retry = false;
+    kube::Client::try_from(config)
 }
 
 #[cfg(test)]
