@@ -13,6 +13,7 @@
 #   FUZZ_TARGET_DIR  build directory (default fuzz/target; never the main crate's target dir,
 #                    the instrumented build would evict its artifacts)
 #   FUZZ_FIXTURES    captured replies to seed from (default tests/fixtures/vcsim-wire)
+#   FUZZ_ARGS        extra libFuzzer flags for every run (e.g. "-max_len=65536")
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when missing (default 0.13.2)
 set -euo pipefail
 
@@ -126,6 +127,9 @@ for t in "${targets[@]}"; do
 	dirs=("$fuzz_dir/corpus/$t")
 	[ -d "$fuzz_dir/seeds/$t" ] && dirs+=("$fuzz_dir/seeds/$t")
 	extra=()
+	if [ -n "${FUZZ_ARGS:-}" ]; then
+		read -r -a extra <<<"$FUZZ_ARGS"
+	fi
 	[ "$t" != rest_tagging ] && [ -f "$fuzz_dir/xml.dict" ] && extra+=("-dict=$fuzz_dir/xml.dict")
 	mkdir -p "$fuzz_dir/artifacts/$t"
 	logfile="$fuzz_dir/artifacts/$t/last-run.log"
