@@ -624,13 +624,9 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
 /// Zones applied before the VSphereCluster holding their credentials (as `kubectl apply -k
 /// config/samples` may order them: the zones' file comes first): each zone's first reconcile
 /// fails with "no credentials … failed until something changes" and a 60 s retry, and the
-/// VSphereCluster (or its Secret) arriving does not wake it, so the zones become ready a minute
-/// later instead of at once.
+/// VSphereCluster (or its Secret) arriving did not wake it, so the zones became ready a minute
+/// later instead of at once. A VSphereCluster change now wakes its server's zones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: a VSphereCluster created after its zones does not wake them; they wait out \
-            the 60 s retry of 'no credentials for vCenter … failed until something changes' \
-            (src/controllers/zone: credentials come from VSphereCluster identityRefs, which the \
-            zone controller does not watch); see the realapi report"]
 async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_come() {
     let _one = ONE_MANAGER.lock().await;
     let cp = control_plane();

@@ -52,6 +52,29 @@ pub fn zones_using(
         .collect()
 }
 
+/// The zones of a vCenter server (by host name, as credentials are matched): a VSphereCluster
+/// naming it supplies their credentials.
+pub fn zones_on_server(
+    zones: &[Arc<DeserializeGuard<VSphereDeploymentZone>>],
+    server: Option<&str>,
+) -> Vec<ObjectRef<DeserializeGuard<VSphereDeploymentZone>>> {
+    let Some(server) = server.filter(|s| !s.is_empty()) else {
+        return Vec::new();
+    };
+    zones
+        .iter()
+        .filter(|z| {
+            z.0.as_ref().is_ok_and(|z| {
+                z.spec
+                    .server
+                    .as_deref()
+                    .is_some_and(|s| crate::vcenter::model::endpoint::same_server(s, server))
+            })
+        })
+        .map(|z| ObjectRef::from_obj(z.as_ref()))
+        .collect()
+}
+
 fn key(zone: &VSphereDeploymentZone) -> String {
     format!("{CONTROLLER}/{}", zone.name_any())
 }
