@@ -85,19 +85,28 @@ fn name_taken(
         "a VM named like this machine already exists at {}, and {whose}; nothing is cloned over it and nothing is done to it: rename or remove it, or give the machine another name",
         holder.path
     );
+    let reason = (cond::VM_NAME_IN_USE, event::VM_NAME_IN_USE);
+    hold_creation(plan, ps, reason, severity::ERROR, msg, now)
+}
+
+/// Nothing is cloned until someone acts: `MachineCreation=False` with `reason`, a warning event,
+/// and the machine backs off saying why.
+fn hold_creation(
+    mut plan: MachinePlan,
+    mut ps: VSphereMachineProviderStatus,
+    (reason, event_reason): (&'static str, &'static str),
+    severity: &str,
+    msg: String,
+    now: &Time,
+) -> MachinePlan {
     set_meta_condition(
         &mut ps.conditions,
-        &ConditionUpdate::false_(
-            cond::MACHINE_CREATION,
-            cond::VM_NAME_IN_USE,
-            severity::ERROR,
-            &msg,
-        ),
+        &ConditionUpdate::false_(cond::MACHINE_CREATION, reason, severity, &msg),
         None,
         now,
     );
     set_provider_status(&mut plan.machine, &ps);
-    plan.event(true, event::VM_NAME_IN_USE, msg.clone());
+    plan.event(true, event_reason, msg.clone());
     plan.requeue = Requeue::Backoff(msg);
     plan
 }
@@ -203,21 +212,8 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         if let UserData::Missing(why) = &input.user_data {
             // Nothing is cloned without its user data: the VM could not become a node.
             let msg = format!("waiting for the user data: {why}");
-            set_meta_condition(
-                &mut ps.conditions,
-                &ConditionUpdate::false_(
-                    cond::MACHINE_CREATION,
-                    cond::USER_DATA_UNAVAILABLE,
-                    severity::WARNING,
-                    &msg,
-                ),
-                None,
-                now,
-            );
-            set_provider_status(&mut plan.machine, &ps);
-            plan.event(true, event::FAILED_CREATE, msg.clone());
-            plan.requeue = Requeue::Backoff(msg);
-            return plan;
+            let reason = (cond::USER_DATA_UNAVAILABLE, event::FAILED_CREATE);
+            return hold_creation(plan, ps, reason, severity::WARNING, msg, now);
         }
         set_condition(
             &mut plan.machine,
