@@ -139,7 +139,7 @@ YAML
     value:
       apiVersion: machine.openshift.io/v1beta1
       kind: VSphereMachineProviderSpec
-      template: /DC0/vm/DC0_C0_RP0_VM0
+      template: /DC0/vm/DC0_C0_RP1_VM0
       numCPUs: 4
       memoryMiB: 16384
       diskGiB: 120
@@ -154,6 +154,13 @@ machines hook
 banner "three Machines placed by zone name: one VM per compute cluster, nodes simulated"
 "$BIN" reconcile -f "$work/machines" --state "$state" --simulate-nodes
 "$BIN" inventory 2>/dev/null | grep -E 'master-[0-9]' || true
+
+banner "the same Machines without the state file: their VMs are adopted by the identity they carry, none cloned twice"
+before="$("$BIN" inventory 2>/dev/null | grep -cE 'vm/master-[0-9]' || true)"
+"$BIN" reconcile -f "$work/machines" --no-state --simulate-nodes 2>&1 | grep -E 'Adopted|machine\(s\) running' || true
+after="$("$BIN" inventory 2>/dev/null | grep -cE 'vm/master-[0-9]' || true)"
+echo "machine VMs in vCenter: $before before, $after after"
+[ "$before" -eq "$after" ] || die "a run without state cloned again ($before VMs before, $after after)"
 
 banner "delete master-1: its preDrain hook (etcd quorum guard) holds the deletion"
 set +e
@@ -230,6 +237,9 @@ for _ in $(seq 200); do [ -s "$work/estate.url" ] && break; sleep 0.05; done
 [ -s "$work/estate.url" ] || die "vcsim did not start: $(cat "$work/estate.log")"
 mkdir -p "$work/openshift"
 cp tests/fixtures/manifests/upstream/cpms-01-cpms-vsphere-3fd-static-ip.yaml "$work/openshift/"
+# The installer's user-data Secrets: a Machine is not cloned without its Ignition config.
+sed 's/namespace: default/namespace: openshift-machine-api/' config/samples/user-data-secret.yaml \
+	>"$work/openshift/user-data-secret.yaml"
 cat >"$work/openshift/infrastructure.yaml" <<'YAML'
 apiVersion: config.openshift.io/v1
 kind: Infrastructure
