@@ -641,9 +641,9 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
     let ns = cp.namespace("late-credentials");
     let work = cp.dir.join(&ns);
     std::fs::create_dir_all(&work).unwrap();
-    // On 127.0.0.2: servers are matched by host (src/vcenter/model/endpoint.rs `same_server`
-    // ignores the port), so a VSphereCluster of another test on 127.0.0.1 would lend these
-    // zones its credentials.
+    // On 127.0.0.2, apart from the other tests' simulators on 127.0.0.1 (servers with different
+    // explicit ports are different servers since src/vcenter/model/endpoint.rs `same_server`
+    // compares ports too; the separate address keeps this test independent of that rule).
     let sim = Vcsim::builder()
         .clusters(3)
         .hosts(1)
