@@ -11,12 +11,13 @@
 #   --out DIR      the local repository (default: target/clusterctl-repository); absolute or not
 #   --version V    release version (default: v<Cargo.toml version>); metadata.yaml must list its
 #                  major.minor
-#   --image REF    the manager image (default: vsphere-provider:<version>, what hack/image.sh
-#                  tags; push it and pass the registry reference)
+#   --image REF    the manager image, REGISTRY/NAME:TAG (default: localhost/vsphere-provider:<version>;
+#                  hack/image.sh tags <version>: push it and pass the registry reference).
+#                  clusterctl refuses a name without a registry ("must be canonical").
 #
 # The components are `kubectl kustomize config/clusterctl` with the image set: one Namespace
 # (vsphere-provider-system), the label cluster.x-k8s.io/provider: infrastructure-vsphere-provider
-# on every object, and the clusterctl variables ${VSPHERE_USERNAME:=} / ${VSPHERE_PASSWORD:=}.
+# on every object, and the clusterctl variables ${VSPHERE_USERNAME} / ${VSPHERE_PASSWORD}.
 # kubectl: $KUBECTL, else $KUBE_BIN_DIR/kubectl, else kubectl from PATH.
 set -euo pipefail
 
@@ -48,12 +49,17 @@ fi
 	die "--version '$version' is not a semantic version like v0.1.0 (clusterctl requires one)"
 major="${BASH_REMATCH[1]}"
 minor="${BASH_REMATCH[2]}"
-image="${image:-vsphere-provider:$version}"
+image="${image:-localhost/vsphere-provider:$version}"
 # name[:tag][@digest], as kustomize's image transformer takes it.
 [[ "$image" =~ ^([^@]*[^:@/]):([A-Za-z0-9_][A-Za-z0-9_.-]*)$ ]] ||
 	die "--image '$image' must be NAME:TAG (e.g. registry.example.com/vsphere-provider:$version)"
 image_name="${BASH_REMATCH[1]}"
 image_tag="${BASH_REMATCH[2]}"
+# The first path part must be a registry host (a dot, a port, or localhost), as clusterctl's image
+# parser requires.
+registry="${image_name%%/*}"
+[ "$registry" != "$image_name" ] && { [[ "$registry" == *.* ]] || [[ "$registry" == *:* ]] || [ "$registry" = localhost ]; } ||
+	die "--image '$image' must start with a registry host (e.g. registry.example.com/vsphere-provider:$version)"
 
 metadata="$REPO_ROOT/metadata.yaml"
 [ -f "$metadata" ] || die "missing $metadata"

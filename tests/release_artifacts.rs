@@ -92,8 +92,9 @@ fn components_follow_the_clusterctl_provider_contract() {
     let dir = out
         .join("infrastructure-vsphere-provider")
         .join(cargo_version());
-    let text = std::fs::read_to_string(dir.join("infrastructure-components.yaml"))
-        .expect("infrastructure-components.yaml in <repo>/infrastructure-vsphere-provider/<version>/");
+    let text = std::fs::read_to_string(dir.join("infrastructure-components.yaml")).expect(
+        "infrastructure-components.yaml in <repo>/infrastructure-vsphere-provider/<version>/",
+    );
     let objects = docs(&text);
     assert!(objects.len() > 10, "only {} objects", objects.len());
 
@@ -109,7 +110,10 @@ fn components_follow_the_clusterctl_provider_contract() {
 
     // Exactly one Namespace, and every namespaced object in it (clusterctl --target-namespace
     // rewrites that one namespace).
-    let namespaces: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Namespace").collect();
+    let namespaces: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Namespace")
+        .collect();
     assert_eq!(namespaces.len(), 1, "exactly one Namespace");
     let ns = namespaces[0]["metadata"]["name"].as_str().unwrap();
     assert_eq!(ns, "vsphere-provider-system");
@@ -146,7 +150,10 @@ fn components_follow_the_clusterctl_provider_contract() {
         .collect();
     assert_eq!(
         vars,
-        BTreeSet::from(["VSPHERE_PASSWORD".to_string(), "VSPHERE_USERNAME".to_string()]),
+        BTreeSet::from([
+            "VSPHERE_PASSWORD".to_string(),
+            "VSPHERE_USERNAME".to_string()
+        ]),
         "the components' clusterctl variables"
     );
     let secret = objects
@@ -156,11 +163,11 @@ fn components_follow_the_clusterctl_provider_contract() {
     let secret_name = secret["metadata"]["name"].as_str().unwrap();
     assert_eq!(
         secret["stringData"]["username"].as_str(),
-        Some("${VSPHERE_USERNAME:=}")
+        Some("${VSPHERE_USERNAME}")
     );
     assert_eq!(
         secret["stringData"]["password"].as_str(),
-        Some("${VSPHERE_PASSWORD:=}")
+        Some("${VSPHERE_PASSWORD}")
     );
 
     // The manager: the image asked for, in the container clusterctl expects (`manager`), with the
@@ -178,7 +185,10 @@ fn components_follow_the_clusterctl_provider_contract() {
         .find(|c| c["name"] == "manager")
         .expect("a container named manager");
     assert_eq!(manager["image"].as_str(), Some(image));
-    for (var, key) in [("VSPHERE_USERNAME", "username"), ("VSPHERE_PASSWORD", "password")] {
+    for (var, key) in [
+        ("VSPHERE_USERNAME", "username"),
+        ("VSPHERE_PASSWORD", "password"),
+    ] {
         let env = manager["env"]
             .as_array()
             .unwrap()
@@ -214,9 +224,9 @@ fn components_follow_the_clusterctl_provider_contract() {
     };
     let series = metadata["releaseSeries"].as_array().unwrap();
     assert!(
-        series.iter().any(|s| s["major"] == major
-            && s["minor"] == minor
-            && s["contract"] == "v1beta1"),
+        series
+            .iter()
+            .any(|s| s["major"] == major && s["minor"] == minor && s["contract"] == "v1beta1"),
         "releaseSeries has no {major}.{minor} -> v1beta1: {series:?}"
     );
 }
@@ -269,10 +279,18 @@ fn release_refuses_a_version_metadata_does_not_map_and_a_bad_image() {
         err.contains("metadata.yaml has no releaseSeries entry for 97.3"),
         "{err}"
     );
-    let o = release(tmp.path(), &["--image", "registry.example.com/vsphere-provider"]);
+    let o = release(
+        tmp.path(),
+        &["--image", "registry.example.com/vsphere-provider"],
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--image") && err.contains("NAME:TAG"), "{err}");
+    // clusterctl only parses canonical references: "repository name must be canonical".
+    let o = release(tmp.path(), &["--image", "vsphere-provider:v0.1.0"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("must start with a registry host"), "{err}");
     let o = release(tmp.path(), &["--version", "0.1"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a semantic version"));
