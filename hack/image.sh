@@ -42,8 +42,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)"
-[ -n "$version" ] || die "no version in $REPO_ROOT/Cargo.toml"
+version="$(cargo_version)"
 tag="${tag:-v$version}"
 [[ "$tag" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "--tag '$tag' is not a valid OCI tag"
 

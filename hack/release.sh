@@ -41,9 +41,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -z "$version" ]; then
-	v="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)"
-	[ -n "$v" ] || die "no version in $REPO_ROOT/Cargo.toml"
-	version="v$v"
+	version="v$(cargo_version)"
 fi
 [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)(-[0-9A-Za-z.-]+)?$ ]] ||
 	die "--version '$version' is not a semantic version like v0.1.0 (clusterctl requires one)"
@@ -72,10 +70,7 @@ awk -v maj="$major" -v min="$minor" '
 	END { exit found ? 0 : 1 }' "$metadata" ||
 	die "$metadata has no releaseSeries entry for $major.$minor (add one naming its contract)"
 
-kubectl="${KUBECTL:-}"
-if [ -z "$kubectl" ] && [ -n "${KUBE_BIN_DIR:-}" ]; then kubectl="$KUBE_BIN_DIR/kubectl"; fi
-kubectl="${kubectl:-kubectl}"
-command -v "$kubectl" >/dev/null 2>&1 || die "kubectl not found ('$kubectl'); set KUBECTL or run hack/kube/build.sh and set KUBE_BIN_DIR"
+kubectl="$(resolve_kubectl)"
 
 mkdir -p "$out"
 out="$(cd "$out" && pwd)" # clusterctl wants absolute repository paths

@@ -60,10 +60,7 @@ fi
 capi_version="$(awk '$1 == "cluster-api" { print $2 }' "$CAPI_BIN_DIR/VERSIONS")"
 [[ "$capi_version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "no cluster-api version in $CAPI_BIN_DIR/VERSIONS"
 
-kubectl="${KUBECTL:-}"
-if [ -z "$kubectl" ] && [ -n "${KUBE_BIN_DIR:-}" ]; then kubectl="$KUBE_BIN_DIR/kubectl"; fi
-kubectl="${kubectl:-kubectl}"
-command -v "$kubectl" >/dev/null 2>&1 || die "kubectl not found ('$kubectl'); set KUBECTL or KUBE_BIN_DIR"
+kubectl="$(resolve_kubectl)"
 
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -104,7 +101,7 @@ render control-plane-kubeadm control-plane-components.yaml "$work/src/controlpla
 # cert-manager's CRDs from its Go module (outside any module: nothing is added to a go.mod).
 export PATH="/usr/local/go/bin:$PATH" GOTOOLCHAIN=local
 mkdir -p "$work/gomod"
-cm_json="$(cd "$work/gomod" && GOFLAGS= go mod download -json "$CERT_MANAGER_MODULE@$CERT_MANAGER_VERSION")" ||
+cm_json="$(cd "$work/gomod" && GOFLAGS='' go mod download -json "$CERT_MANAGER_MODULE@$CERT_MANAGER_VERSION")" ||
 	die "go mod download $CERT_MANAGER_MODULE@$CERT_MANAGER_VERSION failed"
 cm_sum="$(printf '%s\n' "$cm_json" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",\{0,1\}$/\1/p')"
 cm_dir="$(printf '%s\n' "$cm_json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
