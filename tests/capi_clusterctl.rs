@@ -16,17 +16,25 @@
 //!   Deployment would have: the ServiceAccount clusterctl installed and the credentials Secret's
 //!   values as its environment. (The harness applied config/rbac before clusterctl did; clusterctl
 //!   re-applied it from the components, which is checked by its labels.)
-//! * CAPI's own managers are not started here.
+//! * CAPI's core manager then runs as a process too (as the admin: its ClusterRole is an
+//!   aggregated one, and without kube-controller-manager nothing aggregates it), with its
+//!   admission webhooks moved to `https://127.0.0.1:PORT` and the harness's CA, as envtest does:
+//!   its validating webhook refuses a Cluster topology while ClusterTopology is off, and its
+//!   Cluster controller adds its finalizer and marks a Cluster without infrastructureRef ready.
+//!   Clusters with our VSphereCluster need the contract label on our CRDs, which is another
+//!   change's; the end-to-end flow builds on this.
 #[path = "support/realapi.rs"]
 mod realapi;
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use realapi::{ControlPlane, Identity, SA_NAME, SA_NAMESPACE, control_plane, kubectl_bin, repo};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const ADMIN: &Identity = &Identity::Admin;
 const IMAGE: &str = "localhost/vsphere-provider:e2e";
@@ -79,6 +87,54 @@ fn get(cp: &ControlPlane, args: &[&str]) -> Value {
     all.extend_from_slice(args);
     all.extend(["-o", "json"]);
     cp.kubectl(ADMIN, &all).ok().json()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The HTTP status line of a plain GET on loopback (the managers' health endpoints).
+fn http_status(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.lines().next().map(str::to_string)
+}
+
+/// Points every webhook of a (Validating|Mutating)WebhookConfiguration at `https://127.0.0.1:port`
+/// (same path) with the harness's CA: no Service can reach a process on loopback.
+fn webhooks_to_loopback(cp: &ControlPlane, kind: &str, name: &str, port: u16) {
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cp.ca_cert).unwrap());
+    let config = get(cp, &[kind, name]);
+    let patch: Vec<Value> = config["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let path = w["clientConfig"]["service"]["path"].as_str().unwrap();
+            json!({"op": "replace", "path": format!("/webhooks/{i}/clientConfig"),
+                   "value": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca}})
+        })
+        .collect();
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            kind,
+            name,
+            "--type=json",
+            "-p",
+            &Value::from(patch).to_string(),
+        ],
+    )
+    .ok();
 }
 
 #[test]
@@ -350,4 +406,101 @@ fn clusterctl_init_installs_capi_and_this_provider_offline() {
         "the installed RBAC refused a call:\n{log}"
     );
     assert!(!log.contains(&password), "the manager logged the password");
+
+    // CAPI's core manager, as installed by clusterctl but as a process.
+    let certs = home.join("capi-certs");
+    let (cert, key) = cp.issue_certificate(&certs, "capi-webhook", &["IP:127.0.0.1"]);
+    let (webhook, health, diagnostics) = (free_port(), free_port(), free_port());
+    let capi_log_path = home.join("capi-manager.log");
+    let capi_log = std::fs::File::create(&capi_log_path).unwrap();
+    let mut cmd = Command::new(capi.join("manager"));
+    cmd.env("KUBECONFIG", &cp.admin_kubeconfig)
+        .env("HOME", home)
+        .args(["--leader-elect=false", "--insecure-diagnostics"])
+        .arg(format!("--webhook-port={webhook}"))
+        .arg(format!("--webhook-cert-dir={}", certs.display()))
+        .arg(format!(
+            "--webhook-cert-name={}",
+            cert.file_name().unwrap().to_str().unwrap()
+        ))
+        .arg(format!(
+            "--webhook-key-name={}",
+            key.file_name().unwrap().to_str().unwrap()
+        ))
+        .arg(format!("--health-addr=127.0.0.1:{health}"))
+        .arg(format!("--diagnostics-address=127.0.0.1:{diagnostics}"))
+        .stdin(Stdio::null())
+        .stdout(capi_log.try_clone().unwrap())
+        .stderr(capi_log);
+    realapi::kill_when_parent_thread_dies(&mut cmd);
+    let mut capi_manager = cmd.spawn().unwrap();
+    let capi_log = || std::fs::read_to_string(&capi_log_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http_status(health, "/readyz").is_none_or(|l| !l.contains(" 200")) {
+        if let Some(status) = capi_manager.try_wait().unwrap() {
+            panic!("CAPI's manager exited ({status}):\n{}", capi_log());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CAPI's manager not ready in 120 s:\n{}",
+            capi_log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    webhooks_to_loopback(
+        cp,
+        "validatingwebhookconfiguration",
+        "capi-validating-webhook-configuration",
+        webhook,
+    );
+    webhooks_to_loopback(
+        cp,
+        "mutatingwebhookconfiguration",
+        "capi-mutating-webhook-configuration",
+        webhook,
+    );
+
+    let ns = cp.namespace("capi");
+    let cluster = |name: &str, spec: Value| {
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+               "metadata": {"name": name, "namespace": ns}, "spec": spec})
+        .to_string()
+    };
+    // CAPI's webhook, not the schema, refuses a topology while the feature gate is off.
+    let refused = cp
+        .apply_text(
+            ADMIN,
+            &cluster(
+                "topology",
+                json!({"topology": {"class": "c", "version": "v1.33.0"}}),
+            ),
+            None,
+        )
+        .err();
+    assert!(
+        refused.contains("can be set only if the ClusterTopology feature flag is enabled"),
+        "{refused}"
+    );
+    // CAPI's Cluster controller: finalizer, and a Cluster without infrastructureRef counts as
+    // infrastructure-ready (v1.10 reconcileInfrastructure).
+    cp.apply_text(ADMIN, &cluster("plain", json!({})), None)
+        .ok();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let c = get(cp, &["cluster.cluster.x-k8s.io", "plain", "-n", &ns]);
+        let finalized = c["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io"));
+        if finalized && c["status"]["infrastructureReady"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CAPI did not reconcile the Cluster:\n{c}\n{}",
+            capi_log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = capi_manager.kill();
+    let _ = capi_manager.wait();
 }
