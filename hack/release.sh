@@ -48,7 +48,7 @@ fi
 major="${BASH_REMATCH[1]}"
 minor="${BASH_REMATCH[2]}"
 image="${image:-localhost/vsphere-provider:$version}"
-# name[:tag][@digest], as kustomize's image transformer takes it.
+# NAME:TAG (no digest), split for kustomize's image transformer.
 [[ "$image" =~ ^([^@]*[^:@/]):([A-Za-z0-9_][A-Za-z0-9_.-]*)$ ]] ||
 	die "--image '$image' must be NAME:TAG (e.g. registry.example.com/vsphere-provider:$version)"
 image_name="${BASH_REMATCH[1]}"
