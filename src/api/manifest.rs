@@ -175,6 +175,13 @@ impl LoadedObject {
                 Object::DeploymentZone(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::VSphereCluster) => Object::Cluster(serde_json::from_value(v)?),
+            ObjectType::Served(Kind::VSphereClusterIdentity) => {
+                return Err(serde::de::Error::custom(
+                    "VSphereClusterIdentity is not loaded here: its Secret lives in the \
+                     controller's namespace, which local mode does not have; name a Secret in \
+                     the VSphereCluster's spec.identityRef instead",
+                ));
+            }
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {
                 Object::MachineHealthCheck(serde_json::from_value(v)?)

@@ -6,6 +6,7 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereFailureDomain`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterIdentity`] | cluster |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
@@ -13,7 +14,9 @@
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod cluster_identity;
 pub mod conditions;
+pub mod contract;
 pub mod control_plane_machine_set;
 pub mod deployment_zone;
 pub mod failure_domain;
@@ -30,6 +33,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
+pub use cluster_identity::{VSphereClusterIdentity, VSphereClusterIdentitySpec};
 pub use control_plane_machine_set::{
     ControlPlaneMachineSet, ControlPlaneMachineSetSpec, ControlPlaneMachineSetStatus,
 };
@@ -58,6 +62,8 @@ pub enum Kind {
     VSphereDeploymentZone,
     /// VSphereCluster.
     VSphereCluster,
+    /// VSphereClusterIdentity.
+    VSphereClusterIdentity,
     /// Machine.
     Machine,
     /// MachineHealthCheck.
@@ -68,10 +74,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::VSphereFailureDomain,
         Kind::VSphereDeploymentZone,
         Kind::VSphereCluster,
+        Kind::VSphereClusterIdentity,
         Kind::Machine,
         Kind::MachineHealthCheck,
         Kind::ControlPlaneMachineSet,
@@ -83,6 +90,7 @@ impl Kind {
             Kind::VSphereFailureDomain => "VSphereFailureDomain",
             Kind::VSphereDeploymentZone => "VSphereDeploymentZone",
             Kind::VSphereCluster => "VSphereCluster",
+            Kind::VSphereClusterIdentity => "VSphereClusterIdentity",
             Kind::Machine => "Machine",
             Kind::MachineHealthCheck => "MachineHealthCheck",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
@@ -92,9 +100,10 @@ impl Kind {
     /// `group/version`.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereCluster => {
-                "infrastructure.cluster.x-k8s.io/v1beta1"
-            }
+            Kind::VSphereFailureDomain
+            | Kind::VSphereDeploymentZone
+            | Kind::VSphereCluster
+            | Kind::VSphereClusterIdentity => "infrastructure.cluster.x-k8s.io/v1beta1",
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
@@ -106,6 +115,7 @@ impl Kind {
             Kind::VSphereFailureDomain => "vspherefailuredomains",
             Kind::VSphereDeploymentZone => "vspheredeploymentzones",
             Kind::VSphereCluster => "vsphereclusters",
+            Kind::VSphereClusterIdentity => "vsphereclusteridentities",
             Kind::Machine => "machines",
             Kind::MachineHealthCheck => "machinehealthchecks",
             Kind::ControlPlaneMachineSet => "controlplanemachinesets",
@@ -116,7 +126,7 @@ impl Kind {
     pub fn namespaced(self) -> bool {
         !matches!(
             self,
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone
+            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereClusterIdentity
         )
     }
 
@@ -129,7 +139,9 @@ impl Kind {
                 "infrastructure.cluster.x-k8s.io/v1beta1",
                 v1beta2::API_VERSION,
             ],
-            Kind::VSphereCluster => &["infrastructure.cluster.x-k8s.io/v1beta1"],
+            Kind::VSphereCluster | Kind::VSphereClusterIdentity => {
+                &["infrastructure.cluster.x-k8s.io/v1beta1"]
+            }
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
@@ -143,7 +155,8 @@ impl Kind {
             .find(|k| k.name() == kind && k.api_versions().contains(&api_version))
     }
 
-    /// The generated CRD for this kind (normalized, as written to `crds/`).
+    /// The generated CRD for this kind (normalized, with the Cluster API contract label for
+    /// the infrastructure group, as written to `crds/`).
     pub fn crd(self) -> CustomResourceDefinition {
         let raw = match self {
             Kind::VSphereFailureDomain => merge(
@@ -155,11 +168,12 @@ impl Kind {
                 v1beta2::VSphereDeploymentZone::crd(),
             ),
             Kind::VSphereCluster => VSphereCluster::crd(),
+            Kind::VSphereClusterIdentity => VSphereClusterIdentity::crd(),
             Kind::Machine => Machine::crd(),
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),
         };
-        normalize_crd(raw)
+        contract::with_contract_label(normalize_crd(raw))
     }
 
     /// The file name of this kind's CRD in `crds/` (`<group>_<plural>.yaml`, as controller-gen

@@ -5,6 +5,8 @@
 //! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
 //! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
 //! `vcenter::model::endpoint::same_server`), where CAPV compared strings.
+pub mod lifecycle;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -51,6 +53,17 @@ impl Publication {
     /// Whether the rest of the cluster reconcile may go on (upstream stops while waiting).
     pub fn settled(&self) -> bool {
         self.requeue().is_none()
+    }
+
+    /// Why the cluster waits for its zones (`None` when settled).
+    pub fn waiting_message(&self) -> Option<String> {
+        match self {
+            Publication::Zones { waiting, .. } if !waiting.is_empty() => Some(format!(
+                "waiting for failure domain status of {}",
+                waiting.join(", ")
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -131,21 +144,18 @@ pub fn apply(
         }
         Publication::Zones {
             failure_domains,
-            waiting,
             skipped,
+            ..
         } => {
             status.failure_domains = Some(failure_domains.clone());
             // (v1beta1 status, reason, severity, v1beta2 reason, message)
-            let (st, reason, sev, reason2, msg) = if !waiting.is_empty() {
+            let (st, reason, sev, reason2, msg) = if let Some(msg) = p.waiting_message() {
                 (
                     conditions::STATUS_FALSE,
                     cluster::WAITING_FOR_FAILURE_DOMAIN_STATUS,
                     severity::INFO,
                     cluster::NOT_READY_REASON,
-                    format!(
-                        "waiting for failure domain status of {}",
-                        waiting.join(", ")
-                    ),
+                    msg,
                 )
             } else if !skipped.is_empty() {
                 (
