@@ -447,7 +447,13 @@ mod tests {
     #[test]
     fn each_stage_writes_its_conditions() {
         // (stage, v1beta2 Ready (status, reason), v1beta1 Ready (status, reason), ready)
-        let cases: Vec<(Stage, (&str, &str), (&str, &str), Option<bool>)> = vec![
+        type Case = (
+            Stage,
+            (&'static str, &'static str),
+            (&'static str, &'static str),
+            Option<bool>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 Stage::WaitingForOwner(Owner::None),
                 ("False", "WaitingForClusterOwner"),
