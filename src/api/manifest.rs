@@ -89,6 +89,8 @@ pub enum Object {
     DeploymentZone(Box<VSphereDeploymentZone>),
     /// VSphereCluster.
     Cluster(Box<VSphereCluster>),
+    /// VSphereClusterIdentity.
+    ClusterIdentity(Box<super::VSphereClusterIdentity>),
     /// Machine.
     Machine(Box<Machine>),
     /// MachineHealthCheck.
@@ -176,11 +178,7 @@ impl LoadedObject {
             }
             ObjectType::Served(Kind::VSphereCluster) => Object::Cluster(serde_json::from_value(v)?),
             ObjectType::Served(Kind::VSphereClusterIdentity) => {
-                return Err(serde::de::Error::custom(
-                    "VSphereClusterIdentity is not loaded here: its Secret lives in the \
-                     controller's namespace, which local mode does not have; name a Secret in \
-                     the VSphereCluster's spec.identityRef instead",
-                ));
+                Object::ClusterIdentity(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {

@@ -93,12 +93,7 @@ pub(crate) fn client_for(
             c
         })
         .collect();
-    // Local mode reads Secrets from the manifests only; a VSphereClusterIdentity is not loaded
-    // there, so a cluster naming one reports it as not found.
-    let sources = IdentitySources {
-        secrets: &store.secrets,
-        ..IdentitySources::default()
-    };
+    let sources = local_sources(store);
     let id = identity_for(
         endpoint,
         &clusters,
@@ -113,6 +108,22 @@ pub(crate) fn client_for(
             id.tls,
         )
         .map_err(|e| e.to_string())
+}
+
+/// The namespace local mode plays the controller in: where the Secrets of
+/// VSphereClusterIdentities are looked for (config/manager's namespace).
+pub const LOCAL_CONTROLLER_NAMESPACE: &str = "vsphere-provider-system";
+
+/// Identity sources from the manifests: their Secrets and VSphereClusterIdentities. Local mode
+/// has no Namespace objects, so a namespace has no labels: an identity allowing every namespace
+/// (`selector: {}`) is usable, one selecting by label is refused with its reason.
+fn local_sources(store: &Store) -> IdentitySources<'_> {
+    IdentitySources {
+        secrets: &store.secrets,
+        identities: &store.identities,
+        namespaces: &[],
+        controller_namespace: LOCAL_CONTROLLER_NAMESPACE,
+    }
 }
 
 /// Where a VSphereCluster stands in local mode (`plan::cluster::lifecycle`, as the controller).
@@ -154,10 +165,7 @@ async fn check_cluster_vcenter(
 ) -> Result<String, String> {
     let server = c.spec.server.clone().unwrap_or_default();
     let endpoint = connect_to(&server, opts)?;
-    let sources = IdentitySources {
-        secrets: &store.secrets,
-        ..IdentitySources::default()
-    };
+    let sources = local_sources(store);
     let id = match cluster_identity(c, &sources, &opts.tls)? {
         Some(id) => id,
         None => identity_for(&server, &[], &sources, opts.manager.as_ref(), &opts.tls)?,
