@@ -18,9 +18,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::manifest::{LoadedObject, Object, load_paths};
 use crate::api::{
-    VSphereClusterIdentity,
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
-    VSphereDeploymentZone, VSphereFailureDomain,
+    VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
 };
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
