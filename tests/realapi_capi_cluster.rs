@@ -276,6 +276,29 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
     let cp = control_plane();
     install_capi_crds(cp);
     let ns = cp.namespace("capi-ready");
+    // The CRDs as the server holds them (applied from crds/) carry the contract label CAPI
+    // looks up, listing the served versions.
+    for (crd, versions) in [
+        ("vsphereclusters", "v1beta1"),
+        ("vsphereclusteridentities", "v1beta1"),
+        ("vspherefailuredomains", "v1beta1_v1beta2"),
+        ("vspheredeploymentzones", "v1beta1_v1beta2"),
+    ] {
+        let label = cp
+            .kubectl(
+                ADMIN,
+                &[
+                    "get",
+                    "crd",
+                    &format!("{crd}.infrastructure.cluster.x-k8s.io"),
+                    "-o",
+                    r"jsonpath={.metadata.labels.cluster\.x-k8s\.io/v1beta1}",
+                ],
+            )
+            .ok()
+            .stdout;
+        assert_eq!(label, versions, "{crd}");
+    }
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let controllers = Controllers::start(cp).await;
 
