@@ -131,16 +131,17 @@ impl Drop for Controllers {
     }
 }
 
-/// Polls `f` every 250 ms for up to `limit`.
-async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
+/// The VSphereCluster `c1` as JSON once `holds` says so, polling every 250 ms for up to `limit`.
+async fn wait_until(
+    api: &Api<VSphereCluster>,
+    what: &str,
+    limit: Duration,
+    holds: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + limit;
     loop {
-        if let Some(v) = f().await {
-            return v;
+        if let Some(c) = get(api, "c1").await.filter(|c| holds(c)) {
+            return c;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -259,6 +260,22 @@ fn vsphere_cluster(
     })
 }
 
+/// Cluster `c1` (paused or not) and the VSphereCluster `c1` it owns, on `sim`, naming
+/// `identity_ref`, selecting every zone when `zones`; the VSphereClusters of `ns` as the admin.
+async fn owned_cluster(
+    cp: &ControlPlane,
+    ns: &str,
+    sim: &Vcsim,
+    identity_ref: Value,
+    zones: bool,
+    paused: bool,
+) -> Api<VSphereCluster> {
+    let uid = create_cluster(cp, ns, "c1", paused);
+    let c = vsphere_cluster(ns, "c1", &uid, sim.url(), identity_ref, zones);
+    cp.apply_text(ADMIN, &c.to_string(), None).ok();
+    Api::namespaced(cp.client(ADMIN).await, ns)
+}
+
 fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
     let (user, password) = sim.credentials();
     json!({
@@ -332,30 +349,17 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
         None,
     )
     .ok();
-    let uid = create_cluster(cp, &ns, "c1", false);
-    cp.apply_text(
-        ADMIN,
-        &vsphere_cluster(
-            &ns,
-            "c1",
-            &uid,
-            sim.url(),
-            json!({"kind": "Secret", "name": "vsphere-credentials"}),
-            true,
-        )
-        .to_string(),
-        None,
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        true,
+        false,
     )
-    .ok();
-
-    let admin = cp.client(ADMIN).await;
-    let api: Api<VSphereCluster> = Api::namespaced(admin.clone(), &ns);
-    let c = wait_for("c1 ready", Duration::from_secs(60), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            (c["status"]["ready"] == true).then_some(c)
-        }
+    .await;
+    let c = wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
     })
     .await;
     assert_eq!(finalizers(&c), [FINALIZER], "{c}");
@@ -401,17 +405,11 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
     )
     .ok();
     api.delete("c1", &DeleteParams::default()).await.unwrap();
-    let c = wait_for(
+    let c = wait_until(
+        &api,
         "the deletion to wait for m1",
         Duration::from_secs(30),
-        || {
-            let api = api.clone();
-            async move {
-                let c = get(&api, "c1").await?;
-                let (_, reason, _) = v1beta2(&c, "Ready")?;
-                (reason == "Deleting").then_some(c)
-            }
-        },
+        |c| v1beta2(c, "Ready").is_some_and(|r| r.1 == "Deleting"),
     )
     .await;
     let (status, _, message) = v1beta2(&c, "Ready").unwrap();
@@ -431,11 +429,11 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
         &["delete", "machine.cluster.x-k8s.io", "m1", "-n", &ns],
     )
     .ok();
-    wait_for("c1 gone once m1 is", Duration::from_secs(30), || {
-        let api = api.clone();
-        async move { get(&api, "c1").await.is_none().then_some(()) }
-    })
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&api, "c1").await.is_some() {
+        assert!(Instant::now() < deadline, "c1 still there after m1 is gone");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
         .ok();
     controllers.stop().await;
@@ -455,29 +453,17 @@ async fn a_paused_cluster_gets_only_the_paused_condition_until_resumed() {
         None,
     )
     .ok();
-    let uid = create_cluster(cp, &ns, "c1", true);
-    cp.apply_text(
-        ADMIN,
-        &vsphere_cluster(
-            &ns,
-            "c1",
-            &uid,
-            sim.url(),
-            json!({"kind": "Secret", "name": "creds"}),
-            true,
-        )
-        .to_string(),
-        None,
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "creds"}),
+        true,
+        true,
     )
-    .ok();
-    let admin = cp.client(ADMIN).await;
-    let api: Api<VSphereCluster> = Api::namespaced(admin.clone(), &ns);
-    let c = wait_for("Paused", Duration::from_secs(30), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            v1beta2(&c, "Paused").is_some().then_some(c)
-        }
+    .await;
+    let c = wait_until(&api, "Paused", Duration::from_secs(30), |c| {
+        v1beta2(c, "Paused").is_some()
     })
     .await;
     assert_eq!(
@@ -516,12 +502,8 @@ async fn a_paused_cluster_gets_only_the_paused_condition_until_resumed() {
         ],
     )
     .ok();
-    let c = wait_for("ready after resume", Duration::from_secs(60), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            (c["status"]["ready"] == true).then_some(c)
-        }
+    let c = wait_until(&api, "ready after resume", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
     })
     .await;
     assert_eq!(v1beta2(&c, "Paused").unwrap().1, "NotPaused");
@@ -535,12 +517,8 @@ async fn a_paused_cluster_gets_only_the_paused_condition_until_resumed() {
     )
     .await
     .unwrap();
-    let c = wait_for("paused by annotation", Duration::from_secs(30), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            (v1beta2(&c, "Paused")?.0 == "True").then_some(c)
-        }
+    let c = wait_until(&api, "paused by annotation", Duration::from_secs(30), |c| {
+        v1beta2(c, "Paused").is_some_and(|p| p.0 == "True")
     })
     .await;
     assert_eq!(
@@ -585,30 +563,21 @@ async fn a_cluster_identity_is_refused_outside_its_allowed_namespaces() {
         None,
     )
     .ok();
-    let uid = create_cluster(cp, &ns, "c1", false);
-    cp.apply_text(
-        ADMIN,
-        &vsphere_cluster(
-            &ns,
-            "c1",
-            &uid,
-            sim.url(),
-            json!({"kind": "VSphereClusterIdentity", "name": identity}),
-            false,
-        )
-        .to_string(),
-        None,
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "VSphereClusterIdentity", "name": identity}),
+        false,
+        false,
     )
-    .ok();
-    let admin = cp.client(ADMIN).await;
-    let api: Api<VSphereCluster> = Api::namespaced(admin.clone(), &ns);
-    let c = wait_for("VCenterAvailable False", Duration::from_secs(30), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            (v1beta2(&c, "VCenterAvailable")?.0 == "False").then_some(c)
-        }
-    })
+    .await;
+    let c = wait_until(
+        &api,
+        "VCenterAvailable False",
+        Duration::from_secs(30),
+        |c| v1beta2(c, "VCenterAvailable").is_some_and(|v| v.0 == "False"),
+    )
     .await;
     let (_, reason, message) = v1beta2(&c, "VCenterAvailable").unwrap();
     assert_eq!(reason, "VCenterUnreachable");
@@ -631,12 +600,8 @@ async fn a_cluster_identity_is_refused_outside_its_allowed_namespaces() {
         &["label", "namespace", &ns, &format!("vsphere-tenant={ns}")],
     )
     .ok();
-    let c = wait_for("ready once allowed", Duration::from_secs(60), || {
-        let api = api.clone();
-        async move {
-            let c = get(&api, "c1").await?;
-            (c["status"]["ready"] == true).then_some(c)
-        }
+    let c = wait_until(&api, "ready once allowed", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
     })
     .await;
     assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");

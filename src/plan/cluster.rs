@@ -128,19 +128,12 @@ pub fn apply(
     generation: Option<i64>,
     now: &Time,
 ) -> bool {
-    let before = status.clone();
-    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
-    let mut meta: Vec<MetaCondition> = status
-        .v1beta2
-        .as_mut()
-        .and_then(|v| v.conditions.take())
-        .unwrap_or_default();
-    match p {
+    edit_status(status, |status, capi, meta| match p {
         Publication::Disabled => {}
         Publication::NoZones => {
             status.failure_domains = None;
-            conditions::remove_capi_condition(&mut capi, cluster::FAILURE_DOMAINS_AVAILABLE);
-            conditions::remove_meta_condition(&mut meta, cluster::FAILURE_DOMAINS_READY);
+            conditions::remove_capi_condition(capi, cluster::FAILURE_DOMAINS_AVAILABLE);
+            conditions::remove_meta_condition(meta, cluster::FAILURE_DOMAINS_READY);
         }
         Publication::Zones {
             failure_domains,
@@ -179,7 +172,7 @@ pub fn apply(
                 )
             };
             conditions::set_capi_condition(
-                &mut capi,
+                capi,
                 &ConditionUpdate {
                     type_: cluster::FAILURE_DOMAINS_AVAILABLE,
                     status: st,
@@ -190,7 +183,7 @@ pub fn apply(
                 now,
             );
             conditions::set_meta_condition(
-                &mut meta,
+                meta,
                 &ConditionUpdate {
                     type_: cluster::FAILURE_DOMAINS_READY,
                     status: st,
@@ -202,7 +195,24 @@ pub fn apply(
                 now,
             );
         }
-    }
+    })
+}
+
+/// Edit a cluster status with both of its condition lists taken out for `f` (v1beta1
+/// `conditions`, v1beta2 `v1beta2.conditions`) and put back (empty lists as unset). Returns
+/// whether anything changed.
+pub(crate) fn edit_status(
+    status: &mut VSphereClusterStatus,
+    f: impl FnOnce(&mut VSphereClusterStatus, &mut Vec<CapiCondition>, &mut Vec<MetaCondition>),
+) -> bool {
+    let before = status.clone();
+    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
+    let mut meta: Vec<MetaCondition> = status
+        .v1beta2
+        .as_mut()
+        .and_then(|v| v.conditions.take())
+        .unwrap_or_default();
+    f(status, &mut capi, &mut meta);
     status.conditions = (!capi.is_empty()).then_some(capi);
     if !meta.is_empty() || status.v1beta2.is_some() {
         status

@@ -17,7 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
 };
-use crate::api::deployment_zone::V1Beta2Status;
 use crate::api::vsphere_cluster::{
     CLUSTER_FINALIZER, VSphereCluster, VSphereClusterInitializationStatus, VSphereClusterStatus,
 };
@@ -140,16 +139,22 @@ pub fn apply(
     generation: Option<i64>,
     now: &Time,
 ) -> bool {
-    let before = status.clone();
-    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
-    let mut meta: Vec<MetaCondition> = status
-        .v1beta2
-        .as_mut()
-        .and_then(|v| v.conditions.take())
-        .unwrap_or_default();
+    super::edit_status(status, |status, capi, meta| {
+        apply_stage(status, capi, meta, stage, generation, now)
+    })
+}
+
+fn apply_stage(
+    status: &mut VSphereClusterStatus,
+    capi: &mut Vec<CapiCondition>,
+    meta: &mut Vec<MetaCondition>,
+    stage: &Stage,
+    generation: Option<i64>,
+    now: &Time,
+) {
     let mut conds = Conds {
-        capi: &mut capi,
-        meta: &mut meta,
+        capi,
+        meta,
         generation,
         now,
     };
@@ -267,14 +272,6 @@ pub fn apply(
             }
         }
     }
-    status.conditions = (!capi.is_empty()).then_some(capi);
-    if !meta.is_empty() || status.v1beta2.is_some() {
-        status
-            .v1beta2
-            .get_or_insert_with(V1Beta2Status::default)
-            .conditions = (!meta.is_empty()).then_some(meta);
-    }
-    *status != before
 }
 
 /// Both condition lists of a status, with the generation and time to stamp.
