@@ -257,10 +257,28 @@ fn apply_stage(
                             "",
                         ),
                     );
-                    conds.set(
-                        ConditionUpdate::true_(cluster::READY),
-                        ConditionUpdate::true_reason(cluster::READY, cluster::READY_REASON, ""),
+                    // v1beta1 Ready summarizes VCenterAvailable only; v1beta2 Ready also
+                    // FailureDomainsReady (CAPV's summaries), so skipped zones hold it False
+                    // while the cluster is ready.
+                    let skipped = conditions::find_meta(conds.meta, cluster::FAILURE_DOMAINS_READY)
+                        .filter(|c| c.status == conditions::STATUS_FALSE)
+                        .map(|c| c.message.clone());
+                    conditions::set_capi_condition(
+                        conds.capi,
+                        &ConditionUpdate::true_(cluster::READY),
+                        now,
                     );
+                    conds.meta_only(&match &skipped {
+                        Some(msg) => ConditionUpdate::false_(
+                            cluster::READY,
+                            cluster::NOT_READY_REASON,
+                            "",
+                            msg,
+                        ),
+                        None => {
+                            ConditionUpdate::true_reason(cluster::READY, cluster::READY_REASON, "")
+                        }
+                    });
                     status.ready = Some(true);
                     status.initialization = Some(VSphereClusterInitializationStatus {
                         provisioned: Some(true),
@@ -511,6 +529,33 @@ mod tests {
             // Same stage again: nothing changes (no write, no hot loop).
             assert!(!apply(&mut s, &stage, Some(2), &now()), "{stage:?}");
         }
+    }
+
+    #[test]
+    fn skipped_zones_hold_the_v1beta2_ready_false_but_not_status_ready() {
+        // CAPV: v1beta2 Ready summarizes FailureDomainsReady too; v1beta1 Ready only vCenter.
+        let mut s = VSphereClusterStatus::default();
+        s.v1beta2 = Some(crate::api::deployment_zone::V1Beta2Status {
+            conditions: Some(vec![MetaCondition {
+                type_: "FailureDomainsReady".into(),
+                status: "False".into(),
+                reason: "NotReady".into(),
+                message: "one or more failure domains are not ready (z2)".into(),
+                observed_generation: None,
+                last_transition_time: now(),
+            }]),
+        });
+        apply(&mut s, &Stage::Connected(Ok("8.0.3".into())), None, &now());
+        assert_eq!(s.ready, Some(true));
+        assert_eq!(capi_cond(&s, "Ready").unwrap().0, "True");
+        assert_eq!(
+            meta_cond(&s, "Ready").unwrap(),
+            (
+                "False".into(),
+                "NotReady".into(),
+                "one or more failure domains are not ready (z2)".into()
+            )
+        );
     }
 
     #[test]
