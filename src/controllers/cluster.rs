@@ -18,7 +18,7 @@ use super::api_server::dynamic_api;
 use super::patch::{apply_cluster_status, is_not_found, set_finalizers};
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
 use crate::api::vsphere_cluster::CLUSTER_FINALIZER;
-use crate::api::{INFRA_GROUP, VSphereCluster, VSphereDeploymentZone};
+use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeploymentZone};
 use crate::plan::cluster::lifecycle::{
     self, CLUSTER_NAME_LABEL, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
 };
@@ -86,75 +86,28 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         tracing::debug!(cluster = %cluster.name_any(), "zone cache not loaded; retrying soon");
         return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
     }
-    let ns = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    let api: Api<VSphereCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let owner = owner_cluster(cluster, ctx).await?;
     let mut status = cluster.status.clone().unwrap_or_default();
-    let generation = cluster.metadata.generation;
-    let write = |status: &crate::api::VSphereClusterStatus, changed: bool| {
-        let api = api.clone();
-        let name = name.clone();
-        let status = status.clone();
-        async move {
-            if changed {
-                apply_cluster_status(&api, &name, &status).await?;
-            }
-            Ok::<(), Error>(())
-        }
-    };
-
-    // Paused: the Paused condition and nothing else (clusterctl move relies on it).
+    // Paused: the Paused condition and nothing else (clusterctl move relies on it), deletion
+    // included.
     if let Some(why) = lifecycle::paused(&cluster.metadata, &owner) {
-        let changed =
-            lifecycle::apply(&mut status, &Stage::Paused(why.clone()), generation, &now());
-        write(&status, changed).await?;
-        tracing::debug!(cluster = %format!("{ns}/{name}"), %why, "paused");
+        let stage = Stage::Paused(why.clone());
+        if lifecycle::apply(&mut status, &stage, cluster.metadata.generation, &now()) {
+            write_status(cluster, ctx, &status).await?;
+        }
+        tracing::debug!(cluster = %full_name(cluster), %why, "paused");
         return Ok(Action::requeue(OWNED_REQUEUE));
     }
-
     if cluster.metadata.deletion_timestamp.is_some() {
-        if !has_finalizer(cluster) {
-            return Ok(Action::await_change());
-        }
-        let remaining = match owner.name() {
-            Some(owner_name) => machines_of(ctx, &ns, owner_name, cluster).await?,
-            None => Vec::new(),
-        };
-        let stage = Stage::Deleting {
-            cluster: owner.name().map(str::to_string),
-            remaining: remaining.clone(),
-        };
-        let changed = lifecycle::apply(&mut status, &stage, generation, &now());
-        if !remaining.is_empty() {
-            write(&status, changed).await?;
-            tracing::info!(cluster = %format!("{ns}/{name}"), "{}", lifecycle::deleting_message(owner.name(), &remaining));
-            return Ok(Action::requeue(DELETE_REQUEUE));
-        }
-        let rest: Vec<String> = cluster
-            .finalizers()
-            .iter()
-            .filter(|f| *f != CLUSTER_FINALIZER)
-            .cloned()
-            .collect();
-        set_finalizers(
-            &api,
-            &name,
-            cluster.metadata.resource_version.as_deref(),
-            &rest,
-        )
-        .await?;
-        tracing::info!(cluster = %format!("{ns}/{name}"), "no machines remain; finalizer removed");
-        return Ok(Action::await_change());
+        return delete(cluster, ctx, &owner, status).await;
     }
-
     // Owned: the finalizer first, as CAPV (the status apply below needs no resourceVersion).
     if needs_finalizer(cluster, &owner, false) {
         let mut finalizers = cluster.finalizers().to_vec();
         finalizers.push(CLUSTER_FINALIZER.to_string());
         let rv = cluster.metadata.resource_version.as_deref();
-        set_finalizers(&api, &name, rv, &finalizers).await?;
-        tracing::info!(cluster = %format!("{ns}/{name}"), "finalizer added");
+        set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &finalizers).await?;
+        tracing::info!(cluster = %full_name(cluster), "finalizer added");
     }
 
     // Failure domains. An undecodable zone is not a deleted one: keep what is published until
@@ -175,23 +128,81 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
     }
     let zones = ctx.stores.zones.valid();
     let publication = plan_cluster(cluster, &zones);
-    let stamp = now();
+    let (generation, stamp) = (cluster.metadata.generation, now());
     let mut changed = apply(&mut status, &publication, generation, &stamp);
-    let stage = match (&owner, publication.waiting_message()) {
-        (Owner::None | Owner::Missing { .. }, _) => Stage::WaitingForOwner(owner.clone()),
-        (Owner::Found { .. }, Some(msg)) => Stage::WaitingForFailureDomains(msg),
-        (Owner::Found { .. }, None) => Stage::Connected(check_vcenter(cluster, ctx).await),
+    let stage = match lifecycle::stage_before_vcenter(&cluster.metadata, &owner, &publication) {
+        Some(stage) => stage,
+        None => Stage::Connected(check_vcenter(cluster, ctx).await),
     };
     changed |= lifecycle::apply(&mut status, &stage, generation, &stamp);
-    write(&status, changed).await?;
     if changed {
-        tracing::info!(cluster = %format!("{ns}/{name}"), ready = ?status.ready, "status updated");
+        write_status(cluster, ctx, &status).await?;
+        tracing::info!(cluster = %full_name(cluster), ready = ?status.ready, "status updated");
     }
     let mut next = publication.requeue().unwrap_or(RESYNC);
     if owner != Owner::None {
         next = next.min(OWNED_REQUEUE);
     }
     Ok(Action::requeue(next))
+}
+
+/// Deletion: wait (saying so) while machines of the owner Cluster remain, then release the
+/// finalizer. Nothing in vCenter belongs to the VSphereCluster itself.
+async fn delete(
+    cluster: &VSphereCluster,
+    ctx: &Context,
+    owner: &Owner,
+    mut status: VSphereClusterStatus,
+) -> Result<Action, Error> {
+    if !has_finalizer(cluster) {
+        return Ok(Action::await_change());
+    }
+    let remaining = match owner.name() {
+        Some(owner_name) => machines_of(ctx, owner_name, cluster).await?,
+        None => Vec::new(),
+    };
+    if !remaining.is_empty() {
+        let stage = Stage::Deleting {
+            cluster: owner.name().map(str::to_string),
+            remaining: remaining.clone(),
+        };
+        if lifecycle::apply(&mut status, &stage, cluster.metadata.generation, &now()) {
+            write_status(cluster, ctx, &status).await?;
+        }
+        tracing::info!(cluster = %full_name(cluster), "{}", lifecycle::deleting_message(owner.name(), &remaining));
+        return Ok(Action::requeue(DELETE_REQUEUE));
+    }
+    let rest: Vec<String> = cluster
+        .finalizers()
+        .iter()
+        .filter(|f| *f != CLUSTER_FINALIZER)
+        .cloned()
+        .collect();
+    let rv = cluster.metadata.resource_version.as_deref();
+    set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &rest).await?;
+    tracing::info!(cluster = %full_name(cluster), "no machines remain; finalizer removed");
+    Ok(Action::await_change())
+}
+
+fn api_for(cluster: &VSphereCluster, ctx: &Context) -> Api<VSphereCluster> {
+    Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default())
+}
+
+fn full_name(cluster: &VSphereCluster) -> String {
+    format!(
+        "{}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    )
+}
+
+async fn write_status(
+    cluster: &VSphereCluster,
+    ctx: &Context,
+    status: &VSphereClusterStatus,
+) -> Result<(), Error> {
+    apply_cluster_status(&api_for(cluster, ctx), &cluster.name_any(), status).await?;
+    Ok(())
 }
 
 /// The owner Cluster: none referenced, referenced but absent, or found (with why it is
@@ -219,10 +230,10 @@ async fn owner_cluster(cluster: &VSphereCluster, ctx: &Context) -> Result<Owner,
 /// VSphereMachines and Cluster API Machines, as `Kind name`. A kind not installed has none.
 async fn machines_of(
     ctx: &Context,
-    ns: &str,
     owner: &str,
     cluster: &VSphereCluster,
 ) -> Result<Vec<String>, Error> {
+    let ns = cluster.namespace().unwrap_or_default();
     let capi_version = owner_cluster_ref(cluster)
         .map(|(av, _)| av)
         .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into());
@@ -233,7 +244,7 @@ async fn machines_of(
     let params = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={owner}"));
     let mut out = Vec::new();
     for (api_version, kind) in kinds {
-        let api: Api<DynamicObject> = dynamic_api(&ctx.client, ns, &api_version, kind);
+        let api: Api<DynamicObject> = dynamic_api(&ctx.client, &ns, &api_version, kind);
         match api.list(&params).await {
             Ok(list) => out.extend(
                 list.items

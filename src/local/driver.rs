@@ -143,14 +143,8 @@ async fn cluster_stage(
         Some((_, name)) => Owner::Found { name, paused: None },
         None => Owner::None,
     };
-    if let Some(why) = lifecycle::paused(&c.metadata, &owner) {
-        return Stage::Paused(why);
-    }
-    if owner == Owner::None {
-        return Stage::WaitingForOwner(owner);
-    }
-    if let Some(msg) = publication.waiting_message() {
-        return Stage::WaitingForFailureDomains(msg);
+    if let Some(stage) = lifecycle::stage_before_vcenter(&c.metadata, &owner, publication) {
+        return stage;
     }
     Stage::Connected(check_cluster_vcenter(c, store, opts, sessions).await)
 }

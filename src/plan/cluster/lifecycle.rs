@@ -131,6 +131,25 @@ pub enum Stage {
     Connected(Result<String, String>),
 }
 
+/// The stage of a cluster that is not being deleted, as far as it can be told without vCenter:
+/// paused, waiting for its owner, or for its zones; `None` when it is owned, running and its
+/// failure domains are settled, so its identity and a vCenter session come next
+/// ([`Stage::Connected`]).
+pub fn stage_before_vcenter(
+    meta: &ObjectMeta,
+    owner: &Owner,
+    publication: &super::Publication,
+) -> Option<Stage> {
+    if let Some(why) = paused(meta, owner) {
+        return Some(Stage::Paused(why));
+    }
+    match (owner, publication.waiting_message()) {
+        (Owner::None | Owner::Missing { .. }, _) => Some(Stage::WaitingForOwner(owner.clone())),
+        (Owner::Found { .. }, Some(msg)) => Some(Stage::WaitingForFailureDomains(msg)),
+        (Owner::Found { .. }, None) => None,
+    }
+}
+
 /// Write `stage` into the status. Returns whether anything changed. `ready` and
 /// `initialization.provisioned` only ever go from unset to true.
 pub fn apply(
@@ -437,6 +456,52 @@ mod tests {
     }
 
     #[test]
+    fn the_stage_before_vcenter_follows_upstreams_order() {
+        use crate::plan::cluster::Publication;
+        let c = owned_by("cluster.x-k8s.io/v1beta1", "Cluster", "c1");
+        let found = |p: Option<&str>| Owner::Found {
+            name: "c1".into(),
+            paused: p.map(str::to_string),
+        };
+        let waiting = Publication::Zones {
+            failure_domains: Default::default(),
+            waiting: vec!["z1".into()],
+            skipped: vec![],
+        };
+        // (owner, publication, expected stage; None = ask vCenter)
+        let cases = [
+            (
+                found(Some("Cluster c1 has spec.paused: true")),
+                Publication::Disabled,
+                Some("Paused"),
+            ),
+            (
+                found(Some("Cluster c1 has spec.paused: true")),
+                waiting.clone(),
+                Some("Paused"),
+            ),
+            (Owner::None, Publication::Disabled, Some("WaitingForOwner")),
+            (
+                Owner::Missing { name: "c1".into() },
+                waiting.clone(),
+                Some("WaitingForOwner"),
+            ),
+            (
+                found(None),
+                waiting.clone(),
+                Some("WaitingForFailureDomains"),
+            ),
+            (found(None), Publication::Disabled, None),
+            (found(None), Publication::NoZones, None),
+        ];
+        for (owner, publication, want) in cases {
+            let got = stage_before_vcenter(&c.metadata, &owner, &publication)
+                .map(|s| format!("{s:?}").split('(').next().unwrap().to_string());
+            assert_eq!(got.as_deref(), want, "{owner:?} {publication:?}");
+        }
+    }
+
+    #[test]
     fn the_finalizer_is_added_once_owned_unless_paused_or_deleting() {
         let c = owned_by("cluster.x-k8s.io/v1beta1", "Cluster", "c1");
         let found = Owner::Found {
@@ -534,17 +599,19 @@ mod tests {
     #[test]
     fn skipped_zones_hold_the_v1beta2_ready_false_but_not_status_ready() {
         // CAPV: v1beta2 Ready summarizes FailureDomainsReady too; v1beta1 Ready only vCenter.
-        let mut s = VSphereClusterStatus::default();
-        s.v1beta2 = Some(crate::api::deployment_zone::V1Beta2Status {
-            conditions: Some(vec![MetaCondition {
-                type_: "FailureDomainsReady".into(),
-                status: "False".into(),
-                reason: "NotReady".into(),
-                message: "one or more failure domains are not ready (z2)".into(),
-                observed_generation: None,
-                last_transition_time: now(),
-            }]),
-        });
+        let mut s = VSphereClusterStatus {
+            v1beta2: Some(crate::api::deployment_zone::V1Beta2Status {
+                conditions: Some(vec![MetaCondition {
+                    type_: "FailureDomainsReady".into(),
+                    status: "False".into(),
+                    reason: "NotReady".into(),
+                    message: "one or more failure domains are not ready (z2)".into(),
+                    observed_generation: None,
+                    last_transition_time: now(),
+                }]),
+            }),
+            ..VSphereClusterStatus::default()
+        };
         apply(&mut s, &Stage::Connected(Ok("8.0.3".into())), None, &now());
         assert_eq!(s.ready, Some(true));
         assert_eq!(capi_cond(&s, "Ready").unwrap().0, "True");
