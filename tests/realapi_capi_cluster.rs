@@ -45,7 +45,10 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 fn capi_module_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let go = std::env::var("GO").unwrap_or_else(|_| "/usr/local/go/bin/go".into());
+        // The Go toolchain hack/lib.sh uses (hack/kube/build.sh needs it already).
+        let root =
+            std::env::var("VSPHERE_PROVIDER_GOROOT").unwrap_or_else(|_| "/usr/local/go".into());
+        let go = format!("{root}/bin/go");
         let out = Command::new(&go)
             .args(["mod", "download", "-json", CAPI_MODULE])
             .env("GOTOOLCHAIN", "local")
