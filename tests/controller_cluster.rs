@@ -99,7 +99,7 @@ async fn publishes_ready_zones_and_waits_ten_seconds_for_unreported_ones() {
 }
 
 #[tokio::test]
-async fn a_cluster_without_selector_is_left_alone() {
+async fn a_cluster_without_selector_or_owner_publishes_nothing_and_says_it_waits_for_its_owner() {
     let api = FakeApiServer::new();
     api.put(&vsphere_cluster("ns", "c1", "vc.example.com", None));
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
@@ -110,9 +110,24 @@ async fn a_cluster_without_selector_is_left_alone() {
         vec![],
         vec![],
     );
-    let action = cluster::reconcile(Arc::new(c1), ctx).await.unwrap();
+    let action = cluster::reconcile(Arc::new(c1), ctx.clone()).await.unwrap();
     assert_eq!(action, Action::requeue(cluster::RESYNC));
-    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 0);
+    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 1);
+    let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
+    let status = c1.status.clone().unwrap();
+    assert!(status.failure_domains.is_none());
+    assert_eq!(status.ready, None);
+    assert_eq!(
+        condition(&c1, "Ready").unwrap(),
+        ("False".into(), "WaitingForClusterOwner".into())
+    );
+    assert!(
+        c1.metadata.finalizers.is_none(),
+        "no finalizer without an owner"
+    );
+    // Again: nothing changed, nothing written.
+    cluster::reconcile(Arc::new(c1), ctx).await.unwrap();
+    assert_eq!(api.count("PATCH", CLUSTER_STATUS), 1);
 }
 
 #[tokio::test]
@@ -154,8 +169,8 @@ async fn zone_changes_reach_the_clusters_selecting_them() {
 }
 
 /// A cluster selecting `fd=yes` zones on vc.example.com that already publishes `published`
-/// (written before by us), with fields other controllers own: `ready`, `vCenterVersion` and a
-/// v1beta2 `Ready` condition.
+/// (written before by us), with fields written by others: `ready`, `vCenterVersion` and a
+/// v1beta2 `ClusterModulesReady` condition (CAPV's; never ours).
 fn published_cluster(published: &[&str]) -> VSphereCluster {
     let mut c = vsphere_cluster(
         "ns",
@@ -172,7 +187,7 @@ fn published_cluster(published: &[&str]) -> VSphereCluster {
                 .map(|z| (z.to_string(), json!({"controlPlane": true})))
                 .collect::<serde_json::Map<_, _>>(),
             "v1beta2": {"conditions": [{
-                "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                "type": "ClusterModulesReady", "status": "True", "reason": "Ready", "message": "",
                 "lastTransitionTime": "2025-01-01T00:00:00Z"
             }]}
         }))
@@ -244,17 +259,28 @@ async fn only_the_owned_status_fields_are_applied() {
         .map(String::as_str)
         .collect();
     sent.sort();
-    assert_eq!(sent, ["conditions", "failureDomains", "v1beta2"]);
-    let v1beta2: Vec<&str> = patch.body["status"]["v1beta2"]["conditions"]
+    // `ready` is sent as it is (true is never taken back), so is the version already there.
+    assert_eq!(
+        sent,
+        [
+            "conditions",
+            "failureDomains",
+            "ready",
+            "v1beta2",
+            "vCenterVersion"
+        ]
+    );
+    let mut v1beta2: Vec<&str> = patch.body["status"]["v1beta2"]["conditions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["type"].as_str().unwrap())
         .collect();
+    v1beta2.sort();
     assert_eq!(
         v1beta2,
-        ["FailureDomainsReady"],
-        "only our own v1beta2 condition"
+        ["FailureDomainsReady", "Paused", "Ready"],
+        "only our own v1beta2 conditions"
     );
 
     // What others wrote is still there.
@@ -273,7 +299,10 @@ async fn only_the_owned_status_fields_are_applied() {
         .into_iter()
         .map(|c| c.type_)
         .collect();
-    assert!(types.contains(&"Ready".to_string()), "{types:?}");
+    assert!(
+        types.contains(&"ClusterModulesReady".to_string()),
+        "{types:?}"
+    );
     assert!(
         types.contains(&"FailureDomainsReady".to_string()),
         "{types:?}"

@@ -1064,3 +1064,66 @@ async fn reconcile_cli_prints_tables_and_exit_codes() {
     assert!(err.contains("bad.yaml"), "names the file: {err}");
     assert_eq!(sim.stats().await.total, 0, "nothing was sent to vCenter");
 }
+
+/// Local mode plays the VSphereCluster's InfraCluster part as the controller does
+/// (plan::cluster::lifecycle): an ownerReference to a Cluster in the manifest stands for the owner
+/// (local mode loads no Cluster objects); owned, the cluster's own identity gets a session and it
+/// becomes ready; without an owner it waits, saying so; a broken identity is named.
+#[tokio::test]
+async fn local_mode_readies_owned_clusters_and_says_why_others_wait() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let owner = "  ownerReferences:\n  - apiVersion: cluster.x-k8s.io/v1beta1\n    kind: Cluster\n    name: c1\n    uid: 6d1f5f4e-0000-4000-8000-000000000001\n";
+    let cluster = |name: &str, owned: bool, identity: &str| {
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: VSphereCluster\nmetadata:\n  name: {name}\n  namespace: default\n{}spec:\n  server: {}\n{identity}",
+            if owned { owner } else { "" },
+            sim.url()
+        )
+    };
+    write(&dir, "owned.yaml", &cluster("owned", true, ""));
+    write(&dir, "alone.yaml", &cluster("alone", false, ""));
+    write(
+        &dir,
+        "broken.yaml",
+        &cluster(
+            "broken",
+            true,
+            "  identityRef:\n    kind: Secret\n    name: missing\n",
+        ),
+    );
+    let run = reconcile(&sim, &dir, false).await;
+    let status = |name: &str| {
+        run.store.clusters[&format!("default/{name}")]
+            .status
+            .clone()
+            .unwrap()
+    };
+    let ready_condition = |name: &str| {
+        let s = status(name);
+        let c = find_meta(
+            s.v1beta2.as_ref().unwrap().conditions.as_deref().unwrap(),
+            "Ready",
+        )
+        .unwrap()
+        .clone();
+        (c.status, c.reason, c.message)
+    };
+    let owned = status("owned");
+    assert_eq!(owned.ready, Some(true));
+    assert_eq!(owned.initialization.unwrap().provisioned, Some(true));
+    assert!(!owned.vcenter_version.unwrap_or_default().is_empty());
+    assert_eq!(ready_condition("owned").0, "True");
+    assert_eq!(status("alone").ready, None);
+    assert_eq!(ready_condition("alone").1, "WaitingForClusterOwner");
+    assert_eq!(status("broken").ready, None);
+    let (st, _, msg) = ready_condition("broken");
+    assert_eq!(st, "False");
+    assert!(
+        msg.contains("identity Secret default/missing not found"),
+        "{msg}"
+    );
+    let broken = status("broken");
+    let vc = find_capi(broken.conditions.as_deref().unwrap(), "VCenterAvailable").unwrap();
+    assert_eq!(vc.reason.as_deref(), Some("VCenterUnreachable"));
+}

@@ -145,6 +145,7 @@ fn typed_round_trip_of_admitted_samples() {
             manifest::Object::FailureDomain(o) => serde_json::to_value(o),
             manifest::Object::DeploymentZone(o) => serde_json::to_value(o),
             manifest::Object::Cluster(o) => serde_json::to_value(o),
+            manifest::Object::ClusterIdentity(o) => serde_json::to_value(o),
             manifest::Object::Machine(o) => serde_json::to_value(o),
             manifest::Object::MachineHealthCheck(o) => serde_json::to_value(o),
             manifest::Object::ControlPlaneMachineSet(o) => serde_json::to_value(o),

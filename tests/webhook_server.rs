@@ -292,7 +292,8 @@ async fn every_registered_webhook_path_is_served() {
             assert_eq!(status, 200, "{path}");
         }
     }
-    assert_eq!(validating_kinds, Kind::ALL.len());
+    // Every kind but VSphereClusterIdentity, for which CAPV registers no webhook either.
+    assert_eq!(validating_kinds, Kind::ALL.len() - 1);
     let stream = TcpStream::connect(srv.addr).await.unwrap();
     let (status, body) = exchange(stream, "GET", "/healthz", "").await;
     assert_eq!((status, body.as_str()), (200, "ok"));

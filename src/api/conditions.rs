@@ -354,7 +354,10 @@ pub mod zone_ours {
 
 /// VSphereCluster conditions.
 pub mod cluster {
-    pub use super::common::{DELETING_REASON, NOT_READY_REASON, READY, READY_REASON};
+    pub use super::common::{
+        DELETING_REASON, NOT_PAUSED_REASON, NOT_READY_REASON, PAUSED, PAUSED_REASON, READY,
+        READY_REASON,
+    };
     /// v1beta1: whether the failure domains are available.
     pub const FAILURE_DOMAINS_AVAILABLE: &str = "FailureDomainsAvailable";
     /// v1beta1 reason (severity Info): some zone has not reported `ready` yet.
@@ -371,6 +374,13 @@ pub mod cluster {
     pub const VCENTER_UNREACHABLE: &str = "VCenterUnreachable";
     /// v1beta2: cluster modules ready.
     pub const CLUSTER_MODULES_READY: &str = "ClusterModulesReady";
+    /// v1beta2 reason of `VCenterAvailable` when True.
+    pub const VCENTER_AVAILABLE_REASON: &str = "VCenterAvailable";
+    /// **Ours** (both styles, on `Ready`): no Cluster (cluster.x-k8s.io) owns the VSphereCluster
+    /// yet, or the one its ownerReference names does not exist (CAPV only logs this).
+    pub const WAITING_FOR_CLUSTER_OWNER: &str = "WaitingForClusterOwner";
+    /// v1beta1 reason on `Ready` while deleting (CAPI's `Deleting`).
+    pub const DELETING: &str = "Deleting";
 }
 
 /// ControlPlaneMachineSet conditions (`metav1.Condition`).

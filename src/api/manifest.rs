@@ -89,6 +89,8 @@ pub enum Object {
     DeploymentZone(Box<VSphereDeploymentZone>),
     /// VSphereCluster.
     Cluster(Box<VSphereCluster>),
+    /// VSphereClusterIdentity.
+    ClusterIdentity(Box<super::VSphereClusterIdentity>),
     /// Machine.
     Machine(Box<Machine>),
     /// MachineHealthCheck.
@@ -175,6 +177,9 @@ impl LoadedObject {
                 Object::DeploymentZone(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::VSphereCluster) => Object::Cluster(serde_json::from_value(v)?),
+            ObjectType::Served(Kind::VSphereClusterIdentity) => {
+                Object::ClusterIdentity(serde_json::from_value(v)?)
+            }
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {
                 Object::MachineHealthCheck(serde_json::from_value(v)?)

@@ -6,6 +6,7 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereFailureDomain`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterIdentity`] | cluster |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
@@ -13,7 +14,9 @@
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod cluster_identity;
 pub mod conditions;
+pub mod contract;
 pub mod control_plane_machine_set;
 pub mod conversion;
 pub mod deployment_zone;
@@ -31,6 +34,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
+pub use cluster_identity::{VSphereClusterIdentity, VSphereClusterIdentitySpec};
 pub use control_plane_machine_set::{
     ControlPlaneMachineSet, ControlPlaneMachineSetSpec, ControlPlaneMachineSetStatus,
 };
@@ -59,6 +63,8 @@ pub enum Kind {
     VSphereDeploymentZone,
     /// VSphereCluster.
     VSphereCluster,
+    /// VSphereClusterIdentity.
+    VSphereClusterIdentity,
     /// Machine.
     Machine,
     /// MachineHealthCheck.
@@ -69,10 +75,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::VSphereFailureDomain,
         Kind::VSphereDeploymentZone,
         Kind::VSphereCluster,
+        Kind::VSphereClusterIdentity,
         Kind::Machine,
         Kind::MachineHealthCheck,
         Kind::ControlPlaneMachineSet,
@@ -84,6 +91,7 @@ impl Kind {
             Kind::VSphereFailureDomain => "VSphereFailureDomain",
             Kind::VSphereDeploymentZone => "VSphereDeploymentZone",
             Kind::VSphereCluster => "VSphereCluster",
+            Kind::VSphereClusterIdentity => "VSphereClusterIdentity",
             Kind::Machine => "Machine",
             Kind::MachineHealthCheck => "MachineHealthCheck",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
@@ -93,9 +101,10 @@ impl Kind {
     /// `group/version`.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereCluster => {
-                "infrastructure.cluster.x-k8s.io/v1beta1"
-            }
+            Kind::VSphereFailureDomain
+            | Kind::VSphereDeploymentZone
+            | Kind::VSphereCluster
+            | Kind::VSphereClusterIdentity => "infrastructure.cluster.x-k8s.io/v1beta1",
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
@@ -107,6 +116,7 @@ impl Kind {
             Kind::VSphereFailureDomain => "vspherefailuredomains",
             Kind::VSphereDeploymentZone => "vspheredeploymentzones",
             Kind::VSphereCluster => "vsphereclusters",
+            Kind::VSphereClusterIdentity => "vsphereclusteridentities",
             Kind::Machine => "machines",
             Kind::MachineHealthCheck => "machinehealthchecks",
             Kind::ControlPlaneMachineSet => "controlplanemachinesets",
@@ -117,7 +127,7 @@ impl Kind {
     pub fn namespaced(self) -> bool {
         !matches!(
             self,
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone
+            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereClusterIdentity
         )
     }
 
@@ -130,7 +140,9 @@ impl Kind {
                 "infrastructure.cluster.x-k8s.io/v1beta1",
                 v1beta2::API_VERSION,
             ],
-            Kind::VSphereCluster => &["infrastructure.cluster.x-k8s.io/v1beta1"],
+            Kind::VSphereCluster | Kind::VSphereClusterIdentity => {
+                &["infrastructure.cluster.x-k8s.io/v1beta1"]
+            }
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
@@ -144,7 +156,8 @@ impl Kind {
             .find(|k| k.name() == kind && k.api_versions().contains(&api_version))
     }
 
-    /// The generated CRD for this kind (normalized, as written to `crds/`).
+    /// The generated CRD for this kind (normalized, with the Cluster API contract label for
+    /// the infrastructure group, as written to `crds/`).
     pub fn crd(self) -> CustomResourceDefinition {
         let raw = match self {
             Kind::VSphereFailureDomain => merge(
@@ -156,11 +169,12 @@ impl Kind {
                 v1beta2::VSphereDeploymentZone::crd(),
             ),
             Kind::VSphereCluster => VSphereCluster::crd(),
+            Kind::VSphereClusterIdentity => VSphereClusterIdentity::crd(),
             Kind::Machine => Machine::crd(),
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),
         };
-        normalize_crd(raw)
+        contract::with_contract_label(normalize_crd(raw))
     }
 
     /// The file name of this kind's CRD in `crds/` (`<group>_<plural>.yaml`, as controller-gen

@@ -1,6 +1,7 @@
 //! `VSphereCluster` (`infrastructure.cluster.x-k8s.io/v1beta1`, namespaced): the vCenter server,
 //! credentials and failure-domain selection of one workload cluster. This provider publishes the
-//! selected deployment zones to `status.failureDomains`.
+//! selected deployment zones to `status.failureDomains` and, for a VSphereCluster a Cluster API
+//! `Cluster` owns, plays the InfraCluster of the contract (`status.ready`, finalizer, pause).
 //!
 //! Every field of cluster-api-provider-vsphere v1.15.0 `apis/v1beta1/vspherecluster_types.go` is
 //! here, so upstream manifests validate unchanged.
@@ -152,6 +153,21 @@ pub struct VSphereClusterStatus {
     /// with the V1Beta2 version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub v1beta2: Option<V1Beta2Status>,
+    /// initialization provides observations of the VSphereCluster initialization process: the
+    /// Cluster API v1beta2 contract's ready signal, set with `ready` (not in CAPV's v1beta1
+    /// schema; an addition, so v1beta2-contract readers find it too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<VSphereClusterInitializationStatus>,
+}
+
+/// `status.initialization` of the Cluster API v1beta2 contract.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereClusterInitializationStatus {
+    /// provisioned is true when the infrastructure provider reports that the Cluster's
+    /// infrastructure is fully provisioned. It is never set back to false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<bool>,
 }
 
 /// FailureDomainSpec is the Cluster API failure domain: whether control plane machines may use it,

@@ -56,7 +56,8 @@ pub struct Args {
         default_value = "/tmp/k8s-webhook-server/serving-certs"
     )]
     pub webhook_cert_dir: PathBuf,
-    /// Namespace of the leader Lease (default: the kubeconfig's or service account's namespace).
+    /// Namespace of the leader Lease, and where the Secrets VSphereClusterIdentities name live
+    /// (default: the kubeconfig's or service account's namespace).
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
     /// Reconcile only while holding the leader Lease (turn off only with a single replica).
@@ -298,6 +299,7 @@ async fn start(
             instance: Some(identity.clone()),
         },
         health: Health::new(args.leader_elect),
+        namespace: namespace.clone(),
     };
 
     let (stop, signal) = shutdown::channel();

@@ -1,18 +1,27 @@
-//! The VSphereCluster controller, limited to failure-domain publication (reference §4): the
-//! zones a cluster selects (same server, label selector) become `status.failureDomains`; a zone
-//! that has not reported makes the cluster wait 10 s. Any other VSphereCluster duty is not
-//! this provider's.
+//! The VSphereCluster controller: failure-domain publication (capv-failure-domains.md §
+//! publication: the zones a cluster selects, same server and label selector, become
+//! `status.failureDomains`; a zone that has not reported makes the cluster wait 10 s), and the
+//! Cluster API InfraCluster duties (capi-infra-contract.md §1, §5): pause, the finalizer once a
+//! Cluster owns it, its identity and a vCenter session, `status.ready`, and a deletion that waits
+//! for the Cluster's machines. The decisions are `plan::cluster` and `plan::cluster::lifecycle`;
+//! this file reads and writes.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::api::{DynamicObject, ListParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::patch::apply_cluster_publication;
+use super::api_server::dynamic_api;
+use super::patch::{apply_cluster_status, is_not_found, set_finalizers};
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
-use crate::api::{VSphereCluster, VSphereDeploymentZone};
+use crate::api::vsphere_cluster::CLUSTER_FINALIZER;
+use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeploymentZone};
+use crate::plan::cluster::lifecycle::{
+    self, CLUSTER_NAME_LABEL, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
+};
 use crate::plan::cluster::{apply, plan_cluster, selects};
 
 /// The controller's name in metrics and logs.
@@ -20,6 +29,12 @@ pub const CONTROLLER: &str = "vspherecluster";
 /// Settled clusters are re-published this often, in case a zone vanished while the watch was
 /// down (a relist does not announce deletions).
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// A cluster a Cluster owns (or names as owner, or one paused) looks again this often: the Cluster API `Cluster` is
+/// not watched (its CRD is absent where there is no Cluster API, e.g. OpenShift), so this is
+/// how `spec.paused` changes are noticed; a failed vCenter session is retried as often.
+pub const OWNED_REQUEUE: Duration = Duration::from_secs(30);
+/// A deletion waiting for machines looks again this often (as CAPV: 10 s).
+pub const DELETE_REQUEUE: Duration = Duration::from_secs(10);
 
 /// Whether `cluster` publishes a zone named `zone` in `status.failureDomains`.
 fn publishes(cluster: &VSphereCluster, zone: &str) -> bool {
@@ -71,7 +86,32 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         tracing::debug!(cluster = %cluster.name_any(), "zone cache not loaded; retrying soon");
         return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
     }
-    // Nor is an undecodable zone a deleted one: keep what is published until it can be read.
+    let owner = owner_cluster(cluster, ctx).await?;
+    let mut status = cluster.status.clone().unwrap_or_default();
+    // Paused: the Paused condition and nothing else (clusterctl move relies on it), deletion
+    // included.
+    if let Some(why) = lifecycle::paused(&cluster.metadata, &owner) {
+        let stage = Stage::Paused(why.clone());
+        if lifecycle::apply(&mut status, &stage, cluster.metadata.generation, &now()) {
+            write_status(cluster, ctx, &status).await?;
+        }
+        tracing::debug!(cluster = %full_name(cluster), %why, "paused");
+        return Ok(Action::requeue(OWNED_REQUEUE));
+    }
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return delete(cluster, ctx, &owner, status).await;
+    }
+    // Owned: the finalizer first, as CAPV (the status apply below needs no resourceVersion).
+    if needs_finalizer(cluster, &owner, false) {
+        let mut finalizers = cluster.finalizers().to_vec();
+        finalizers.push(CLUSTER_FINALIZER.to_string());
+        let rv = cluster.metadata.resource_version.as_deref();
+        set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &finalizers).await?;
+        tracing::info!(cluster = %full_name(cluster), "finalizer added");
+    }
+
+    // Failure domains. An undecodable zone is not a deleted one: keep what is published until
+    // it can be read.
     let unreadable: Vec<String> = ctx
         .stores
         .zones
@@ -88,19 +128,147 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
     }
     let zones = ctx.stores.zones.valid();
     let publication = plan_cluster(cluster, &zones);
-    let mut status = cluster.status.clone().unwrap_or_default();
-    if apply(
-        &mut status,
-        &publication,
-        cluster.metadata.generation,
-        &now(),
-    ) {
-        let ns = cluster.namespace().unwrap_or_default();
-        let api: Api<VSphereCluster> = Api::namespaced(ctx.client.clone(), &ns);
-        apply_cluster_publication(&api, &cluster.name_any(), &status).await?;
-        tracing::info!(cluster = %format!("{ns}/{}", cluster.name_any()), "failure domains published");
+    let (generation, stamp) = (cluster.metadata.generation, now());
+    let mut changed = apply(&mut status, &publication, generation, &stamp);
+    let stage = match lifecycle::stage_before_vcenter(&cluster.metadata, &owner, &publication) {
+        Some(stage) => stage,
+        None => Stage::Connected(check_vcenter(cluster, ctx).await),
+    };
+    changed |= lifecycle::apply(&mut status, &stage, generation, &stamp);
+    if changed {
+        write_status(cluster, ctx, &status).await?;
+        tracing::info!(cluster = %full_name(cluster), ready = ?status.ready, "status updated");
     }
-    Ok(Action::requeue(publication.requeue().unwrap_or(RESYNC)))
+    let mut next = publication.requeue().unwrap_or(RESYNC);
+    if owner != Owner::None {
+        next = next.min(OWNED_REQUEUE);
+    }
+    Ok(Action::requeue(next))
+}
+
+/// Deletion: wait (saying so) while machines of the owner Cluster remain, then release the
+/// finalizer. Nothing in vCenter belongs to the VSphereCluster itself.
+async fn delete(
+    cluster: &VSphereCluster,
+    ctx: &Context,
+    owner: &Owner,
+    mut status: VSphereClusterStatus,
+) -> Result<Action, Error> {
+    if !has_finalizer(cluster) {
+        return Ok(Action::await_change());
+    }
+    let remaining = match owner.name() {
+        Some(owner_name) => machines_of(ctx, owner_name, cluster).await?,
+        None => Vec::new(),
+    };
+    if !remaining.is_empty() {
+        let stage = Stage::Deleting {
+            cluster: owner.name().map(str::to_string),
+            remaining: remaining.clone(),
+        };
+        if lifecycle::apply(&mut status, &stage, cluster.metadata.generation, &now()) {
+            write_status(cluster, ctx, &status).await?;
+        }
+        tracing::info!(cluster = %full_name(cluster), "{}", lifecycle::deleting_message(owner.name(), &remaining));
+        return Ok(Action::requeue(DELETE_REQUEUE));
+    }
+    let rest: Vec<String> = cluster
+        .finalizers()
+        .iter()
+        .filter(|f| *f != CLUSTER_FINALIZER)
+        .cloned()
+        .collect();
+    let rv = cluster.metadata.resource_version.as_deref();
+    set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &rest).await?;
+    tracing::info!(cluster = %full_name(cluster), "no machines remain; finalizer removed");
+    Ok(Action::await_change())
+}
+
+fn api_for(cluster: &VSphereCluster, ctx: &Context) -> Api<VSphereCluster> {
+    Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default())
+}
+
+fn full_name(cluster: &VSphereCluster) -> String {
+    format!(
+        "{}/{}",
+        cluster.namespace().unwrap_or_default(),
+        cluster.name_any()
+    )
+}
+
+async fn write_status(
+    cluster: &VSphereCluster,
+    ctx: &Context,
+    status: &VSphereClusterStatus,
+) -> Result<(), Error> {
+    apply_cluster_status(&api_for(cluster, ctx), &cluster.name_any(), status).await?;
+    Ok(())
+}
+
+/// The owner Cluster: none referenced, referenced but absent, or found (with why it is
+/// paused). A Cluster API that is not installed reads as absent.
+async fn owner_cluster(cluster: &VSphereCluster, ctx: &Context) -> Result<Owner, Error> {
+    let Some((api_version, name)) = owner_cluster_ref(cluster) else {
+        return Ok(Owner::None);
+    };
+    let ns = cluster.namespace().unwrap_or_default();
+    let api = dynamic_api(&ctx.client, &ns, &api_version, "Cluster");
+    match api.get(&name).await {
+        Ok(c) => {
+            let value = serde_json::to_value(&c).unwrap_or_default();
+            Ok(Owner::Found {
+                name,
+                paused: lifecycle::cluster_paused(&value),
+            })
+        }
+        Err(e) if is_not_found(&e) => Ok(Owner::Missing { name }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The machines of Cluster `owner` still in `ns` (label `cluster.x-k8s.io/cluster-name`):
+/// VSphereMachines and Cluster API Machines, as `Kind name`. A kind not installed has none.
+async fn machines_of(
+    ctx: &Context,
+    owner: &str,
+    cluster: &VSphereCluster,
+) -> Result<Vec<String>, Error> {
+    let ns = cluster.namespace().unwrap_or_default();
+    let capi_version = owner_cluster_ref(cluster)
+        .map(|(av, _)| av)
+        .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into());
+    let kinds = [
+        (format!("{INFRA_GROUP}/v1beta1"), "VSphereMachine"),
+        (capi_version, "Machine"),
+    ];
+    let params = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={owner}"));
+    let mut out = Vec::new();
+    for (api_version, kind) in kinds {
+        let api: Api<DynamicObject> = dynamic_api(&ctx.client, &ns, &api_version, kind);
+        match api.list(&params).await {
+            Ok(list) => out.extend(
+                list.items
+                    .iter()
+                    .map(|o| format!("{kind} {}", o.name_any())),
+            ),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
+}
+
+/// The cluster's own credentials and a working vCenter session: `Ok(version)` or why not
+/// (naming the identity or Secret at fault, never a secret value).
+async fn check_vcenter(cluster: &VSphereCluster, ctx: &Context) -> Result<String, String> {
+    let client = ctx
+        .cluster_vcenter_client(cluster)
+        .await
+        .map_err(|f| f.to_string())?;
+    client.login().await.map_err(|e| e.to_string())?;
+    client.current_time().await.map_err(|e| e.to_string())?;
+    let content = client.service_content().await.map_err(|e| e.to_string())?;
+    Ok(content.about.version.clone())
 }
 
 /// Kubernetes errors back off per cluster.

@@ -28,6 +28,9 @@ pub struct Shared {
     /// Who publishes Events.
     pub reporter: Reporter,
     pub health: Arc<Health>,
+    /// The controller's own namespace (`--namespace`, else the kubeconfig's): where the Secrets
+    /// of VSphereClusterIdentities live.
+    pub namespace: String,
 }
 
 /// What a reconcile gets: the shared parts plus this term's stores and backoff.
@@ -44,6 +47,8 @@ pub struct Context {
     pub machine_sweeps: super::machine::gate::Sweeps,
     /// The limit of each Kubernetes call a reconciler makes through `KubeOps`.
     pub kube_timeout: std::time::Duration,
+    /// The controller's own namespace (see [`Shared::namespace`]).
+    pub namespace: String,
 }
 
 impl Context {
@@ -60,6 +65,7 @@ impl Context {
             backoff: Backoff::default(),
             machine_sweeps: Default::default(),
             kube_timeout: super::api_server::WRITE_TIMEOUT,
+            namespace: shared.namespace.clone(),
         }
     }
 

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::FIELD_MANAGER;
-use crate::api::conditions::cluster::FAILURE_DOMAINS_READY;
+use crate::api::conditions::cluster::{self, FAILURE_DOMAINS_READY};
 use crate::api::vsphere_cluster::VSphereClusterStatus;
 use crate::api::{VSphereCluster, VSphereFailureDomain};
 
@@ -35,11 +35,21 @@ where
     Ok(())
 }
 
+/// The v1beta2 condition types of a VSphereCluster this provider writes.
+pub const CLUSTER_META_CONDITIONS: [&str; 4] = [
+    FAILURE_DOMAINS_READY,
+    cluster::READY,
+    cluster::PAUSED,
+    cluster::VCENTER_AVAILABLE,
+];
+
 /// The part of a VSphereCluster status this provider owns: `failureDomains`, the v1beta1
-/// `conditions` (an atomic list, so sent whole: applying it takes the list over) and our own
-/// entries of `v1beta2.conditions` (a list keyed by type: other entries stay their writers').
-/// `ready`, `vCenterVersion` and the rest belong to whoever runs the VSphereCluster itself.
-pub fn cluster_publication_body(status: &VSphereClusterStatus) -> serde_json::Value {
+/// `conditions` (an atomic list, so sent whole: applying it takes the list over), our own
+/// entries of `v1beta2.conditions` (a list keyed by type: other entries stay their writers'),
+/// and, once it has set them, `ready`, `initialization` and `vCenterVersion` (`ready` is only
+/// ever sent as true, so it is never taken back). What is unset is not sent, so a field another
+/// writer set stays theirs.
+pub fn cluster_status_body(status: &VSphereClusterStatus) -> serde_json::Value {
     let mut owned = serde_json::Map::new();
     if let Some(fds) = &status.failure_domains {
         owned.insert("failureDomains".into(), json!(fds));
@@ -47,13 +57,22 @@ pub fn cluster_publication_body(status: &VSphereClusterStatus) -> serde_json::Va
     if let Some(conditions) = &status.conditions {
         owned.insert("conditions".into(), json!(conditions));
     }
+    if status.ready == Some(true) {
+        owned.insert("ready".into(), json!(true));
+    }
+    if let Some(init) = &status.initialization {
+        owned.insert("initialization".into(), json!(init));
+    }
+    if let Some(v) = &status.vcenter_version {
+        owned.insert("vCenterVersion".into(), json!(v));
+    }
     let ours: Vec<_> = status
         .v1beta2
         .as_ref()
         .and_then(|v| v.conditions.as_ref())
         .into_iter()
         .flatten()
-        .filter(|c| c.type_ == FAILURE_DOMAINS_READY)
+        .filter(|c| CLUSTER_META_CONDITIONS.contains(&c.type_.as_str()))
         .collect();
     if !ours.is_empty() {
         owned.insert("v1beta2".into(), json!({ "conditions": ours }));
@@ -65,21 +84,44 @@ pub fn cluster_publication_body(status: &VSphereClusterStatus) -> serde_json::Va
     })
 }
 
-/// Apply the failure-domain publication of a VSphereCluster (server-side apply with our field
-/// manager, forced, sending only [`cluster_publication_body`]): what we stop sending (all
-/// failure domains, our condition) is removed, what others wrote stays.
-pub async fn apply_cluster_publication(
+/// Apply the status a VSphereCluster reconcile decided (server-side apply with our field
+/// manager, forced, sending only [`cluster_status_body`]): what we stop sending (all failure
+/// domains, a condition) is removed, what others wrote stays.
+pub async fn apply_cluster_status(
     api: &Api<VSphereCluster>,
     name: &str,
     status: &VSphereClusterStatus,
 ) -> kube::Result<()> {
-    let body = cluster_publication_body(status);
+    let body = cluster_status_body(status);
     api.patch_status(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&body),
     )
     .await?;
+    Ok(())
+}
+
+/// Set an object's finalizers to `finalizers`, failing with a conflict if the object changed
+/// since `resource_version` (a merge patch replaces the whole list, so the guard keeps another
+/// writer's finalizer from being dropped). An empty list is sent as `[]`.
+pub async fn set_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<&str>,
+    finalizers: &[String],
+) -> kube::Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let body = json!({
+        "metadata": {
+            "resourceVersion": resource_version,
+            "finalizers": finalizers,
+        }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await?;
     Ok(())
 }
 

@@ -108,7 +108,7 @@ fn spawn_reflector<K>(
 }
 
 /// What a change beyond the status touches: identity, generation (spec), labels, annotations,
-/// finalizers, deletion. Equal fingerprints mean "only the status (or server fields) changed".
+/// finalizers, owner references (Cluster API adopting a VSphereCluster), deletion. Equal fingerprints mean "only the status (or server fields) changed".
 pub(super) fn fingerprint(m: &kube::api::ObjectMeta) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -117,6 +117,10 @@ pub(super) fn fingerprint(m: &kube::api::ObjectMeta) -> u64 {
     m.labels.hash(&mut h);
     m.annotations.hash(&mut h);
     m.finalizers.hash(&mut h);
+    m.owner_references
+        .as_ref()
+        .map(|o| serde_json::to_string(o).unwrap_or_default())
+        .hash(&mut h);
     m.deletion_timestamp
         .as_ref()
         .map(|t| t.0.to_string())
@@ -176,8 +180,8 @@ where
 
 /// Drop updates that changed nothing but the status (or other server-managed fields): our own
 /// status writes would otherwise wake the reconciler once more each time, doubling vCenter
-/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers and
-/// deletion still wake it; periodic requeues catch everything else.
+/// traffic and defeating the backoff. Spec (generation), labels, annotations, finalizers, owner
+/// references and deletion still wake it; periodic requeues catch everything else.
 pub(super) fn skip_status_only_changes<K>(
     trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
     cache: Store<K>,

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::store::Store;
+use crate::api::VSphereCluster;
+use crate::plan::cluster::lifecycle::{self, Owner, Stage};
 use crate::plan::cluster::{apply as apply_cluster, plan_cluster};
-use crate::plan::credentials::{ManagerIdentity, identity_for};
+use crate::plan::credentials::{IdentitySources, ManagerIdentity, cluster_identity, identity_for};
 use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
 use crate::plan::zone_status::{apply_zone_status, with_owner};
 use crate::reconcile::zones::reconcile_server;
@@ -91,10 +93,11 @@ pub(crate) fn client_for(
             c
         })
         .collect();
+    let sources = local_sources(store);
     let id = identity_for(
         endpoint,
         &clusters,
-        &store.secrets,
+        &sources,
         opts.manager.as_ref(),
         &opts.tls,
     )?;
@@ -105,6 +108,73 @@ pub(crate) fn client_for(
             id.tls,
         )
         .map_err(|e| e.to_string())
+}
+
+/// The namespace local mode plays the controller in: where the Secrets of
+/// VSphereClusterIdentities are looked for (config/manager's namespace).
+pub const LOCAL_CONTROLLER_NAMESPACE: &str = "vsphere-provider-system";
+
+/// Identity sources from the manifests: their Secrets and VSphereClusterIdentities. Local mode
+/// has no Namespace objects, so a namespace has no labels: an identity allowing every namespace
+/// (`selector: {}`) is usable, one selecting by label is refused with its reason.
+fn local_sources(store: &Store) -> IdentitySources<'_> {
+    IdentitySources {
+        secrets: &store.secrets,
+        identities: &store.identities,
+        namespaces: &[],
+        controller_namespace: LOCAL_CONTROLLER_NAMESPACE,
+    }
+}
+
+/// Where a VSphereCluster stands in local mode (`plan::cluster::lifecycle`, as the controller).
+/// There is no API server to find the owner Cluster in: an ownerReference to a Cluster
+/// (cluster.x-k8s.io) in the VSphereCluster's manifest stands for it (local mode loads no
+/// Cluster objects, so only the VSphereCluster's pause annotation is honoured). Owned, with its
+/// failure domains settled, the cluster's own identity gets a vCenter session and the cluster
+/// becomes ready, as in the cluster. Deletion is not played here.
+async fn cluster_stage(
+    c: &VSphereCluster,
+    publication: &crate::plan::cluster::Publication,
+    store: &Store,
+    opts: &Options,
+    sessions: &SessionCache,
+) -> Stage {
+    let owner = match lifecycle::owner_cluster_ref(c) {
+        Some((_, name)) => Owner::Found { name, paused: None },
+        None => Owner::None,
+    };
+    if let Some(stage) = lifecycle::stage_before_vcenter(&c.metadata, &owner, publication) {
+        return stage;
+    }
+    Stage::Connected(check_cluster_vcenter(c, store, opts, sessions).await)
+}
+
+/// The cluster's own identity (else the command line's credentials) and a working session:
+/// `Ok(version)` or why not.
+async fn check_cluster_vcenter(
+    c: &VSphereCluster,
+    store: &Store,
+    opts: &Options,
+    sessions: &SessionCache,
+) -> Result<String, String> {
+    let server = c.spec.server.clone().unwrap_or_default();
+    let endpoint = connect_to(&server, opts)?;
+    let sources = local_sources(store);
+    let id = match cluster_identity(c, &sources, &opts.tls)? {
+        Some(id) => id,
+        None => identity_for(&server, &[], &sources, opts.manager.as_ref(), &opts.tls)?,
+    };
+    let client = sessions
+        .client(
+            &endpoint.to_string(),
+            &Credentials::new(id.username, id.password),
+            id.tls,
+        )
+        .map_err(|e| e.to_string())?;
+    client.login().await.map_err(|e| e.to_string())?;
+    client.current_time().await.map_err(|e| e.to_string())?;
+    let content = client.service_content().await.map_err(|e| e.to_string())?;
+    Ok(content.about.version.clone())
 }
 
 /// Reconcile everything in `store`, updating statuses and owner references in place.
@@ -201,11 +271,19 @@ pub async fn run(
         }
     }
     let zones: Vec<_> = store.zones.values().cloned().collect();
-    for c in store.clusters.values_mut() {
-        let publication = plan_cluster(c, &zones);
+    let keys: Vec<String> = store.clusters.keys().cloned().collect();
+    for k in keys {
+        let Some(c) = store.clusters.get(&k).cloned() else {
+            continue;
+        };
+        let publication = plan_cluster(&c, &zones);
+        let stage = cluster_stage(&c, &publication, store, opts, sessions).await;
         let generation = c.metadata.generation;
-        let status = c.status.get_or_insert_with(Default::default);
-        apply_cluster(status, &publication, generation, &opts.now);
+        if let Some(c) = store.clusters.get_mut(&k) {
+            let status = c.status.get_or_insert_with(Default::default);
+            apply_cluster(status, &publication, generation, &opts.now);
+            lifecycle::apply(status, &stage, generation, &opts.now);
+        }
     }
     report.round_trips = sessions.stats().snapshot().since(&before);
     report

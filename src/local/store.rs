@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use crate::api::manifest::{LoadedObject, Object, load_paths};
 use crate::api::{
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
-    VSphereDeploymentZone, VSphereFailureDomain,
+    VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
 };
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
@@ -40,6 +40,8 @@ pub struct Store {
     pub clusters: BTreeMap<String, VSphereCluster>,
     /// From the manifests only: never written to the state file or printed.
     pub secrets: Vec<Secret>,
+    /// VSphereClusterIdentities, from the manifests only (like the Secrets they name).
+    pub identities: Vec<VSphereClusterIdentity>,
     pub machines: BTreeMap<String, Machine>,
     pub machine_sets: BTreeMap<String, ControlPlaneMachineSet>,
     pub health_checks: BTreeMap<String, MachineHealthCheck>,
@@ -161,6 +163,10 @@ impl Store {
                 let mut c = *c;
                 let k = namespaced(&mut c.metadata);
                 put(&mut self.clusters, k, c)
+            }
+            Object::ClusterIdentity(i) => {
+                self.identities.push(*i);
+                Ok(())
             }
             Object::Secret(s) => {
                 let mut s = *s;

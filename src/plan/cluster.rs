@@ -5,6 +5,8 @@
 //! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
 //! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
 //! `vcenter::model::endpoint::same_server`), where CAPV compared strings.
+pub mod lifecycle;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -51,6 +53,17 @@ impl Publication {
     /// Whether the rest of the cluster reconcile may go on (upstream stops while waiting).
     pub fn settled(&self) -> bool {
         self.requeue().is_none()
+    }
+
+    /// Why the cluster waits for its zones (`None` when settled).
+    pub fn waiting_message(&self) -> Option<String> {
+        match self {
+            Publication::Zones { waiting, .. } if !waiting.is_empty() => Some(format!(
+                "waiting for failure domain status of {}",
+                waiting.join(", ")
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -115,37 +128,27 @@ pub fn apply(
     generation: Option<i64>,
     now: &Time,
 ) -> bool {
-    let before = status.clone();
-    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
-    let mut meta: Vec<MetaCondition> = status
-        .v1beta2
-        .as_mut()
-        .and_then(|v| v.conditions.take())
-        .unwrap_or_default();
-    match p {
+    edit_status(status, |status, capi, meta| match p {
         Publication::Disabled => {}
         Publication::NoZones => {
             status.failure_domains = None;
-            conditions::remove_capi_condition(&mut capi, cluster::FAILURE_DOMAINS_AVAILABLE);
-            conditions::remove_meta_condition(&mut meta, cluster::FAILURE_DOMAINS_READY);
+            conditions::remove_capi_condition(capi, cluster::FAILURE_DOMAINS_AVAILABLE);
+            conditions::remove_meta_condition(meta, cluster::FAILURE_DOMAINS_READY);
         }
         Publication::Zones {
             failure_domains,
-            waiting,
             skipped,
+            ..
         } => {
             status.failure_domains = Some(failure_domains.clone());
             // (v1beta1 status, reason, severity, v1beta2 reason, message)
-            let (st, reason, sev, reason2, msg) = if !waiting.is_empty() {
+            let (st, reason, sev, reason2, msg) = if let Some(msg) = p.waiting_message() {
                 (
                     conditions::STATUS_FALSE,
                     cluster::WAITING_FOR_FAILURE_DOMAIN_STATUS,
                     severity::INFO,
                     cluster::NOT_READY_REASON,
-                    format!(
-                        "waiting for failure domain status of {}",
-                        waiting.join(", ")
-                    ),
+                    msg,
                 )
             } else if !skipped.is_empty() {
                 (
@@ -169,7 +172,7 @@ pub fn apply(
                 )
             };
             conditions::set_capi_condition(
-                &mut capi,
+                capi,
                 &ConditionUpdate {
                     type_: cluster::FAILURE_DOMAINS_AVAILABLE,
                     status: st,
@@ -180,7 +183,7 @@ pub fn apply(
                 now,
             );
             conditions::set_meta_condition(
-                &mut meta,
+                meta,
                 &ConditionUpdate {
                     type_: cluster::FAILURE_DOMAINS_READY,
                     status: st,
@@ -192,7 +195,24 @@ pub fn apply(
                 now,
             );
         }
-    }
+    })
+}
+
+/// Edit a cluster status with both of its condition lists taken out for `f` (v1beta1
+/// `conditions`, v1beta2 `v1beta2.conditions`) and put back (empty lists as unset). Returns
+/// whether anything changed.
+pub(crate) fn edit_status(
+    status: &mut VSphereClusterStatus,
+    f: impl FnOnce(&mut VSphereClusterStatus, &mut Vec<CapiCondition>, &mut Vec<MetaCondition>),
+) -> bool {
+    let before = status.clone();
+    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
+    let mut meta: Vec<MetaCondition> = status
+        .v1beta2
+        .as_mut()
+        .and_then(|v| v.conditions.take())
+        .unwrap_or_default();
+    f(status, &mut capi, &mut meta);
     status.conditions = (!capi.is_empty()).then_some(capi);
     if !meta.is_empty() || status.v1beta2.is_some() {
         status

@@ -1,5 +1,7 @@
 //! Which credentials and TLS trust a zone's server is reconciled with (reference §3 step 4):
-//! the identityRef Secret of a VSphereCluster on the same server, else the manager's own.
+//! the identityRef (a Secret, or a VSphereClusterIdentity the cluster's namespace may use) of a
+//! VSphereCluster on the same server, else the manager's own; and, strictly, the credentials
+//! one VSphereCluster names (its own readiness check).
 //!
 //! Unlike CAPV, "the first matching cluster" is deterministic (clusters are tried in
 //! namespace/name order), servers match by host, and a cluster's thumbprint pins TLS for the
@@ -8,10 +10,13 @@
 //! without verification at all).
 use secrecy::SecretString;
 
+use crate::api::cluster_identity::VSphereClusterIdentity;
 use crate::api::vsphere_cluster::{VSphereCluster, VSphereIdentityKind};
 use crate::vcenter::model::endpoint::same_server;
 use crate::vcenter::model::trust::{Thumbprint, TlsPolicy};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+use super::selector;
 
 /// The manager's own credentials (flags or environment) and TLS trust.
 #[derive(Clone, Debug)]
@@ -42,14 +47,127 @@ fn secret_value(secret: &Secret, key: &str) -> Option<String> {
         .cloned()
 }
 
-/// Choose the identity for `server`. Errors name the cluster and Secret and what is wrong,
-/// never a value.
+/// What identity references resolve against: the Secrets read so far (a cluster's own
+/// namespace for `kind: Secret`, the controller's namespace for a VSphereClusterIdentity's), the
+/// VSphereClusterIdentities, and the labels of the namespaces that name one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdentitySources<'a> {
+    pub secrets: &'a [Secret],
+    pub identities: &'a [VSphereClusterIdentity],
+    /// Namespaces (with their labels) of the clusters naming a VSphereClusterIdentity.
+    pub namespaces: &'a [Namespace],
+    /// Where VSphereClusterIdentity Secrets live (the controller's own namespace).
+    pub controller_namespace: &'a str,
+}
+
+impl IdentitySources<'_> {
+    fn secret(&self, ns: &str, name: &str) -> Option<&Secret> {
+        self.secrets.iter().find(|s| {
+            s.metadata.name.as_deref() == Some(name)
+                && s.metadata.namespace.as_deref().unwrap_or_default() == ns
+        })
+    }
+}
+
+/// The credentials one VSphereCluster's `identityRef` names, strictly: `Ok(None)` without an
+/// identityRef, an error naming the cluster, identity, Secret and what is wrong otherwise (never
+/// a value). Upstream's rules (CAPV v1.15.0 `pkg/identity/identity.go`): a `Secret` in the
+/// cluster's namespace; a `VSphereClusterIdentity` whose `allowedNamespaces.selector` matches
+/// the labels of the cluster's namespace (unset `allowedNamespaces`: no namespace), with its
+/// Secret `spec.secretName` in the controller's namespace. Unlike CAPV, the identity's
+/// `status.ready` is not required (no controller here maintains it; its Secret is checked
+/// directly instead).
+pub fn cluster_identity(
+    c: &VSphereCluster,
+    sources: &IdentitySources<'_>,
+    default_tls: &TlsPolicy,
+) -> Result<Option<Identity>, String> {
+    let ns = c.metadata.namespace.clone().unwrap_or_default();
+    let cname = format!("{ns}/{}", c.metadata.name.clone().unwrap_or_default());
+    let tls = match c.spec.thumbprint.as_deref().filter(|t| !t.is_empty()) {
+        Some(t) => TlsPolicy::Thumbprint(
+            Thumbprint::parse(t)
+                .map_err(|e| format!("VSphereCluster {cname}: spec.thumbprint: {e}"))?,
+        ),
+        None => default_tls.clone(),
+    };
+    let Some(r) = &c.spec.identity_ref else {
+        return Ok(None);
+    };
+    let (secret_ns, secret_name, via) = match r.kind {
+        VSphereIdentityKind::Secret => (ns.clone(), r.name.clone(), String::new()),
+        VSphereIdentityKind::VSphereClusterIdentity => {
+            let Some(id) = sources
+                .identities
+                .iter()
+                .find(|i| i.metadata.name.as_deref() == Some(r.name.as_str()))
+            else {
+                return Err(format!(
+                    "VSphereCluster {cname}: VSphereClusterIdentity {} not found",
+                    r.name
+                ));
+            };
+            let Some(allowed) = &id.spec.allowed_namespaces else {
+                return Err(format!(
+                    "VSphereCluster {cname}: VSphereClusterIdentity {} does not allow namespace {ns}: spec.allowedNamespaces is unset, which allows no namespace",
+                    r.name
+                ));
+            };
+            let labels = sources
+                .namespaces
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(ns.as_str()))
+                .and_then(|n| n.metadata.labels.clone())
+                .unwrap_or_default();
+            if !selector::matches(&allowed.selector, &labels) {
+                return Err(format!(
+                    "VSphereCluster {cname}: VSphereClusterIdentity {} does not allow namespace {ns}: its labels do not match spec.allowedNamespaces.selector",
+                    r.name
+                ));
+            }
+            if id.spec.secret_name.is_empty() {
+                return Err(format!(
+                    "VSphereCluster {cname}: VSphereClusterIdentity {}: spec.secretName is empty",
+                    r.name
+                ));
+            }
+            (
+                sources.controller_namespace.to_string(),
+                id.spec.secret_name.clone(),
+                format!("VSphereClusterIdentity {} → ", r.name),
+            )
+        }
+    };
+    let Some(secret) = sources.secret(&secret_ns, &secret_name) else {
+        return Err(format!(
+            "VSphereCluster {cname}: {via}identity Secret {secret_ns}/{secret_name} not found"
+        ));
+    };
+    match (
+        secret_value(secret, "username"),
+        secret_value(secret, "password"),
+    ) {
+        (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(Some(Identity {
+            username: u,
+            password: SecretString::from(p),
+            tls,
+            source: format!("{via}Secret {secret_ns}/{secret_name} (VSphereCluster {cname})"),
+        })),
+        _ => Err(format!(
+            "VSphereCluster {cname}: {via}identity Secret {secret_ns}/{secret_name} lacks a non-empty username or password"
+        )),
+    }
+}
+
+/// Choose the identity for `server`: the first cluster on it (namespace/name order) whose
+/// identityRef resolves ([`cluster_identity`]), else the manager's. Errors name the clusters
+/// and Secrets and what is wrong, never a value.
 /// `default_tls` is the trust for a cluster's Secret when the cluster has no thumbprint (the
 /// `--ca-file`/`--thumbprint`/`--insecure` flags, else the system roots).
 pub fn identity_for(
     server: &str,
     clusters: &[VSphereCluster],
-    secrets: &[Secret],
+    sources: &IdentitySources<'_>,
     manager: Option<&ManagerIdentity>,
     default_tls: &TlsPolicy,
 ) -> Result<Identity, String> {
@@ -65,51 +183,10 @@ pub fn identity_for(
     candidates.sort_by_key(|c| (c.metadata.namespace.clone(), c.metadata.name.clone()));
     let mut problems = Vec::new();
     for c in &candidates {
-        let ns = c.metadata.namespace.clone().unwrap_or_default();
-        let cname = format!("{ns}/{}", c.metadata.name.clone().unwrap_or_default());
-        let tls = match c.spec.thumbprint.as_deref().filter(|t| !t.is_empty()) {
-            Some(t) => match Thumbprint::parse(t) {
-                Ok(t) => TlsPolicy::Thumbprint(t),
-                Err(e) => {
-                    problems.push(format!("VSphereCluster {cname}: spec.thumbprint: {e}"));
-                    continue;
-                }
-            },
-            None => default_tls.clone(),
-        };
-        let Some(r) = &c.spec.identity_ref else {
-            continue;
-        };
-        if r.kind != VSphereIdentityKind::Secret {
-            problems.push(format!(
-                "VSphereCluster {cname}: identityRef kind {:?} is not supported here; use a Secret",
-                r.kind
-            ));
-            continue;
-        }
-        let Some(secret) = secrets.iter().find(|s| {
-            s.metadata.name.as_deref() == Some(r.name.as_str())
-                && s.metadata.namespace.clone().unwrap_or_default() == ns
-        }) else {
-            problems.push(format!(
-                "VSphereCluster {cname}: identity Secret {ns}/{} not found",
-                r.name
-            ));
-            continue;
-        };
-        match (secret_value(secret, "username"), secret_value(secret, "password")) {
-            (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => {
-                return Ok(Identity {
-                    username: u,
-                    password: SecretString::from(p),
-                    tls,
-                    source: format!("Secret {ns}/{} (VSphereCluster {cname})", r.name),
-                });
-            }
-            _ => problems.push(format!(
-                "VSphereCluster {cname}: identity Secret {ns}/{} lacks a non-empty username or password",
-                r.name
-            )),
+        match cluster_identity(c, sources, default_tls) {
+            Ok(Some(id)) => return Ok(id),
+            Ok(None) => {}
+            Err(e) => problems.push(e),
         }
     }
     match manager {
@@ -178,6 +255,21 @@ mod tests {
         }
     }
 
+    /// `identity_for` over Secrets only (no VSphereClusterIdentity).
+    fn with_secrets(
+        server: &str,
+        clusters: &[VSphereCluster],
+        secrets: &[Secret],
+        manager: Option<&ManagerIdentity>,
+        tls: &TlsPolicy,
+    ) -> Result<Identity, String> {
+        let sources = IdentitySources {
+            secrets,
+            ..IdentitySources::default()
+        };
+        identity_for(server, clusters, &sources, manager, tls)
+    }
+
     fn manager() -> ManagerIdentity {
         ManagerIdentity {
             username: "mgr".into(),
@@ -204,7 +296,7 @@ mod tests {
             secret("a", "creds", "alice", "pw-a"),
             secret("b", "creds", "bob", "pw-b"),
         ];
-        let id = identity_for(
+        let id = with_secrets(
             "vc.example.com",
             &clusters,
             &secrets,
@@ -224,7 +316,7 @@ mod tests {
             cluster("a", "c1", "vc", Some("missing"), None),
             cluster("b", "c2", "vc", Some("creds"), None),
         ];
-        let id = identity_for(
+        let id = with_secrets(
             "vc",
             &clusters,
             &[secret("b", "creds", "bob", "x")],
@@ -233,7 +325,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(id.username, "bob");
-        let id = identity_for(
+        let id = with_secrets(
             "vc",
             &clusters[..1],
             &[],
@@ -242,9 +334,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(id.username, "mgr");
-        let err = identity_for("vc", &clusters[..1], &[], None, &TlsPolicy::System).unwrap_err();
+        let err = with_secrets("vc", &clusters[..1], &[], None, &TlsPolicy::System).unwrap_err();
         assert!(err.contains("identity Secret a/missing not found"), "{err}");
-        let err = identity_for("vc", &[], &[], None, &TlsPolicy::System).unwrap_err();
+        let err = with_secrets("vc", &[], &[], None, &TlsPolicy::System).unwrap_err();
         assert!(err.contains("no credentials"), "{err}");
     }
 
@@ -254,12 +346,12 @@ mod tests {
         // credentials keep the manager's trust.
         let thumb = "BB:".repeat(31) + "BB";
         let clusters = [cluster("tenant", "aaa", "vc", None, Some(&thumb))];
-        let id = identity_for("vc", &clusters, &[], Some(&manager()), &TlsPolicy::System).unwrap();
+        let id = with_secrets("vc", &clusters, &[], Some(&manager()), &TlsPolicy::System).unwrap();
         assert_eq!(id.username, "mgr");
         assert_eq!(id.tls, TlsPolicy::System);
         // Without a thumbprint, a cluster's Secret uses the default trust (the CLI flags).
         let clusters = [cluster("a", "c1", "vc", Some("creds"), None)];
-        let id = identity_for(
+        let id = with_secrets(
             "vc",
             &clusters,
             &[secret("a", "creds", "u", "p")],
@@ -273,7 +365,7 @@ mod tests {
     #[test]
     fn errors_never_contain_secret_values() {
         let clusters = [cluster("a", "c1", "vc", Some("creds"), None)];
-        let err = identity_for(
+        let err = with_secrets(
             "vc",
             &clusters,
             &[secret("a", "creds", "", "topsecret")],
@@ -283,5 +375,135 @@ mod tests {
         .unwrap_err();
         assert!(!err.contains("topsecret"));
         assert!(err.contains("lacks a non-empty username or password"));
+    }
+
+    fn identity(
+        name: &str,
+        secret: &str,
+        selector: Option<serde_json::Value>,
+    ) -> VSphereClusterIdentity {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereClusterIdentity",
+            "metadata": {"name": name},
+            "spec": match selector {
+                Some(sel) => serde_json::json!({"secretName": secret, "allowedNamespaces": {"selector": sel}}),
+                None => serde_json::json!({"secretName": secret}),
+            }
+        }))
+        .unwrap()
+    }
+
+    fn namespace(name: &str, labels: &[(&str, &str)]) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        }
+    }
+
+    fn by_identity(ns: &str, id: &str) -> VSphereCluster {
+        let mut c = cluster(ns, "c1", "vc", None, None);
+        c.spec.identity_ref = Some(VSphereIdentityReference {
+            kind: VSphereIdentityKind::VSphereClusterIdentity,
+            name: id.into(),
+        });
+        c
+    }
+
+    /// CAPV's identity table (pkg/identity/identity_test.go and the VSphereCluster reconciler
+    /// tests): allowed namespaces by selector, nil allows none, `{}` allows all, the Secret in
+    /// the controller's namespace.
+    #[test]
+    fn a_cluster_identity_is_used_only_from_allowed_namespaces() {
+        let secrets = [
+            secret("capv-system", "vc-creds", "admin", "pw"),
+            secret("tenant", "vc-creds", "wrong", "pw"),
+        ];
+        let identities = [
+            identity(
+                "prod",
+                "vc-creds",
+                Some(serde_json::json!({"matchLabels": {"env": "prod"}})),
+            ),
+            identity("everyone", "vc-creds", Some(serde_json::json!({}))),
+            identity("nobody", "vc-creds", None),
+            identity("dangling", "missing", Some(serde_json::json!({}))),
+        ];
+        let namespaces = [
+            namespace("tenant", &[("env", "prod")]),
+            namespace("dev", &[("env", "dev")]),
+        ];
+        let sources = IdentitySources {
+            secrets: &secrets,
+            identities: &identities,
+            namespaces: &namespaces,
+            controller_namespace: "capv-system",
+        };
+        let ok = |ns: &str, id: &str| {
+            cluster_identity(&by_identity(ns, id), &sources, &TlsPolicy::System)
+        };
+        // (namespace, identity, Ok(username) or the error's expected words)
+        let cases: [(&str, &str, Result<&str, &str>); 6] = [
+            ("tenant", "prod", Ok("admin")),
+            (
+                "dev",
+                "prod",
+                Err(
+                    "VSphereClusterIdentity prod does not allow namespace dev: its labels do not match spec.allowedNamespaces.selector",
+                ),
+            ),
+            ("dev", "everyone", Ok("admin")),
+            (
+                "tenant",
+                "nobody",
+                Err(
+                    "VSphereClusterIdentity nobody does not allow namespace tenant: spec.allowedNamespaces is unset",
+                ),
+            ),
+            (
+                "tenant",
+                "absent",
+                Err("VSphereClusterIdentity absent not found"),
+            ),
+            (
+                "tenant",
+                "dangling",
+                Err(
+                    "VSphereClusterIdentity dangling → identity Secret capv-system/missing not found",
+                ),
+            ),
+        ];
+        for (ns, id, want) in cases {
+            match (ok(ns, id), want) {
+                (Ok(Some(got)), Ok(user)) => {
+                    assert_eq!(got.username, user, "{ns} {id}");
+                    assert!(
+                        got.source.contains("capv-system/vc-creds"),
+                        "{}",
+                        got.source
+                    );
+                }
+                (Err(e), Err(words)) => assert!(e.contains(words), "{ns} {id}: {e}"),
+                (got, want) => panic!(
+                    "{ns} {id}: {:?} want {want:?}",
+                    got.map(|i| i.map(|i| i.username))
+                ),
+            }
+        }
+        // A refused identity does not fall back to the manager for the cluster's own check, but
+        // the zones of the server still get the manager's credentials.
+        let c = by_identity("dev", "prod");
+        assert!(cluster_identity(&c, &sources, &TlsPolicy::System).is_err());
+        let id = identity_for("vc", &[c], &sources, Some(&manager()), &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "mgr");
     }
 }

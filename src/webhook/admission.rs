@@ -316,6 +316,8 @@ fn run_rules(
             errors.extend(super::vsphere_cluster::validate(&n, ctx));
             warnings.extend(super::vsphere_cluster::warnings(&n));
         }
+        // CAPV has no webhook for it: the CRD schema is all there is to check.
+        Kind::VSphereClusterIdentity => {}
         Kind::Machine => {
             let n: Machine = decode(new)?;
             match old.map(decode::<Machine>).transpose()? {

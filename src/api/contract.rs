@@ -1,0 +1,93 @@
+//! The Cluster API contract label on generated CRDs (reference capi-infra-contract.md §1).
+//!
+//! CAPI finds an infrastructure kind's CRD by name and reads the label
+//! `cluster.x-k8s.io/<contract>`, whose value lists the served versions (`_`-separated) that
+//! follow that contract; without it the Cluster and Machine reconciles fail ("cannot find any
+//! versions matching contract"). The label is computed here from the CRD's own served versions
+//! when the CRD is generated, so every kind of the infrastructure group, present and future,
+//! carries it and it cannot drift from `spec.versions`.
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use super::INFRA_GROUP;
+
+/// The contract this provider implements (CAPI v1.10's v1beta1; v1.11+ still accept it).
+pub const CONTRACT: &str = "v1beta1";
+/// The label key CAPI reads: `cluster.x-k8s.io/v1beta1`.
+pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta1";
+
+/// The label value for a CRD: its served versions in `spec.versions` order, `_`-separated
+/// (`v1beta1_v1beta2`); `None` outside the infrastructure group or when nothing is served.
+pub fn contract_label_value(crd: &CustomResourceDefinition) -> Option<String> {
+    if crd.spec.group != INFRA_GROUP {
+        return None;
+    }
+    let served: Vec<&str> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.as_str())
+        .collect();
+    (!served.is_empty()).then(|| served.join("_"))
+}
+
+/// Adds [`CONTRACT_LABEL`] to an infrastructure-group CRD (others are returned unchanged).
+pub fn with_contract_label(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    if let Some(value) = contract_label_value(&crd) {
+        crd.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(CONTRACT_LABEL.to_string(), value);
+    }
+    crd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Kind;
+
+    #[test]
+    fn every_infrastructure_crd_lists_its_served_versions() {
+        for kind in Kind::ALL {
+            let crd = kind.crd();
+            let label = crd
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONTRACT_LABEL));
+            if crd.spec.group == INFRA_GROUP {
+                let served: Vec<String> = crd
+                    .spec
+                    .versions
+                    .iter()
+                    .filter(|v| v.served)
+                    .map(|v| v.name.clone())
+                    .collect();
+                assert_eq!(label, Some(&served.join("_")), "{kind}");
+            } else {
+                assert_eq!(label, None, "{kind}: not a Cluster API kind");
+            }
+        }
+        let fd = Kind::VSphereFailureDomain.crd();
+        assert_eq!(
+            fd.metadata.labels.unwrap()[CONTRACT_LABEL],
+            "v1beta1_v1beta2"
+        );
+        let vc = Kind::VSphereCluster.crd();
+        assert_eq!(vc.metadata.labels.unwrap()[CONTRACT_LABEL], "v1beta1");
+    }
+
+    #[test]
+    fn an_unserved_version_is_left_out() {
+        let mut crd = Kind::VSphereFailureDomain.crd();
+        crd.metadata.labels = None;
+        crd.spec.versions[1].served = false;
+        assert_eq!(contract_label_value(&crd).as_deref(), Some("v1beta1"));
+        for v in &mut crd.spec.versions {
+            v.served = false;
+        }
+        assert_eq!(contract_label_value(&crd), None);
+        assert!(with_contract_label(crd).metadata.labels.is_none());
+    }
+}

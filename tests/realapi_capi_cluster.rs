@@ -1,0 +1,612 @@
+//! The VSphereCluster as a Cluster API InfraCluster, on the real API server (Kubernetes' own
+//! kube-apiserver, tests/support/realapi.rs) with vcsim, the controllers running in this process
+//! as the controller's ServiceAccount bound by config/rbac.
+//!
+//! The Cluster API `Cluster` and `Machine` CRDs are installed unmodified from the
+//! `sigs.k8s.io/cluster-api` v1.10.10 Go module (`config/crd/bases/`, fetched through the Go
+//! module proxy by `go mod download`): test-only CRDs, no Cluster API controller runs. The
+//! ownerReference from the VSphereCluster to its Cluster is set by the test, standing in for
+//! CAPI's cluster controller (which sets exactly that, contract §1 "What CAPI itself sets"); the
+//! Machine stands for one CAPI's machine controllers would have made. Everything else (finalizer,
+//! pause, identity, ready, deletion) is this provider's and is what is asserted.
+#[path = "support/realapi.rs"]
+mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane};
+use serde_json::{Value, json};
+use vcsim::Vcsim;
+use vsphere_provider::api::VSphereCluster;
+use vsphere_provider::controllers::{self, Health, Metrics, Shared, ShutdownTrigger, shutdown};
+use vsphere_provider::reconcile::views::ServerViews;
+use vsphere_provider::vcenter::session::SessionCache;
+use vsphere_provider::vcenter::{ClientOptions, Stats};
+
+const ADMIN: &Identity = &Identity::Admin;
+/// The Cluster API release whose CRDs are installed (the last with the v1beta1 contract line
+/// this provider labels its CRDs for).
+const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.10.10";
+const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
+
+/// One test at a time: each runs its own controllers, which would otherwise reconcile the
+/// other tests' objects too.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The directory of the Cluster API module (downloaded through the Go module proxy if the
+/// module cache lacks it).
+fn capi_module_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // The Go toolchain hack/lib.sh uses (hack/kube/build.sh needs it already).
+        let root =
+            std::env::var("VSPHERE_PROVIDER_GOROOT").unwrap_or_else(|_| "/usr/local/go".into());
+        let go = format!("{root}/bin/go");
+        let out = Command::new(&go)
+            .args(["mod", "download", "-json", CAPI_MODULE])
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-mod=mod")
+            .output()
+            .unwrap_or_else(|e| panic!("{go} mod download {CAPI_MODULE}: {e}"));
+        assert!(
+            out.status.success(),
+            "go mod download {CAPI_MODULE}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        PathBuf::from(info["Dir"].as_str().expect("module Dir"))
+    })
+    .clone()
+}
+
+/// The Cluster and Machine CRDs of Cluster API, applied once per control plane.
+fn install_capi_crds(cp: &ControlPlane) {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let bases = capi_module_dir().join("config/crd/bases");
+        for file in [
+            "cluster.x-k8s.io_clusters.yaml",
+            "cluster.x-k8s.io_machines.yaml",
+        ] {
+            let path = bases.join(file);
+            cp.kubectl(
+                ADMIN,
+                &["apply", "--server-side", "-f", path.to_str().unwrap()],
+            )
+            .ok();
+        }
+        cp.wait_established(&["clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io"]);
+    });
+}
+
+/// The controllers in this process, as the controller's ServiceAccount; stopped when dropped.
+struct Controllers {
+    trigger: Option<ShutdownTrigger>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Controllers {
+    async fn start(cp: &ControlPlane) -> Controllers {
+        let stats = Stats::default();
+        let shared = Shared {
+            client: cp.client(&Identity::Controller).await,
+            sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
+            views: Arc::new(ServerViews::new(Duration::from_secs(30))),
+            manager: None,
+            metrics: Metrics::new(stats),
+            reporter: "vsphere-provider".into(),
+            health: Health::new(false),
+            namespace: SA_NAMESPACE.into(),
+        };
+        let (trigger, signal) = shutdown::channel();
+        let task = tokio::spawn(async move { controllers::run_controllers(&shared, signal).await });
+        Controllers {
+            trigger: Some(trigger),
+            task: Some(task),
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(t) = self.trigger.take() {
+            t.trigger();
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(30), task)
+                .await
+                .expect("controllers stop")
+                .expect("controllers task");
+        }
+    }
+}
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The VSphereCluster `c1` as JSON once `holds` says so, polling every 250 ms for up to `limit`.
+async fn wait_until(
+    api: &Api<VSphereCluster>,
+    what: &str,
+    limit: Duration,
+    holds: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(c) = get(api, "c1").await.filter(|c| holds(c)) {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The VSphereCluster as JSON (all of it, whatever the types know).
+async fn get(api: &Api<VSphereCluster>, name: &str) -> Option<Value> {
+    api.get_opt(name)
+        .await
+        .unwrap()
+        .map(|c| serde_json::to_value(c).unwrap())
+}
+
+/// `(status, reason, message)` of a v1beta2 condition.
+fn v1beta2(c: &Value, t: &str) -> Option<(String, String, String)> {
+    let found = c["status"]["v1beta2"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|x| x["type"] == t)?
+        .clone();
+    let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+/// `(status, reason)` of a v1beta1 condition.
+fn v1beta1(c: &Value, t: &str) -> Option<(String, String)> {
+    let found = c["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|x| x["type"] == t)?
+        .clone();
+    let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason")))
+}
+
+fn finalizers(c: &Value) -> Vec<String> {
+    c["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .map(|x| x.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A Cluster API `Cluster` (v1beta1) named `name` whose infrastructureRef is the VSphereCluster
+/// of the same name; returns its uid.
+fn create_cluster(cp: &ControlPlane, ns: &str, name: &str, paused: bool) -> String {
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "paused": paused,
+                "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
+                "infrastructureRef": {
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                    "kind": "VSphereCluster", "name": name, "namespace": ns
+                }
+            }
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    cp.kubectl(
+        ADMIN,
+        &[
+            "get",
+            "cluster.cluster.x-k8s.io",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    )
+    .ok()
+    .stdout
+}
+
+/// A VSphereCluster on `server` owned by Cluster `name` (uid `owner_uid`), with `identity_ref`
+/// and, when `zones` is set, `failureDomainSelector: {}`.
+fn vsphere_cluster(
+    ns: &str,
+    name: &str,
+    owner_uid: &str,
+    server: &str,
+    identity_ref: Value,
+    zones: bool,
+) -> Value {
+    let mut spec = json!({
+        "server": server,
+        "identityRef": identity_ref,
+        "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443}
+    });
+    if zones {
+        spec["failureDomainSelector"] = json!({});
+    }
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereCluster",
+        "metadata": {
+            "name": name, "namespace": ns,
+            // What CAPI's cluster controller sets (see the module documentation).
+            "ownerReferences": [{
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                "name": name, "uid": owner_uid
+            }]
+        },
+        "spec": spec
+    })
+}
+
+/// Cluster `c1` (paused or not) and the VSphereCluster `c1` it owns, on `sim`, naming
+/// `identity_ref`, selecting every zone when `zones`; the VSphereClusters of `ns` as the admin.
+async fn owned_cluster(
+    cp: &ControlPlane,
+    ns: &str,
+    sim: &Vcsim,
+    identity_ref: Value,
+    zones: bool,
+    paused: bool,
+) -> Api<VSphereCluster> {
+    let uid = create_cluster(cp, ns, "c1", paused);
+    let c = vsphere_cluster(ns, "c1", &uid, sim.url(), identity_ref, zones);
+    cp.apply_text(ADMIN, &c.to_string(), None).ok();
+    Api::namespaced(cp.client(ADMIN).await, ns)
+}
+
+fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
+    let (user, password) = sim.credentials();
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "type": "Opaque",
+        "stringData": {"username": user, "password": password}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its_deletion_waits_for_machines()
+ {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-ready");
+    // The CRDs as the server holds them (applied from crds/) carry the contract label CAPI
+    // looks up, listing the served versions.
+    for (crd, versions) in [
+        ("vsphereclusters", "v1beta1"),
+        ("vsphereclusteridentities", "v1beta1"),
+        ("vspherefailuredomains", "v1beta1_v1beta2"),
+        ("vspheredeploymentzones", "v1beta1_v1beta2"),
+    ] {
+        let label = cp
+            .kubectl(
+                ADMIN,
+                &[
+                    "get",
+                    "crd",
+                    &format!("{crd}.infrastructure.cluster.x-k8s.io"),
+                    "-o",
+                    r"jsonpath={.metadata.labels.cluster\.x-k8s\.io/v1beta1}",
+                ],
+            )
+            .ok()
+            .stdout;
+        assert_eq!(label, versions, "{crd}");
+    }
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let controllers = Controllers::start(cp).await;
+
+    // One zone on the vCenter, as config/samples has them (controlPlane set: no webhook here).
+    let zone = format!("{ns}-zone");
+    cp.apply_text(
+        ADMIN,
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereFailureDomain",
+                "metadata": {"name": zone},
+                "spec": {
+                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+                    "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+                    "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0", "networks": ["VM Network"]}
+                }
+            },
+            {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereDeploymentZone",
+                "metadata": {"name": zone},
+                "spec": {
+                    "server": sim.url(), "failureDomain": zone, "controlPlane": true,
+                    "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
+                }
+            },
+            credentials_secret(&ns, "vsphere-credentials", &sim),
+        ]})
+        .to_string(),
+        None,
+    )
+    .ok();
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        true,
+        false,
+    )
+    .await;
+    let c = wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    assert_eq!(finalizers(&c), [FINALIZER], "{c}");
+    assert_eq!(c["status"]["initialization"]["provisioned"], true, "{c}");
+    assert_eq!(
+        c["status"]["failureDomains"],
+        json!({zone.clone(): {"controlPlane": true}}),
+        "{c}"
+    );
+    assert!(
+        !c["status"]["vCenterVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{c}"
+    );
+    assert_eq!(v1beta2(&c, "Ready").unwrap().0, "True", "{c}");
+    assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True", "{c}");
+    assert_eq!(v1beta2(&c, "FailureDomainsReady").unwrap().0, "True", "{c}");
+    assert_eq!(v1beta2(&c, "Paused").unwrap().1, "NotPaused", "{c}");
+    assert_eq!(v1beta1(&c, "Ready").unwrap().0, "True", "{c}");
+    assert_eq!(
+        v1beta1(&c, "FailureDomainsAvailable").unwrap().0,
+        "True",
+        "{c}"
+    );
+
+    // A Machine of the Cluster (label cluster-name), then the VSphereCluster is deleted: it
+    // stays, saying how many machines remain, until the Machine is gone.
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+            "spec": {
+                "clusterName": "c1",
+                "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine", "name": "m1"}
+            }
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    api.delete("c1", &DeleteParams::default()).await.unwrap();
+    let c = wait_until(
+        &api,
+        "the deletion to wait for m1",
+        Duration::from_secs(30),
+        |c| v1beta2(c, "Ready").is_some_and(|r| r.1 == "Deleting"),
+    )
+    .await;
+    let (status, _, message) = v1beta2(&c, "Ready").unwrap();
+    assert_eq!(status, "False");
+    assert_eq!(
+        message, "waiting for 1 machine of Cluster c1 to be deleted: Machine m1",
+        "{c}"
+    );
+    assert_eq!(
+        v1beta1(&c, "Ready").unwrap(),
+        ("False".into(), "Deleting".into())
+    );
+    assert_eq!(finalizers(&c), [FINALIZER]);
+    assert_eq!(c["status"]["ready"], true, "ready is never reset");
+    cp.kubectl(
+        ADMIN,
+        &["delete", "machine.cluster.x-k8s.io", "m1", "-n", &ns],
+    )
+    .ok();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&api, "c1").await.is_some() {
+        assert!(Instant::now() < deadline, "c1 still there after m1 is gone");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
+        .ok();
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_cluster_gets_only_the_paused_condition_until_resumed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-paused");
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let controllers = Controllers::start(cp).await;
+    cp.apply_text(
+        ADMIN,
+        &credentials_secret(&ns, "creds", &sim).to_string(),
+        None,
+    )
+    .ok();
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "creds"}),
+        true,
+        true,
+    )
+    .await;
+    let c = wait_until(&api, "Paused", Duration::from_secs(30), |c| {
+        v1beta2(c, "Paused").is_some()
+    })
+    .await;
+    assert_eq!(
+        v1beta2(&c, "Paused").unwrap(),
+        (
+            "True".into(),
+            "Paused".into(),
+            "Cluster c1 has spec.paused: true".into()
+        )
+    );
+    // Nothing but the Paused condition: no finalizer, no readiness, no publication.
+    assert!(finalizers(&c).is_empty(), "{c}");
+    let status = c["status"].as_object().unwrap();
+    assert_eq!(status.keys().collect::<Vec<_>>(), ["v1beta2"], "{c}");
+    assert_eq!(
+        c["status"]["v1beta2"]["conditions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{c}"
+    );
+
+    // Resumed: within the owned-cluster poll (30 s), the cluster is reconciled to ready.
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "cluster.cluster.x-k8s.io",
+            "c1",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"paused":false}}"#,
+        ],
+    )
+    .ok();
+    let c = wait_until(&api, "ready after resume", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    assert_eq!(v1beta2(&c, "Paused").unwrap().1, "NotPaused");
+    assert_eq!(finalizers(&c), [FINALIZER]);
+
+    // The annotation on the VSphereCluster pauses it too (and wakes it at once).
+    api.patch(
+        "c1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})),
+    )
+    .await
+    .unwrap();
+    let c = wait_until(&api, "paused by annotation", Duration::from_secs(30), |c| {
+        v1beta2(c, "Paused").is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        v1beta2(&c, "Paused").unwrap().2,
+        "VSphereCluster has the annotation cluster.x-k8s.io/paused"
+    );
+    assert_eq!(c["status"]["ready"], true);
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_identity_is_refused_outside_its_allowed_namespaces() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-identity");
+    let sim = Vcsim::builder()
+        .clusters(1)
+        .hosts(1)
+        .pools(1)
+        .credentials("capi-admin", "identity-pw-7f3a")
+        .start()
+        .await;
+    let controllers = Controllers::start(cp).await;
+    let identity = format!("{ns}-identity");
+    // The identity's Secret lives in the controller's namespace.
+    cp.apply_text(
+        ADMIN,
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            credentials_secret(SA_NAMESPACE, &identity, &sim),
+            {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereClusterIdentity",
+                "metadata": {"name": identity},
+                "spec": {
+                    "secretName": identity,
+                    "allowedNamespaces": {"selector": {"matchLabels": {"vsphere-tenant": ns}}}
+                }
+            }
+        ]})
+        .to_string(),
+        None,
+    )
+    .ok();
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "VSphereClusterIdentity", "name": identity}),
+        false,
+        false,
+    )
+    .await;
+    let c = wait_until(
+        &api,
+        "VCenterAvailable False",
+        Duration::from_secs(30),
+        |c| v1beta2(c, "VCenterAvailable").is_some_and(|v| v.0 == "False"),
+    )
+    .await;
+    let (_, reason, message) = v1beta2(&c, "VCenterAvailable").unwrap();
+    assert_eq!(reason, "VCenterUnreachable");
+    assert!(
+        message.contains(&format!(
+            "VSphereClusterIdentity {identity} does not allow namespace {ns}"
+        )),
+        "{message}"
+    );
+    assert_eq!(v1beta1(&c, "Ready").unwrap().0, "False");
+    assert!(c["status"]["ready"].is_null(), "{c}");
+    assert!(
+        !c.to_string().contains("identity-pw-7f3a"),
+        "no secret in the status"
+    );
+
+    // The namespace gets the label the identity selects: ready at the next poll.
+    cp.kubectl(
+        ADMIN,
+        &["label", "namespace", &ns, &format!("vsphere-tenant={ns}")],
+    )
+    .ok();
+    let c = wait_until(&api, "ready once allowed", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");
+    controllers.stop().await;
+}
