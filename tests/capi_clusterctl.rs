@@ -25,6 +25,10 @@
 //!   change's; the end-to-end flow builds on this.
 #[path = "support/realapi.rs"]
 mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+#[path = "support/zones.rs"]
+mod zones;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -35,6 +39,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use realapi::{ControlPlane, Identity, SA_NAME, SA_NAMESPACE, control_plane, kubectl_bin, repo};
 use serde_json::{Value, json};
+use vcsim::Vcsim;
 
 const ADMIN: &Identity = &Identity::Admin;
 const IMAGE: &str = "localhost/vsphere-provider:e2e";
@@ -137,8 +142,8 @@ fn webhooks_to_loopback(cp: &ControlPlane, kind: &str, name: &str, port: u16) {
     .ok();
 }
 
-#[test]
-fn clusterctl_init_installs_capi_and_this_provider_offline() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_failure_domains() {
     let Some(capi) = capi_bin_dir() else {
         eprintln!(
             "skipped: CAPI_BIN_DIR is not set (hack/test.sh sets it from hack/capi/build.sh)"
@@ -338,6 +343,10 @@ fn clusterctl_init_installs_capi_and_this_provider_offline() {
         .unwrap();
     let log_path = home.join("manager.log");
     let log = std::fs::File::create(&log_path).unwrap();
+    let our_certs = home.join("our-certs");
+    let (crt, key) = cp.issue_certificate(&our_certs, "our-webhook", &["IP:127.0.0.1"]);
+    std::fs::rename(crt, our_certs.join("tls.crt")).unwrap();
+    std::fs::rename(key, our_certs.join("tls.key")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
     cmd.env("KUBECONFIG", &kubeconfig)
         .env("HOME", home)
@@ -356,7 +365,7 @@ fn clusterctl_init_installs_capi_and_this_provider_offline() {
             "127.0.0.1:0",
         ])
         .args(["--webhook-addr", "127.0.0.1:0", "--webhook-cert-dir"])
-        .arg(home)
+        .arg(&our_certs)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
@@ -380,32 +389,6 @@ fn clusterctl_init_installs_capi_and_this_provider_offline() {
         lease["items"].as_array().is_some_and(|l| !l.is_empty()),
         "no leader Lease in {SA_NAMESPACE}"
     );
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the manager did not stop:\n{}",
-            read_log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let log = read_log();
-    assert_eq!(status.code(), Some(0), "{log}");
-    assert!(
-        !log.contains("forbidden"),
-        "the installed RBAC refused a call:\n{log}"
-    );
-    assert!(!log.contains(&password), "the manager logged the password");
 
     // CAPI's core manager, as installed by clusterctl but as a process.
     let certs = home.join("capi-certs");
@@ -501,6 +484,171 @@ fn clusterctl_init_installs_capi_and_this_provider_offline() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Cluster API consumes what we publish: a Cluster whose infrastructure is our VSphereCluster
+    // over three zones on vcsim. CAPI's Cluster controller (its code, not ours) makes itself the
+    // VSphereCluster's owner, waits for our `status.ready`, then marks the Cluster's
+    // infrastructure ready and copies our `status.failureDomains` and endpoint onto it.
+    // Our webhooks, and the conversion webhook of the two-version CRDs, point at our manager
+    // on loopback with the harness's CA (what the Service and cert-manager's CA injection do in
+    // a cluster).
+    let our_webhook_port: u16 = read_log()
+        .lines()
+        .find(|l| l.contains("admission webhooks listening"))
+        .and_then(|l| l.split("addr=").nth(1))
+        .and_then(|a| a.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no webhook address in the manager's log:\n{}", read_log()));
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let name = format!(
+            "vsphere-provider-{}-webhook-configuration",
+            kind.trim_end_matches("webhookconfiguration")
+        );
+        webhooks_to_loopback(cp, kind, &name, our_webhook_port);
+    }
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cp.ca_cert).unwrap());
+    for crd in [
+        "vspherefailuredomains.infrastructure.cluster.x-k8s.io",
+        "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
+    ] {
+        let conversion = json!({"spec": {"conversion": {"webhook": {"clientConfig": {
+            "service": null, "caBundle": ca,
+            "url": format!("https://127.0.0.1:{our_webhook_port}/convert")}}}}});
+        cp.kubectl(
+            ADMIN,
+            &[
+                "patch",
+                "crd",
+                crd,
+                "--type=merge",
+                "-p",
+                &conversion.to_string(),
+            ],
+        )
+        .ok();
+    }
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let names: Vec<String> = (0..3).map(|i| format!("{ns}-zone-{i}")).collect();
+    let (domains, infra) = zones::samples_style(&sim, &ns, &names);
+    let apply = |objects: &Value| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // The webhook configurations just changed; the server takes a moment to use them.
+        loop {
+            let out = cp.kubectl_stdin(ADMIN, &["apply", "-f", "-"], Some(&objects.to_string()));
+            if out.success {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{}", out.stderr);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    apply(&domains);
+    apply(&infra);
+    apply(
+        &json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+        "metadata": {"name": "demo", "namespace": ns},
+        "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                       "kind": "VSphereCluster", "name": "demo"}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let (cluster, vsphere_cluster) = loop {
+        let c = get(cp, &["cluster.cluster.x-k8s.io", "demo", "-n", &ns]);
+        let v = get(cp, &["vspherecluster", "demo", "-n", &ns]);
+        if c["status"]["infrastructureReady"] == true
+            && c["status"]["failureDomains"]
+                .as_object()
+                .is_some_and(|f| f.len() == 3)
+        {
+            break (c, v);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CAPI did not take our failure domains:\nCluster {c}\nVSphereCluster {v}\n{}",
+            read_log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(
+        cluster["status"]["failureDomains"], vsphere_cluster["status"]["failureDomains"],
+        "the Cluster's failure domains are what we published"
+    );
+    for name in &names {
+        assert_eq!(
+            cluster["status"]["failureDomains"][name]["controlPlane"], true,
+            "{name}: {cluster}"
+        );
+    }
+    assert_eq!(
+        cluster["spec"]["controlPlaneEndpoint"],
+        json!({"host": "10.0.0.10", "port": 6443}),
+        "CAPI copied the VSphereCluster's endpoint"
+    );
+    assert_eq!(vsphere_cluster["status"]["ready"], true);
+    let owners = vsphere_cluster["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap();
+    assert!(
+        owners
+            .iter()
+            .any(|o| o["kind"] == "Cluster" && o["name"] == "demo"),
+        "CAPI made its Cluster the owner: {owners:?}"
+    );
+    assert!(
+        vsphere_cluster["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f
+                .iter()
+                .any(|f| f == "vspherecluster.infrastructure.cluster.x-k8s.io")),
+        "{vsphere_cluster}"
+    );
+
+    // Deleting the Cluster: CAPI deletes its VSphereCluster, we release it (no machines), and
+    // CAPI then lets the Cluster go.
+    cp.kubectl(
+        ADMIN,
+        &[
+            "delete",
+            "cluster.cluster.x-k8s.io",
+            "demo",
+            "-n",
+            &ns,
+            "--wait=true",
+            "--timeout=120s",
+        ],
+    )
+    .ok();
+    let gone = cp.kubectl(ADMIN, &["get", "vspherecluster", "demo", "-n", &ns]);
+    assert!(gone.stderr.contains("NotFound"), "{}", gone.stderr);
+
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the manager did not stop:\n{}",
+            read_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = read_log();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        !log.contains("forbidden"),
+        "the installed RBAC refused a call:\n{log}"
+    );
+    assert!(!log.contains(&password), "the manager logged the password");
     let _ = capi_manager.kill();
     let _ = capi_manager.wait();
 }

@@ -25,6 +25,8 @@
 mod realapi;
 #[path = "support/vcsim.rs"]
 mod vcsim;
+#[path = "support/zones.rs"]
+mod zones;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -40,6 +42,7 @@ use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane, repo};
 use serde_json::{Value, json};
 use vcsim::Vcsim;
 use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+use zones::samples_style;
 
 const ADMIN: &Identity = &Identity::Admin;
 
@@ -269,61 +272,6 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// config/samples-style objects on a vcsim with the samples' topology: for each zone name a
-/// VSphereFailureDomain (autoConfigure, so the controller tags vCenter itself) and a
-/// VSphereDeploymentZone (controlPlane left unset); and, apart, the credentials Secret and a
-/// VSphereCluster in `ns` selecting every zone of the server.
-fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
-    let server = sim.url().to_string();
-    let (user, password) = sim.credentials();
-    let mut domains = Vec::new();
-    for (i, name) in zones.iter().enumerate() {
-        domains.push(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereFailureDomain",
-            "metadata": {"name": name},
-            "spec": {
-                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                "zone": {"name": name, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
-                             "datastore": "LocalDS_0", "networks": ["VM Network"]}
-            }
-        }));
-        domains.push(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereDeploymentZone",
-            "metadata": {"name": name},
-            "spec": {
-                "server": server,
-                "failureDomain": name,
-                "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}
-            }
-        }));
-    }
-    let cluster = vec![
-        json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "vsphere-credentials", "namespace": ns},
-            "type": "Opaque",
-            "stringData": {"username": user, "password": password}
-        }),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereCluster",
-            "metadata": {"name": "demo", "namespace": ns},
-            "spec": {
-                "server": server,
-                "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
-                "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                "failureDomainSelector": {}
-            }
-        }),
-    ];
-    let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
-    (list(domains), list(cluster))
 }
 
 /// Waits until each zone is ready (conditions True, finalizer on, owning its failure domain)
