@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::{Ctx, FieldError, dedup, schema};
+use crate::api::ipam;
 use crate::api::manifest::{LoadedObject, ObjectType, object_type};
 use crate::api::{
     ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
@@ -88,6 +89,12 @@ pub fn admit_layers(
                         crate::api::infrastructure::API_VERSION,
                         crate::api::infrastructure::KIND
                     )),
+                    Value::String(format!("{}/{}", ipam::POOL_API_VERSION, ipam::POOL_KIND)),
+                    Value::String(format!(
+                        "{}/{}",
+                        ipam::POOL_API_VERSION,
+                        ipam::GLOBAL_POOL_KIND
+                    )),
                 ])
                 .collect();
             outcome.errors.push(FieldError::not_supported(
@@ -113,6 +120,35 @@ pub fn admit_layers(
                 ));
             }
             outcome.errors = errors;
+        }
+        ObjectType::IpPool => {
+            let mut errors = Vec::new();
+            outcome.warnings =
+                schema::validate_metadata(outcome.object.get("metadata"), false, ctx, &mut errors);
+            match serde_json::from_value::<ipam::InClusterIpPool>(outcome.object.clone()) {
+                Err(e) => errors.push(FieldError::invalid("spec", &Value::Null, e.to_string())),
+                Ok(pool) => {
+                    if let Err(e) = crate::plan::ipam::parse_pool(&pool) {
+                        let at = outcome.object.pointer(&format!(
+                            "/{}",
+                            e.field.replace(['.', '['], "/").replace(']', "")
+                        ));
+                        errors.push(FieldError::invalid(
+                            &e.field,
+                            at.unwrap_or(&Value::Null),
+                            &e.message,
+                        ));
+                    }
+                }
+            }
+            outcome.errors = errors;
+        }
+        ObjectType::IpamRecord => {
+            outcome.errors.push(FieldError::invalid(
+                "kind",
+                &Value::String(kind_name.to_string()),
+                "IP address claims are made by the machine controller and bound by the IPAM provider (local mode binds them itself); give the pools (InClusterIPPool, GlobalInClusterIPPool) instead",
+            ));
         }
         ObjectType::Served(kind) => {
             let mut old_defaulted = old.cloned();

@@ -19,16 +19,21 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
+use super::api_server::dynamic_api;
 use super::context::now;
 use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
+use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
+use crate::plan::machine::ipam::wanted_claims;
 use crate::plan::machine::user_data::secret_name;
 use crate::plan::machine::{Requeue, VcenterTrouble};
 use crate::reconcile::kube_ops::KubeError;
-use crate::reconcile::machines::{SweepInput, SweepOutcome, key, machine_server, sweep};
+use crate::reconcile::machines::{
+    IpamObjects, SweepInput, SweepOutcome, key, machine_server, sweep,
+};
 pub use gate::{IDLE_REQUEUE, Sweeps};
 
 /// The controller's name in metrics and logs.
@@ -100,6 +105,59 @@ async fn user_data_secrets(
         }
     }
     Ok(out)
+}
+
+/// The IP address claims and addresses of the namespaces whose machines ask for IP pools
+/// (listed directly, one list per kind and namespace, only when some machine does: a cluster
+/// without static IPs needs neither the CRDs nor the permissions).
+async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> Result<IpamObjects, Error> {
+    let namespaces: std::collections::BTreeSet<String> = machines
+        .iter()
+        .filter(|m| !wanted_claims(m).is_empty())
+        .map(|m| m.metadata.namespace.clone().unwrap_or_default())
+        .collect();
+    let mut out = IpamObjects::default();
+    for ns in namespaces {
+        let claims = dynamic_api(&ctx.client, &ns, CLAIM_API_VERSION, CLAIM_KIND);
+        let list = claims
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| KubeError::from_client(format!("list IPAddressClaims in {ns}"), &e))?;
+        for o in list.items {
+            let c: IpAddressClaim = typed(o, "IPAddressClaim", &ns)?;
+            out.claims.insert(c.key(), c);
+        }
+        let addresses = dynamic_api(&ctx.client, &ns, CLAIM_API_VERSION, ADDRESS_KIND);
+        let list = addresses
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| KubeError::from_client(format!("list IPAddresses in {ns}"), &e))?;
+        for o in list.items {
+            let a: IpAddress = typed(o, "IPAddress", &ns)?;
+            let k = format!("{ns}/{}", a.metadata.name.as_deref().unwrap_or_default());
+            out.addresses.insert(k, a);
+        }
+    }
+    Ok(out)
+}
+
+/// A listed object as our type (a shape we cannot read is the IPAM provider's error to report).
+fn typed<T: serde::de::DeserializeOwned>(
+    o: kube::api::DynamicObject,
+    kind: &str,
+    ns: &str,
+) -> Result<T, Error> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            KubeError::new(
+                format!("read {kind} {ns}/{name}"),
+                crate::reconcile::kube_ops::KubeErrorKind::Invalid,
+                e.to_string(),
+            )
+            .into()
+        })
 }
 
 /// What the drain needs to know of a pod.
@@ -184,6 +242,7 @@ async fn sweep_server(
     let nodes: Vec<Node> = ctx.stores.nodes.valid();
     let pods = pods_for_drains(ctx, &machines).await?;
     let secrets = user_data_secrets(ctx, &machines).await?;
+    let ipam = ipam_objects(ctx, &machines).await?;
     let client = if server.is_empty() {
         Err(Failure::config(
             "spec.providerSpec.value.workspace.server: no vCenter named",
@@ -200,6 +259,7 @@ async fn sweep_server(
         nodes: &nodes,
         pods: &pods,
         secrets: &secrets,
+        ipam: &ipam,
         now: now(),
         dry_run: false,
     };

@@ -2,7 +2,7 @@
 //! controllers): phase `Deleting` → while preDrain hooks exist, `Drainable=False` and nothing
 //! else → drain (cordon, evict) → `Drained=True` → while preTerminate hooks exist,
 //! `Terminable=False` → power off → destroy → the VM confirmed gone by a fresh read → delete the
-//! Node → release the finalizer.
+//! Node, release the IP address claims → release the finalizer.
 //!
 //! Each pass takes the first unfinished rung and stops, so a hook added before the rung is
 //! reached always holds it (the etcd operator's quorum guard relies on that).
@@ -247,6 +247,17 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     if let Some(node) = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone()) {
         plan.kube.push(KubeStep::DeleteNode(node));
     }
+    // Its addresses go back to their pools only now that no VM can be using them.
+    let namespace = m
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    plan.kube
+        .extend(input.claims_held.iter().map(|name| KubeStep::ReleaseClaim {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        }));
     if let Some(f) = plan.machine.metadata.finalizers.as_mut() {
         f.retain(|f| f != MACHINE_FINALIZER);
     }
@@ -389,8 +400,19 @@ mod tests {
         );
         let mut i = input(&p.machine);
         i.nodes = &nodes;
+        // The IP address claims go with the finalizer, once the VM is gone (not before).
+        i.claims_held = vec!["m-0-claim-0-0".into()];
         let p = plan_machine(&i);
-        assert_eq!(p.kube, [KubeStep::DeleteNode("m-0".into())]);
+        assert_eq!(
+            p.kube,
+            [
+                KubeStep::DeleteNode("m-0".into()),
+                KubeStep::ReleaseClaim {
+                    namespace: "openshift-machine-api".into(),
+                    name: "m-0-claim-0-0".into()
+                }
+            ]
+        );
         assert!(p.machine.metadata.finalizers.as_ref().unwrap().is_empty());
     }
 

@@ -8,10 +8,12 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::PodInfo;
+use super::ipam::{claims_to_release, network};
 use super::user_data::user_data;
 use super::{MachineInput, NameHolder, TaskObs, VcenterTrouble, VmObs, vm_instance_uuid};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::ipam::{IpAddress, IpAddressClaim};
 use crate::api::machine::Machine;
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
@@ -181,7 +183,16 @@ pub struct Surroundings<'a> {
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
     /// The user data Secrets (`namespace/name`) of the machines that may clone.
     pub secrets: &'a BTreeMap<String, Secret>,
+    /// The IP address claims and addresses (`namespace/name`) of the machines' namespaces.
+    pub ipam: &'a IpamObjects,
     pub now: &'a Time,
+}
+
+/// The IP address claims and addresses a sweep read, by `namespace/name`.
+#[derive(Clone, Debug, Default)]
+pub struct IpamObjects {
+    pub claims: BTreeMap<String, IpAddressClaim>,
+    pub addresses: BTreeMap<String, IpAddress>,
 }
 
 /// The planner's input for `m` before vCenter is consulted (`trouble`: why it could not be).
@@ -206,6 +217,8 @@ pub fn base_input<'a>(
         in_vm_group: None,
         name_holder: None,
         user_data: user_data(m, around.secrets),
+        network: network(m, &around.ipam.claims, &around.ipam.addresses),
+        claims_held: claims_to_release(m, &around.ipam.claims),
         attached_tags: None,
         nodes: around.nodes,
         machines: around.machines,
