@@ -146,6 +146,7 @@ pub async fn run_machines(
         let ipam = IpamObjects {
             claims: snapshot.ip_claims.clone(),
             addresses: snapshot.ip_addresses.clone(),
+            unreadable: BTreeMap::new(),
         };
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
         let secrets: BTreeMap<String, Secret> = snapshot

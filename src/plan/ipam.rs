@@ -240,9 +240,7 @@ pub struct BindFailure {
 /// The pool a claim's `poolRef` names, as a key of [`InClusterIpPool::key`]. `kind` may be the
 /// kind or the plural resource (machine-api-operator writes the provider spec's `resource`
 /// there), in any case.
-fn pool_key(claim: &IpAddressClaim) -> Result<String, BindFailure> {
-    let r = &claim.spec.pool_ref;
-    let ns = claim.metadata.namespace.as_deref().unwrap_or("default");
+fn pool_key(r: &TypedLocalObjectReference, ns: &str) -> Result<String, BindFailure> {
     let group = r.api_group.as_deref().unwrap_or_default();
     let unknown = || BindFailure {
         reason: "PoolNotFound",
@@ -270,8 +268,8 @@ pub fn bind(
     pools: &BTreeMap<String, InClusterIpPool>,
     addresses: &BTreeMap<String, IpAddress>,
 ) -> Result<IpAddress, BindFailure> {
-    let key = pool_key(claim)?;
     let ns = claim.metadata.namespace.as_deref().unwrap_or("default");
+    let key = pool_key(&claim.spec.pool_ref, ns)?;
     let Some(pool) = pools.get(&key) else {
         let label = match key.split_once('/') {
             Some((kind, rest)) => format!("{kind} {rest}"),
@@ -289,14 +287,8 @@ pub fn bind(
     let used: BTreeSet<IpAddr> = addresses
         .values()
         .filter(|a| {
-            let probe = IpAddressClaim {
-                metadata: a.metadata.clone(),
-                spec: crate::api::ipam::IpAddressClaimSpec {
-                    pool_ref: a.spec.pool_ref.clone(),
-                },
-                ..Default::default()
-            };
-            pool_key(&probe).is_ok_and(|k| k == key)
+            let ns = a.metadata.namespace.as_deref().unwrap_or("default");
+            pool_key(&a.spec.pool_ref, ns).is_ok_and(|k| k == key)
         })
         .filter_map(|a| a.spec.address.parse().ok())
         .collect();

@@ -109,8 +109,10 @@ async fn user_data_secrets(
 
 /// The IP address claims and addresses of the namespaces whose machines ask for IP pools
 /// (listed directly, one list per kind and namespace, only when some machine does: a cluster
-/// without static IPs needs neither the CRDs nor the permissions).
-async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> Result<IpamObjects, Error> {
+/// without static IPs needs neither the CRDs nor the permissions). A namespace that cannot be
+/// read (no IPAM CRDs, no permission) holds only its machines with IP pools, named in
+/// [`IpamObjects::unreadable`].
+async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> IpamObjects {
     let namespaces: std::collections::BTreeSet<String> = machines
         .iter()
         .filter(|m| !wanted_claims(m).is_empty())
@@ -118,27 +120,35 @@ async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> Result<IpamObjects
         .collect();
     let mut out = IpamObjects::default();
     for ns in namespaces {
-        let claims = dynamic_api(&ctx.client, &ns, CLAIM_API_VERSION, CLAIM_KIND);
-        let list = claims
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| KubeError::from_client(format!("list IPAddressClaims in {ns}"), &e))?;
-        for o in list.items {
-            let c: IpAddressClaim = typed(o, "IPAddressClaim", &ns)?;
-            out.claims.insert(c.key(), c);
-        }
-        let addresses = dynamic_api(&ctx.client, &ns, CLAIM_API_VERSION, ADDRESS_KIND);
-        let list = addresses
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| KubeError::from_client(format!("list IPAddresses in {ns}"), &e))?;
-        for o in list.items {
-            let a: IpAddress = typed(o, "IPAddress", &ns)?;
-            let k = format!("{ns}/{}", a.metadata.name.as_deref().unwrap_or_default());
-            out.addresses.insert(k, a);
+        if let Err(e) = ipam_namespace(ctx, &ns, &mut out).await {
+            tracing::warn!(namespace = %ns, error = %e, "IP address claims unreadable");
+            out.unreadable.insert(ns, e.to_string());
         }
     }
-    Ok(out)
+    out
+}
+
+async fn ipam_namespace(ctx: &Context, ns: &str, out: &mut IpamObjects) -> Result<(), Error> {
+    let claims = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, CLAIM_KIND);
+    let list = claims
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| KubeError::from_client(format!("list IPAddressClaims in {ns}"), &e))?;
+    for o in list.items {
+        let c: IpAddressClaim = typed(o, "IPAddressClaim", ns)?;
+        out.claims.insert(c.key(), c);
+    }
+    let addresses = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, ADDRESS_KIND);
+    let list = addresses
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| KubeError::from_client(format!("list IPAddresses in {ns}"), &e))?;
+    for o in list.items {
+        let a: IpAddress = typed(o, "IPAddress", ns)?;
+        let k = format!("{ns}/{}", a.metadata.name.as_deref().unwrap_or_default());
+        out.addresses.insert(k, a);
+    }
+    Ok(())
 }
 
 /// A listed object as our type (a shape we cannot read is the IPAM provider's error to report).
@@ -242,7 +252,7 @@ async fn sweep_server(
     let nodes: Vec<Node> = ctx.stores.nodes.valid();
     let pods = pods_for_drains(ctx, &machines).await?;
     let secrets = user_data_secrets(ctx, &machines).await?;
-    let ipam = ipam_objects(ctx, &machines).await?;
+    let ipam = ipam_objects(ctx, &machines).await;
     let client = if server.is_empty() {
         Err(Failure::config(
             "spec.providerSpec.value.workspace.server: no vCenter named",

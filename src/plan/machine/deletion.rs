@@ -244,17 +244,26 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             now,
         );
     }
+    // Its addresses go back to their pools only now that no VM can be using them; claims that
+    // cannot be read keep the finalizer (they would never be released otherwise).
+    let held = match &input.claims_held {
+        Ok(held) => held,
+        Err(why) => {
+            plan.event(true, event::FAILED_DELETE, why.clone());
+            plan.requeue = Requeue::Backoff(why.clone());
+            return plan;
+        }
+    };
     if let Some(node) = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone()) {
         plan.kube.push(KubeStep::DeleteNode(node));
     }
-    // Its addresses go back to their pools only now that no VM can be using them.
     let namespace = m
         .metadata
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
     plan.kube
-        .extend(input.claims_held.iter().map(|name| KubeStep::ReleaseClaim {
+        .extend(held.iter().map(|name| KubeStep::ReleaseClaim {
             namespace: namespace.clone(),
             name: name.clone(),
         }));
@@ -401,7 +410,19 @@ mod tests {
         let mut i = input(&p.machine);
         i.nodes = &nodes;
         // The IP address claims go with the finalizer, once the VM is gone (not before).
-        i.claims_held = vec!["m-0-claim-0-0".into()];
+        i.claims_held = Err("the IP address claims of openshift-machine-api cannot be read".into());
+        let held = plan_machine(&i);
+        assert!(held.kube.is_empty(), "nothing released, nothing deleted");
+        assert!(held.requeue.failure().unwrap().contains("cannot be read"));
+        assert!(
+            held.machine
+                .metadata
+                .finalizers
+                .as_ref()
+                .unwrap()
+                .contains(&MACHINE_FINALIZER.to_string())
+        );
+        i.claims_held = Ok(vec!["m-0-claim-0-0".into()]);
         let p = plan_machine(&i);
         assert_eq!(
             p.kube,

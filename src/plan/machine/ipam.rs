@@ -185,6 +185,22 @@ pub fn network(
     }
 }
 
+/// The claims of the machine's namespace could not be read: it waits on every claim it asks
+/// for, saying why (so it backs off), and nothing is cloned.
+pub fn unreadable(m: &Machine, why: &str) -> Network {
+    let ns = m.metadata.namespace.as_deref().unwrap_or("default");
+    Network::Waiting {
+        create: Vec::new(),
+        unbound: wanted_claims(m)
+            .into_iter()
+            .map(|(_, _, _, name)| Unbound {
+                claim: format!("{ns}/{name}"),
+                why: Some(why.to_string()),
+            })
+            .collect(),
+    }
+}
+
 /// IPv4 prefix length as a dotted mask.
 fn dotted_mask(bits: u8) -> String {
     let mask = if bits == 0 {
@@ -447,5 +463,22 @@ mod tests {
         other.metadata.owner_references = None;
         claims.insert("ns/someone-else".into(), other);
         assert_eq!(claims_to_release(&m, &claims), ["w-0-claim-0-0"]);
+    }
+
+    #[test]
+    fn unreadable_claims_make_every_wanted_claim_wait_with_the_reason() {
+        let m = machine(pools());
+        match unreadable(&m, "list IPAddressClaims in ns: 404") {
+            Network::Waiting { create, unbound } => {
+                assert!(create.is_empty(), "nothing created blind");
+                assert_eq!(unbound.len(), 1);
+                assert_eq!(unbound[0].claim, "ns/w-0-claim-0-0");
+                assert_eq!(
+                    unbound[0].why.as_deref(),
+                    Some("list IPAddressClaims in ns: 404")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

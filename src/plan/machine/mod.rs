@@ -157,8 +157,9 @@ pub struct MachineInput<'a> {
     pub user_data: user_data::UserData,
     /// Its static IP configuration against the IP address claims read.
     pub network: ipam::Network,
-    /// Its IP address claims that exist (released once its VM is gone).
-    pub claims_held: Vec<String>,
+    /// Its IP address claims that exist (released once its VM is gone), or why they could not
+    /// be read (then its deletion cannot finish).
+    pub claims_held: Result<Vec<String>, String>,
     /// The tags attached to its VM, when the sweep read them ([`tags_to_check`] says when).
     pub attached_tags: Option<Vec<String>>,
     /// Every Node (the shells read them from their caches or store).
@@ -439,7 +440,7 @@ pub(crate) mod tests {
             name_holder: None,
             user_data: user_data::UserData::NotNamed,
             network: ipam::Network::Dhcp,
-            claims_held: Vec::new(),
+            claims_held: Ok(Vec::new()),
             attached_tags: None,
             nodes: &[],
             machines: &[],
