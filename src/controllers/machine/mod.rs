@@ -129,26 +129,28 @@ async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> IpamObjects {
 }
 
 async fn ipam_namespace(ctx: &Context, ns: &str, out: &mut IpamObjects) -> Result<(), Error> {
-    let claims = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, CLAIM_KIND);
-    let list = claims
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| KubeError::from_client(format!("list IPAddressClaims in {ns}"), &e))?;
-    for o in list.items {
-        let c: IpAddressClaim = typed(o, "IPAddressClaim", ns)?;
+    for c in list_typed::<IpAddressClaim>(ctx, ns, CLAIM_KIND).await? {
         out.claims.insert(c.key(), c);
     }
-    let addresses = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, ADDRESS_KIND);
-    let list = addresses
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| KubeError::from_client(format!("list IPAddresses in {ns}"), &e))?;
-    for o in list.items {
-        let a: IpAddress = typed(o, "IPAddress", ns)?;
+    for a in list_typed::<IpAddress>(ctx, ns, ADDRESS_KIND).await? {
         let k = format!("{ns}/{}", a.metadata.name.as_deref().unwrap_or_default());
         out.addresses.insert(k, a);
     }
     Ok(())
+}
+
+/// Every object of an IPAM `kind` in `ns`, as our type.
+async fn list_typed<T: serde::de::DeserializeOwned>(
+    ctx: &Context,
+    ns: &str,
+    kind: &str,
+) -> Result<Vec<T>, Error> {
+    let api = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, kind);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| KubeError::from_client(format!("list {kind}s in {ns}"), &e))?;
+    list.items.into_iter().map(|o| typed(o, kind, ns)).collect()
 }
 
 /// A listed object as our type (a shape we cannot read is the IPAM provider's error to report).
