@@ -34,6 +34,8 @@ trait World {
     fn put_check(&self, h: &MachineHealthCheck);
     fn machine(&self, name: &str) -> Option<Machine>;
     fn check(&self, name: &str) -> Option<MachineHealthCheck>;
+    /// An IPAddressClaim of `NS`, as stored.
+    fn claim(&self, name: &str) -> Option<serde_json::Value>;
 }
 
 struct Local(LocalCluster);
@@ -65,6 +67,15 @@ impl World for Local {
             .get(&format!("{NS}/{name}"))
             .cloned()
     }
+    fn claim(&self, name: &str) -> Option<serde_json::Value> {
+        let c = self
+            .0
+            .lock()
+            .ip_claims
+            .get(&format!("{NS}/{name}"))
+            .cloned()?;
+        Some(serde_json::to_value(c).unwrap())
+    }
 }
 
 struct Server(FakeApiServer, ApiServer);
@@ -85,6 +96,13 @@ impl World for Server {
     }
     fn check(&self, name: &str) -> Option<MachineHealthCheck> {
         self.0.get(Some(NS), name)
+    }
+    fn claim(&self, name: &str) -> Option<serde_json::Value> {
+        self.0.get_at(
+            "ipam.cluster.x-k8s.io/v1beta1/ipaddressclaims",
+            Some(NS),
+            name,
+        )
     }
 }
 
@@ -145,6 +163,7 @@ impl Real {
 
 const REAL_MACHINES: &str = "machines.machine.openshift.io";
 const REAL_CHECKS: &str = "machinehealthchecks.machine.openshift.io";
+const REAL_CLAIMS: &str = "ipaddressclaims.ipam.cluster.x-k8s.io";
 
 impl World for Real {
     type Ops = ApiServer;
@@ -163,6 +182,9 @@ impl World for Real {
     fn check(&self, name: &str) -> Option<MachineHealthCheck> {
         self.get(REAL_CHECKS, name)
     }
+    fn claim(&self, name: &str) -> Option<serde_json::Value> {
+        self.get(REAL_CLAIMS, name)
+    }
 }
 
 async fn real_server() -> Real {
@@ -174,7 +196,15 @@ async fn real_server() -> Real {
     if !cp.kubectl(&admin, &["get", "namespace", NS]).success {
         cp.kubectl(&admin, &["create", "namespace", NS]).ok();
     }
-    for resource in [REAL_MACHINES, REAL_CHECKS] {
+    // The IPAM kinds are no CRD of ours: the test-only ones (see tests/fixtures/crds/SOURCES.md).
+    cp.apply(
+        &admin,
+        "tests/fixtures/crds/ipam.cluster.x-k8s.io.test-only.yaml",
+        None,
+    )
+    .ok();
+    cp.wait_established(&[REAL_CLAIMS]);
+    for resource in [REAL_MACHINES, REAL_CHECKS, REAL_CLAIMS] {
         let names = cp
             .kubectl(&admin, &["get", resource, "-n", NS, "-o", "name"])
             .ok()
@@ -327,6 +357,43 @@ async fn a_check_s_annotation_and_status_are_written<W: World>(w: W) {
     );
 }
 
+/// An IP address claim is created once (a second create of the same name is fine: it was
+/// ours), carries the protection finalizer, and is released — finalizer dropped, deleted — once;
+/// releasing one that is gone is fine.
+async fn an_ip_address_claim_is_created_once_and_released<W: World>(w: W) {
+    use vsphere_provider::api::machine::AddressesFromPool;
+    use vsphere_provider::plan::machine::ipam::{NewClaim, claim_object};
+    let claim = claim_object(&NewClaim {
+        namespace: NS.into(),
+        name: "m-claim-0-0".into(),
+        pool: AddressesFromPool {
+            group: "ipam.cluster.x-k8s.io".into(),
+            resource: "InClusterIPPool".into(),
+            name: "workers".into(),
+        },
+        machine: "m".into(),
+        machine_uid: "uid-m".into(),
+    });
+    w.ops().create_ip_address_claim(&claim).await.unwrap();
+    w.ops().create_ip_address_claim(&claim).await.unwrap();
+    let stored = w.claim("m-claim-0-0").expect("created");
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!(["machine.openshift.io/ip-claim-protection"])
+    );
+    assert_eq!(stored["spec"]["poolRef"]["kind"], "InClusterIPPool");
+    assert_eq!(stored["metadata"]["ownerReferences"][0]["uid"], "uid-m");
+    w.ops()
+        .release_ip_address_claim(NS, "m-claim-0-0")
+        .await
+        .unwrap();
+    assert!(w.claim("m-claim-0-0").is_none(), "released");
+    w.ops()
+        .release_ip_address_claim(NS, "m-claim-0-0")
+        .await
+        .unwrap();
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod local_cluster {
@@ -342,6 +409,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    an_ip_address_claim_is_created_once_and_released,
     labels_and_annotations_removed_are_gone,
     a_released_deleting_machine_is_gone,
     create_conflicts_and_missing_objects_are_typed,

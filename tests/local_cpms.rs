@@ -523,3 +523,57 @@ async fn adding_a_third_zone_moves_exactly_one_machine() {
         "{events:?}"
     );
 }
+
+/// `--no-state` twice: the second run knows none of the set's Machines (they are not in the
+/// manifests and there is no state), finds their VMs by the identity each carries
+/// (`vsphere-provider.machine`), recreates each Machine under its own name and adopts its VM —
+/// exactly three VMs, the same three names, never a second control plane.
+#[tokio::test]
+async fn no_state_twice_adopts_the_sets_vms_and_never_makes_a_second_control_plane() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let w = workdir();
+    std::fs::write(w.manifests.join("zones.yaml"), zones()).unwrap();
+    std::fs::write(w.manifests.join("cpms.yaml"), cpms(4)).unwrap();
+    let run_no_state = || local_run::reconcile_no_state(&sim, &w.manifests, &["--simulate-nodes"]);
+    let vm_names = || async {
+        let inv = admin(&sim).inventory().await.unwrap();
+        let mut names: Vec<String> = inv
+            .iter()
+            .filter(|e| e.vm.as_ref().is_some_and(|v| v.machine.is_some()))
+            .map(|e| e.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let first = run_no_state();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let names: Vec<String> = machines(&first).into_iter().map(|m| m.0).collect();
+    assert_eq!(names.len(), 3);
+    assert_eq!(vm_names().await, names);
+
+    let second = run_no_state();
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(
+        vm_names().await,
+        names,
+        "exactly the three VMs of the first run"
+    );
+    let again: Vec<String> = machines(&second).into_iter().map(|m| m.0).collect();
+    assert_eq!(
+        again, names,
+        "the set's machines recreated under their own names"
+    );
+    for m in items(&second, "Machine") {
+        assert_eq!(m["status"]["phase"], "Running", "{m}");
+    }
+    let adopted = items(&second, "Event")
+        .into_iter()
+        .filter(|e| e["reason"] == "Adopted")
+        .count();
+    assert_eq!(adopted, 3, "{}", second.list);
+    assert!(
+        second.stderr.contains("0 machine change(s) in vCenter"),
+        "nothing cloned, nothing powered: {}",
+        second.stderr
+    );
+}

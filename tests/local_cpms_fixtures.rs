@@ -27,6 +27,26 @@ use local_run::{Run, admin, workdir};
 const SERVER: &str = "vcs8e-vc.ocp2.dev.cluster.com";
 const INFRA_ID: &str = "ngirard-dev-bwnz9";
 
+/// Fixture 01 with its static IP pool served locally: the installer's pool
+/// (`installer.openshift.io` `IPPool`) is fulfilled by OpenShift's own IPAM controller, while
+/// local mode is the IPAM provider only for the in-cluster provider's pools, so the pool
+/// reference is pointed at a GlobalInClusterIPPool of the same name, written beside it into
+/// `dir` (nothing else of the fixture changes).
+fn fixture_01_with_local_pool(dir: &Path) -> String {
+    std::fs::write(
+        dir.join("pool.yaml"),
+        "apiVersion: ipam.cluster.x-k8s.io/v1alpha2\nkind: GlobalInClusterIPPool\nmetadata: {name: default-0}\nspec: {addresses: [10.38.0.10-10.38.0.20], prefix: 24, gateway: 10.38.0.1}\n",
+    )
+    .unwrap();
+    std::fs::read_to_string(fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml"))
+        .unwrap()
+        .replace(
+            "group: installer.openshift.io",
+            "group: ipam.cluster.x-k8s.io",
+        )
+        .replace("resource: IPPool", "resource: GlobalInClusterIPPool")
+}
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/manifests/upstream")
@@ -163,11 +183,11 @@ fn cluster_of(zone_label: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fixture_cpms_01_unchanged_three_machines_one_per_domain_static_ip_devices_kept() {
+async fn fixture_cpms_01_three_machines_one_per_domain_static_ips_from_a_pool() {
     let sim = estate().await;
     let w = workdir();
     let (m, state) = (w.manifests.clone(), w.state.clone());
-    let original = std::fs::read(fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml")).unwrap();
+    let original = fixture_01_with_local_pool(&m).into_bytes();
     std::fs::write(m.join("cpms.yaml"), &original).unwrap();
     std::fs::write(
         m.join("infrastructure.json"),
@@ -216,13 +236,20 @@ async fn fixture_cpms_01_unchanged_three_machines_one_per_domain_static_ip_devic
         "{cp}"
     );
 
-    // Static IPs from IP pools are not implemented: each machine says so (its NIC uses DHCP).
-    let warned: Vec<_> = run
-        .items("Event")
+    // Static IPs: one claim per machine, bound to the pool's first free addresses, in order.
+    let mut addresses: Vec<String> = run
+        .items("IPAddress")
         .into_iter()
-        .filter(|e| e["reason"] == "StaticIPNotImplemented" && e["type"] == "Warning")
+        .map(|a| a["spec"]["address"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(warned.len(), 3, "{}", run.list);
+    addresses.sort();
+    assert_eq!(
+        addresses,
+        ["10.38.0.10", "10.38.0.11", "10.38.0.12"],
+        "{}",
+        run.list
+    );
+    assert_eq!(run.items("IPAddressClaim").len(), 3);
 
     // The manifest is left as it was, and a re-run changes nothing.
     assert_eq!(std::fs::read(m.join("cpms.yaml")).unwrap(), original);
@@ -253,7 +280,7 @@ async fn fixture_cpms_02_fragments_unchanged_three_replicas_over_two_domains() {
         "status": {"infrastructureName": INFRA_ID},
     });
     // The CPMS of fixture 01 with fixture 02's failure domains.
-    let one = std::fs::read_to_string(fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml")).unwrap();
+    let one = fixture_01_with_local_pool(&m);
     let mut cpms: Value = serde_saphyr::from_str(&one).unwrap();
     cpms["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["failureDomains"] =
         docs[1]["template"]["machines_v1beta1_machine_openshift_io"]["failureDomains"].clone();
@@ -305,11 +332,7 @@ async fn an_aliased_vcenter_takes_the_credentials_of_the_cluster_naming_it() {
         .await;
     let w = workdir();
     let (m, state) = (w.manifests.clone(), w.state.clone());
-    std::fs::copy(
-        fixture("cpms-01-cpms-vsphere-3fd-static-ip.yaml"),
-        m.join("cpms.yaml"),
-    )
-    .unwrap();
+    std::fs::write(m.join("cpms.yaml"), fixture_01_with_local_pool(&m)).unwrap();
     std::fs::write(
         m.join("infrastructure.json"),
         infrastructure_for_01().to_string(),

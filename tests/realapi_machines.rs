@@ -969,3 +969,154 @@ async fn a_health_check_remediates_a_not_ready_node_and_short_circuits_past_max_
     env.manager.assert_never_forbidden();
     eprintln!("realapi_machines: mhc test took {:.2?}", started.elapsed());
 }
+
+/// Static IPs on the real API server: a worker whose NIC names an `InClusterIPPool` gets one
+/// `IPAddressClaim` (`<machine>-claim-0-0`, controlled by the Machine, held by upstream's
+/// finalizer); while it is unbound the Machine waits, naming the claim, and nothing is cloned.
+/// **The test plays the IPAM provider** (cluster-api-ipam-provider-in-cluster is not running):
+/// it creates the `IPAddress` and binds the claim (`status.addressRef`, status subresource).
+/// Then the clone happens, with the address in the afterburn kargs read back from vcsim; deleting
+/// the Machine releases the claim (finalizer dropped, claim deleted — there is no garbage
+/// collector here) once the VM is gone. The IPAM CRDs are test-only minimal ones
+/// (tests/fixtures/crds/ipam.cluster.x-k8s.io.test-only.yaml, see SOURCES.md there). No 403:
+/// config/rbac covers the claims and addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_ip_machine_waits_for_its_bound_claim_then_clones_with_the_kargs() {
+    let _one = ONE_MANAGER.lock().await;
+    let env = Env::start("ipam").await;
+    let ns = env.ns.clone();
+    env.cp
+        .apply(
+            ADMIN,
+            "tests/fixtures/crds/ipam.cluster.x-k8s.io.test-only.yaml",
+            None,
+        )
+        .ok();
+    env.cp.wait_established(&[
+        "ipaddressclaims.ipam.cluster.x-k8s.io",
+        "ipaddresses.ipam.cluster.x-k8s.io",
+        "inclusterippools.ipam.cluster.x-k8s.io",
+        "globalinclusterippools.ipam.cluster.x-k8s.io",
+    ]);
+    env.apply(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+        "metadata": {"name": "workers", "namespace": ns},
+        "spec": {"addresses": ["10.10.0.5-10.10.0.9"], "prefix": 24, "gateway": "10.10.0.1"}
+    }));
+    let mut m = worker(&ns, "ip-0", &env.zones[0], json!({}));
+    m["spec"]["providerSpec"]["value"]["network"]["devices"] = json!([{
+        "nameservers": ["10.10.0.53"],
+        "addressesFromPools": [{"group": "ipam.cluster.x-k8s.io", "resource": "InClusterIPPool", "name": "workers"}]
+    }]);
+    env.apply(m);
+
+    let claim_kind = "ipaddressclaims.ipam.cluster.x-k8s.io";
+    let claim = wait_for("the claim", Duration::from_secs(60), || {
+        env.get(claim_kind, "ip-0-claim-0-0", true)
+    })
+    .await;
+    let machine = env.machine("ip-0").unwrap();
+    let owner = &claim["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "Machine", "{claim}");
+    assert_eq!(owner["uid"], machine["metadata"]["uid"], "{claim}");
+    assert_eq!(owner["controller"], true, "{claim}");
+    assert_eq!(
+        claim["metadata"]["finalizers"],
+        json!(["machine.openshift.io/ip-claim-protection"])
+    );
+    assert_eq!(
+        claim["spec"]["poolRef"],
+        json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "workers"})
+    );
+    let waiting = wait_for("the machine waiting", Duration::from_secs(60), || {
+        env.machine("ip-0").filter(|m| {
+            m["status"]["providerStatus"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "IPAddressClaimed" && c["reason"] == "WaitingForIPAddress")
+        })
+    })
+    .await;
+    assert!(
+        waiting
+            .to_string()
+            .contains(&format!("{ns}/ip-0-claim-0-0")),
+        "{waiting}"
+    );
+    let uid = machine["metadata"]["uid"].as_str().unwrap().to_string();
+    let vc = env.vcenter();
+    let has_vm = || async {
+        vc.inventory()
+            .await
+            .unwrap()
+            .vm_by_instance_uuid(&uid)
+            .is_some()
+    };
+    assert!(!has_vm().await, "nothing cloned while the claim is unbound");
+    assert!(waiting["spec"]["providerID"].is_null());
+
+    // The test, as the IPAM provider: an IPAddress for the claim, and the claim bound to it.
+    env.apply(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddress",
+        "metadata": {"name": "ip-0-claim-0-0", "namespace": ns},
+        "spec": {"claimRef": {"name": "ip-0-claim-0-0"},
+                 "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "workers"},
+                 "address": "10.10.0.5", "prefix": 24, "gateway": "10.10.0.1"}
+    }));
+    env.kubectl(&[
+        "patch",
+        claim_kind,
+        "ip-0-claim-0-0",
+        "-n",
+        &ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"addressRef":{"name":"ip-0-claim-0-0"}}}"#,
+    ])
+    .ok();
+
+    wait_for("the clone", Duration::from_secs(90), || {
+        env.machine("ip-0")
+            .filter(|m| m["spec"]["providerID"].is_string())
+    })
+    .await;
+    let inv = vc.inventory().await.unwrap();
+    let vm = inv.vm_by_instance_uuid(&uid).expect("the VM").moref.clone();
+    let props = vc
+        .retrieve_objects(&[vm], "VirtualMachine", &["config.extraConfig"])
+        .await
+        .unwrap();
+    let kargs = props[0].props["config.extraConfig"]
+        .children
+        .iter()
+        .find(|o| o.child_text("key") == Some("guestinfo.afterburn.initrd.network-kargs"))
+        .and_then(|o| o.child_text("value"))
+        .map(str::to_string);
+    assert_eq!(
+        kargs.as_deref(),
+        Some("ip=10.10.0.5::10.10.0.1:255.255.255.0:::none nameserver=10.10.0.53 ")
+    );
+
+    // Deleted: the VM goes, then the claim.
+    env.kubectl(&[
+        "delete",
+        "machine.machine.openshift.io",
+        "ip-0",
+        "-n",
+        &ns,
+        "--wait=false",
+    ])
+    .ok();
+    wait_for("the machine gone", Duration::from_secs(120), || {
+        env.machine("ip-0").is_none().then_some(())
+    })
+    .await;
+    assert!(!has_vm().await, "the VM is gone");
+    assert!(
+        env.get(claim_kind, "ip-0-claim-0-0", true).is_none(),
+        "the claim is released"
+    );
+    env.manager.assert_never_forbidden();
+}

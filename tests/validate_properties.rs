@@ -152,6 +152,9 @@ fn typed_round_trip_of_admitted_samples() {
             manifest::Object::Secret(o) => serde_json::to_value(o),
             manifest::Object::Node(o) => serde_json::to_value(o),
             manifest::Object::Infrastructure(o) => serde_json::to_value(o),
+            manifest::Object::IpPool(o) => serde_json::to_value(o),
+            manifest::Object::IpAddressClaim(o) => serde_json::to_value(o),
+            manifest::Object::IpAddress(o) => serde_json::to_value(o),
         }
         .unwrap();
         let again = admit(&back, None, &Ctx::default());

@@ -72,6 +72,12 @@ pub mod condition {
     pub const VM_NAME_IN_USE: &str = "VMNameInUse";
     /// Ours: the user data Secret (or its `userData` key) is missing; nothing is cloned.
     pub const USER_DATA_UNAVAILABLE: &str = "UserDataUnavailable";
+    /// The provider status condition upstream records for the IP address claims.
+    pub const IP_ADDRESS_CLAIMED: &str = "IPAddressClaimed";
+    /// IPAddressClaimed: every claim is bound.
+    pub const IP_ADDRESSES_CLAIMED: &str = "IPAddressesClaimed";
+    /// IPAddressClaimed (and MachineCreation): claims not yet bound; nothing is cloned.
+    pub const WAITING_FOR_IP_ADDRESS: &str = "WaitingForIPAddress";
 }
 
 /// `status.errorReason` values (openshift/api `MachineStatusError`).
@@ -102,6 +108,6 @@ pub mod event {
     pub const ADOPTED: &str = "Adopted";
     /// Ours: see [`super::condition::VM_NAME_IN_USE`].
     pub const VM_NAME_IN_USE: &str = "VMNameInUse";
-    /// Ours: a device asks for static IPs from IP pools, which are not implemented yet.
-    pub const STATIC_IP_NOT_IMPLEMENTED: &str = "StaticIPNotImplemented";
+    /// Ours: the machine created the IP address claims of its static IPs.
+    pub const IP_ADDRESS_CLAIMED: &str = "IPAddressClaimCreated";
 }

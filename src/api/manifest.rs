@@ -103,6 +103,13 @@ pub enum Object {
     Node(Box<k8s_openapi::api::core::v1::Node>),
     /// OpenShift's `config.openshift.io/v1` Infrastructure (its vSphere failure domains).
     Infrastructure(Box<super::Infrastructure>),
+    /// The in-cluster IPAM provider's `InClusterIPPool` or `GlobalInClusterIPPool` (local mode
+    /// allocates from it).
+    IpPool(Box<super::ipam::InClusterIpPool>),
+    /// A CAPI `IPAddressClaim` (local mode's state file only: the machine controller makes them).
+    IpAddressClaim(Box<super::ipam::IpAddressClaim>),
+    /// A CAPI `IPAddress` (local mode's state file only: local mode's IPAM makes them).
+    IpAddress(Box<super::ipam::IpAddress>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -116,6 +123,11 @@ pub enum ObjectType {
     Node,
     /// OpenShift's `config.openshift.io/v1` Infrastructure (no CRD served for it).
     Infrastructure,
+    /// An in-cluster IPAM provider pool (`ipam.cluster.x-k8s.io/v1alpha2`).
+    IpPool,
+    /// A CAPI `IPAddressClaim` or `IPAddress` (`ipam.cluster.x-k8s.io/v1beta1`): made by the
+    /// controllers, never given in manifests.
+    IpamRecord,
     /// Anything else.
     Unknown,
 }
@@ -190,6 +202,11 @@ impl LoadedObject {
             ObjectType::Secret => Object::Secret(serde_json::from_value(v)?),
             ObjectType::Node => Object::Node(serde_json::from_value(v)?),
             ObjectType::Infrastructure => Object::Infrastructure(serde_json::from_value(v)?),
+            ObjectType::IpPool => Object::IpPool(serde_json::from_value(v)?),
+            ObjectType::IpamRecord if self.kind() == super::ipam::CLAIM_KIND => {
+                Object::IpAddressClaim(serde_json::from_value(v)?)
+            }
+            ObjectType::IpamRecord => Object::IpAddress(serde_json::from_value(v)?),
             ObjectType::Unknown => {
                 return Err(serde::de::Error::custom(format!(
                     "unknown kind {}/{}",
@@ -214,6 +231,17 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
     }
     if api_version == super::infrastructure::API_VERSION && kind == super::infrastructure::KIND {
         return ObjectType::Infrastructure;
+    }
+    use super::ipam;
+    if api_version == ipam::POOL_API_VERSION
+        && (kind == ipam::POOL_KIND || kind == ipam::GLOBAL_POOL_KIND)
+    {
+        return ObjectType::IpPool;
+    }
+    if api_version == ipam::CLAIM_API_VERSION
+        && (kind == ipam::CLAIM_KIND || kind == ipam::ADDRESS_KIND)
+    {
+        return ObjectType::IpamRecord;
     }
     ObjectType::Unknown
 }

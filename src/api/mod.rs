@@ -23,6 +23,7 @@ pub mod deployment_zone;
 pub mod failure_domain;
 pub mod health_values;
 pub mod infrastructure;
+pub mod ipam;
 pub mod machine;
 pub mod machine_health_check;
 pub mod machine_status;

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
+use crate::api::ipam::{CLAIM_API_VERSION, CLAIM_FINALIZER, CLAIM_KIND, IpAddressClaim};
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::RequestRef;
@@ -72,6 +73,21 @@ impl ApiServer {
         match self.call(|| action.clone(), f).await? {
             Ok(v) => Ok(v),
             Err(e) => Err(KubeError::from_client(action, &e)),
+        }
+    }
+}
+
+impl ApiServer {
+    /// A delete under the timeout; gone already is done.
+    async fn delete_gone_ok<T>(
+        &self,
+        action: impl Fn() -> String,
+        f: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<(), KubeError> {
+        match self.call(&action, f).await? {
+            Ok(_) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(KubeError::from_client(action(), &e)),
         }
     }
 }
@@ -225,14 +241,8 @@ impl KubeOps for ApiServer {
     async fn delete_machine(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), namespace);
         let action = || format!("delete Machine {namespace}/{name}");
-        match self
-            .call(action, api.delete(name, &DeleteParams::default()))
-            .await?
-        {
-            Ok(_) => Ok(()),
-            Err(e) if not_found(&e) => Ok(()),
-            Err(e) => Err(KubeError::from_client(action(), &e)),
-        }
+        self.delete_gone_ok(action, api.delete(name, &DeleteParams::default()))
+            .await
     }
 
     async fn cordon(&self, node: &str) -> Result<(), KubeError> {
@@ -264,14 +274,67 @@ impl KubeOps for ApiServer {
     async fn delete_node(&self, node: &str) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let action = || format!("delete Node {node}");
-        match self
-            .call(action, api.delete(node, &DeleteParams::default()))
-            .await?
-        {
+        self.delete_gone_ok(action, api.delete(node, &DeleteParams::default()))
+            .await
+    }
+
+    async fn create_ip_address_claim(&self, claim: &IpAddressClaim) -> Result<(), KubeError> {
+        let ns = claim.metadata.namespace.clone().unwrap_or_default();
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let action = || format!("create IPAddressClaim {ns}/{name}");
+        let obj: DynamicObject = serde_json::to_value(claim)
+            .and_then(serde_json::from_value)
+            .map_err(|e| KubeError::new(action(), KubeErrorKind::Invalid, e.to_string()))?;
+        let api = dynamic_api(&self.client, &ns, CLAIM_API_VERSION, CLAIM_KIND);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match self.call(action, api.create(&pp, &obj)).await? {
             Ok(_) => Ok(()),
-            Err(e) if not_found(&e) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => Err(KubeError::from_client(action(), &e)),
         }
+    }
+
+    async fn release_ip_address_claim(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
+        let api = dynamic_api(&self.client, namespace, CLAIM_API_VERSION, CLAIM_KIND);
+        let claim = self
+            .call_typed(
+                || format!("get IPAddressClaim {namespace}/{name}"),
+                api.get_opt(name),
+            )
+            .await?;
+        let Some(claim) = claim else {
+            return Ok(());
+        };
+        let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+        if finalizers.iter().any(|f| f == CLAIM_FINALIZER) {
+            // Only our finalizer goes, guarded by the version read (another one may be added).
+            let keep: Vec<&String> = finalizers
+                .iter()
+                .filter(|f| *f != CLAIM_FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {
+                "resourceVersion": claim.metadata.resource_version,
+                "finalizers": keep,
+            }});
+            let action = || format!("remove the finalizer of IPAddressClaim {namespace}/{name}");
+            match self
+                .call(
+                    action,
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await?
+            {
+                Ok(_) => {}
+                Err(e) if not_found(&e) => return Ok(()),
+                Err(e) => return Err(KubeError::from_client(action(), &e)),
+            }
+        }
+        let action = || format!("delete IPAddressClaim {namespace}/{name}");
+        self.delete_gone_ok(action, api.delete(name, &DeleteParams::default()))
+            .await
     }
 
     async fn event(&self, e: EventRecord) {
@@ -351,14 +414,8 @@ impl KubeOps for ApiServer {
     ) -> Result<(), KubeError> {
         let api = dynamic_api(&self.client, namespace, &request.api_version, &request.kind);
         let action = || format!("delete {} {namespace}/{}", request.kind, request.name);
-        match self
-            .call(action, api.delete(&request.name, &DeleteParams::default()))
-            .await?
-        {
-            Ok(_) => Ok(()),
-            Err(e) if not_found(&e) => Ok(()),
-            Err(e) => Err(KubeError::from_client(action(), &e)),
-        }
+        self.delete_gone_ok(action, api.delete(&request.name, &DeleteParams::default()))
+            .await
     }
 }
 

@@ -170,6 +170,7 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
         nodes: &nodes,
         now: &now,
         seed: uuid::Uuid::new_v4().as_u128() as u64,
+        recovered: &Default::default(),
     };
     let p = plan(&input);
     let kube = ctx.api_server();

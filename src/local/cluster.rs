@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::store::{Store, key};
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
+use crate::api::ipam::IpAddressClaim;
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::RequestRef;
@@ -187,6 +188,39 @@ impl KubeOps for LocalCluster {
         self.with(|s| {
             s.nodes.remove(node);
             s.manifest_nodes.remove(node);
+            Ok(())
+        })
+    }
+
+    async fn create_ip_address_claim(&self, claim: &IpAddressClaim) -> Result<(), KubeError> {
+        let mut claim = claim.clone();
+        claim
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".into());
+        let k = claim.key();
+        let now = self.now.clone();
+        self.with(|s| {
+            s.ip_claims.entry(k).or_insert_with(|| {
+                claim.metadata.uid = Some(uuid::Uuid::new_v4().to_string());
+                claim.metadata.creation_timestamp = Some(now);
+                claim.metadata.generation = Some(1);
+                claim
+            });
+            Ok(())
+        })
+    }
+
+    async fn release_ip_address_claim(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
+        let k = key(Some(namespace), name);
+        self.with(|s| {
+            // No finalizer is left to hold it and nothing else does: the claim goes, and with it
+            // its address (as the in-cluster provider frees it).
+            s.ip_claims.remove(&k);
+            s.ip_addresses.retain(|_, a| {
+                !(a.metadata.namespace.as_deref() == Some(namespace)
+                    && a.spec.claim_ref.name == name)
+            });
             Ok(())
         })
     }

@@ -3,6 +3,10 @@
 //! (`reconcile::cpms`). A set carries the same finalizer as in the cluster, so `--delete
 //! controlplanemachineset/NAME` releases its machines (strips the owner references) and deletes
 //! none of them.
+//!
+//! A run that does not know the set's Machines (`--no-state`, a lost state file, manifests run
+//! from elsewhere) finds them by the identity their VMs carry and recreates each under its own
+//! name, so the machine controller adopts the VM: never a second control plane.
 use std::collections::BTreeMap;
 
 use super::cluster::LocalCluster;
@@ -11,6 +15,7 @@ use crate::api::Machine;
 use crate::api::control_plane_machine_set::CPMS_FINALIZER;
 use crate::api::infrastructure::CLUSTER;
 use crate::plan::cpms::domains::{domain_states, node_states};
+use crate::plan::cpms::naming::recovered_names;
 use crate::plan::cpms::{CpmsInput, plan};
 use crate::reconcile::cpms::{Applied, apply, release};
 use crate::vcenter::Inventory;
@@ -58,6 +63,14 @@ pub async fn cpms_pass(
             snapshot.infrastructures.get(CLUSTER),
             inventories,
         );
+        // Machines of the set whose Machine this run does not know (`--no-state`, a lost state
+        // file) but whose VMs are there: recreated under their names, so they are adopted.
+        let ns = cpms.metadata.namespace.as_deref().unwrap_or("default");
+        let identities = inventories
+            .values()
+            .flat_map(|inv| inv.iter())
+            .filter_map(|e| e.vm.as_ref()?.machine.as_deref());
+        let recovered = recovered_names(&cpms.spec, ns, identities);
         let input = CpmsInput {
             cpms,
             machines: &machines,
@@ -65,6 +78,7 @@ pub async fn cpms_pass(
             nodes: &nodes,
             now: &cluster.now,
             seed: uuid::Uuid::new_v4().as_u128() as u64,
+            recovered: &recovered,
         };
         let p = plan(&input);
         let done = apply(cluster, &input, &p, &doms).await;

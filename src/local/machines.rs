@@ -14,12 +14,13 @@ use super::cluster::LocalCluster;
 use super::cpms::cpms_pass;
 use super::driver::{Options, client_for, connect_to};
 use super::health::health_pass;
+use super::ipam::bind_claims;
 use crate::api::machine::Machine;
 use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::plan::cpms::domains::servers;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
-use crate::reconcile::machines::{SweepInput, machine_server, sweep};
+use crate::reconcile::machines::{IpamObjects, SweepInput, machine_server, sweep};
 use crate::reconcile::views::ServerViews;
 use crate::vcenter::Endpoint;
 use crate::vcenter::Inventory;
@@ -137,7 +138,16 @@ pub async fn run_machines(
                 .map(|(k, _)| k.clone())
                 .collect();
         }
+        // Local mode is the IPAM provider: claims made last round are bound before the sweep.
+        if !opts.dry_run {
+            changed |= bind_claims(cluster);
+        }
         let snapshot = cluster.lock().clone();
+        let ipam = IpamObjects {
+            claims: snapshot.ip_claims.clone(),
+            addresses: snapshot.ip_addresses.clone(),
+            unreadable: BTreeMap::new(),
+        };
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
         let secrets: BTreeMap<String, Secret> = snapshot
             .secrets
@@ -194,6 +204,7 @@ pub async fn run_machines(
                 nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),
                 pods: &BTreeMap::new(),
                 secrets: &secrets,
+                ipam: &ipam,
                 now: opts.now.clone(),
                 dry_run: opts.dry_run,
             };

@@ -6,6 +6,7 @@ pub mod cpms;
 pub mod deletes;
 pub mod driver;
 pub mod health;
+pub mod ipam;
 pub mod machines;
 pub mod overlay;
 pub mod print;

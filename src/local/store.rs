@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::api::ipam::{InClusterIpPool, IpAddress, IpAddressClaim};
 use crate::api::manifest::{LoadedObject, Object, load_paths};
 use crate::api::{
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
@@ -51,6 +52,14 @@ pub struct Store {
     /// OpenShift's Infrastructure objects by name (only `cluster` is read: its vSphere failure
     /// domains back CPMS domain names that name no deployment zone).
     pub infrastructures: BTreeMap<String, Infrastructure>,
+    /// IP pools (`InClusterIPPool` / `GlobalInClusterIPPool`) from the manifests only, by
+    /// [`InClusterIpPool::key`]: local mode is their IPAM provider.
+    pub ip_pools: BTreeMap<String, InClusterIpPool>,
+    /// IP address claims the machines made, by `namespace/name` (kept in the state file).
+    pub ip_claims: BTreeMap<String, IpAddressClaim>,
+    /// IP addresses local mode allocated for the claims, by `namespace/name` (kept in the
+    /// state file, so an address stays its claim's across runs).
+    pub ip_addresses: BTreeMap<String, IpAddress>,
     /// Every event so far (the state file keeps the newest [`EVENTS_KEPT`]).
     pub events: Vec<Event>,
     /// How many of `events` were there before this run.
@@ -198,6 +207,25 @@ impl Store {
                 let k = i.metadata.name.clone().unwrap_or_default();
                 put(&mut self.infrastructures, k, *i)
             }
+            Object::IpPool(p) => {
+                let mut p = *p;
+                if p.global() {
+                    p.metadata.namespace = None;
+                } else {
+                    p.metadata.namespace.get_or_insert_with(|| "default".into());
+                }
+                put(&mut self.ip_pools, p.key(), p)
+            }
+            Object::IpAddressClaim(c) => {
+                let mut c = *c;
+                let k = namespaced(&mut c.metadata);
+                put(&mut self.ip_claims, k, c)
+            }
+            Object::IpAddress(a) => {
+                let mut a = *a;
+                let k = namespaced(&mut a.metadata);
+                put(&mut self.ip_addresses, k, a)
+            }
         }
     }
 
@@ -277,6 +305,10 @@ impl Store {
                     .entry(k.clone())
                     .or_insert_with(|| i.clone());
             }
+            // Claims and addresses are the controllers' (never in manifests); pools are the
+            // manifests' only.
+            self.ip_claims = st.ip_claims.clone();
+            self.ip_addresses = st.ip_addresses.clone();
             self.events = st.events.clone();
         }
         self.events_before_run = self.events.len();
@@ -311,8 +343,9 @@ impl Store {
         }
     }
 
-    /// Every object (never Secrets), as JSON, in a stable order: infrastructures, failure
-    /// domains, zones, clusters, machine sets, health checks, machines, nodes.
+    /// Every object (never Secrets, never the pools: they come from the manifests), as JSON, in a
+    /// stable order: infrastructures, failure domains, zones, clusters, machine sets, health
+    /// checks, machines, IP address claims, IP addresses, nodes.
     pub fn objects(&self) -> Vec<serde_json::Value> {
         fn all<T: Serialize>(m: &BTreeMap<String, T>, out: &mut Vec<serde_json::Value>) {
             out.extend(m.values().filter_map(|o| serde_json::to_value(o).ok()));
@@ -325,6 +358,8 @@ impl Store {
         all(&self.machine_sets, &mut v);
         all(&self.health_checks, &mut v);
         all(&self.machines, &mut v);
+        all(&self.ip_claims, &mut v);
+        all(&self.ip_addresses, &mut v);
         for n in self.nodes.values() {
             let mut n = serde_json::to_value(n).unwrap_or_default();
             n["apiVersion"] = "v1".into();

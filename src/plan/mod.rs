@@ -6,6 +6,7 @@ pub mod credentials;
 pub mod failure;
 pub mod health;
 pub mod infra_domain;
+pub mod ipam;
 pub mod machine;
 pub mod placement;
 pub mod selector;

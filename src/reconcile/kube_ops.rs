@@ -7,6 +7,7 @@ use std::future::Future;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlaneMachineSetStatus};
+use crate::api::ipam::IpAddressClaim;
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::plan::health::RequestRef;
@@ -187,6 +188,21 @@ pub trait KubeOps {
 
     /// Delete a Node.
     fn delete_node(&self, node: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Create an IP address claim (one of that name already there is fine: it was ours, made
+    /// by a pass whose Machine write was lost).
+    fn create_ip_address_claim(
+        &self,
+        claim: &IpAddressClaim,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Release an IP address claim: remove the claim protection finalizer and delete it (gone
+    /// already is fine).
+    fn release_ip_address_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
 
     /// Write what changed between `before` and `after` of a MachineHealthCheck: its
     /// annotations (the remediation backoff) and its status.

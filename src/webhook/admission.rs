@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::{Ctx, FieldError, dedup, schema};
+use crate::api::ipam;
 use crate::api::manifest::{LoadedObject, ObjectType, object_type};
 use crate::api::{
     ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
@@ -88,6 +89,12 @@ pub fn admit_layers(
                         crate::api::infrastructure::API_VERSION,
                         crate::api::infrastructure::KIND
                     )),
+                    Value::String(format!("{}/{}", ipam::POOL_API_VERSION, ipam::POOL_KIND)),
+                    Value::String(format!(
+                        "{}/{}",
+                        ipam::POOL_API_VERSION,
+                        ipam::GLOBAL_POOL_KIND
+                    )),
                 ])
                 .collect();
             outcome.errors.push(FieldError::not_supported(
@@ -113,6 +120,40 @@ pub fn admit_layers(
                 ));
             }
             outcome.errors = errors;
+        }
+        ObjectType::IpPool => {
+            let mut errors = Vec::new();
+            let namespaced = kind_name == ipam::POOL_KIND;
+            outcome.warnings = schema::validate_metadata(
+                outcome.object.get("metadata"),
+                namespaced,
+                ctx,
+                &mut errors,
+            );
+            match serde_json::from_value::<ipam::InClusterIpPool>(outcome.object.clone()) {
+                Err(e) => errors.push(FieldError::invalid("spec", &Value::Null, e.to_string())),
+                Ok(pool) => {
+                    if let Err(e) = crate::plan::ipam::parse_pool(&pool) {
+                        let at = outcome.object.pointer(&format!(
+                            "/{}",
+                            e.field.replace(['.', '['], "/").replace(']', "")
+                        ));
+                        errors.push(FieldError::invalid(
+                            &e.field,
+                            at.unwrap_or(&Value::Null),
+                            &e.message,
+                        ));
+                    }
+                }
+            }
+            outcome.errors = errors;
+        }
+        ObjectType::IpamRecord => {
+            outcome.errors.push(FieldError::invalid(
+                "kind",
+                &Value::String(kind_name.to_string()),
+                "IP address claims are made by the machine controller and bound by the IPAM provider (local mode binds them itself); give the pools (InClusterIPPool, GlobalInClusterIPPool) instead",
+            ));
         }
         ObjectType::Served(kind) => {
             let mut old_defaulted = old.cloned();
@@ -470,5 +511,51 @@ mod tests {
                 "spec.unhealthyConditions: Invalid value: 0: spec.unhealthyConditions in body should have at least 1 items"
             ]
         );
+    }
+
+    #[test]
+    fn ip_pools_are_checked_naming_the_field_and_claims_are_refused() {
+        let pool = |kind: &str, ns: Option<&str>, addresses: Value| {
+            let mut meta = json!({"name": "workers"});
+            if let Some(ns) = ns {
+                meta["namespace"] = ns.into();
+            }
+            json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": kind,
+                   "metadata": meta, "spec": {"addresses": addresses, "prefix": 24}})
+        };
+        let ok = admit(
+            &pool("InClusterIPPool", Some("ns"), json!(["10.0.0.0/24"])),
+            None,
+            &Ctx::default(),
+        );
+        assert!(ok.allowed() && ok.warnings.is_empty(), "{:?}", ok.warnings);
+        let global = admit(
+            &pool("GlobalInClusterIPPool", None, json!(["10.0.0.1-10.0.0.9"])),
+            None,
+            &Ctx::default(),
+        );
+        assert!(
+            global.allowed() && global.warnings.is_empty(),
+            "{:?}",
+            global.warnings
+        );
+        let bad = admit(
+            &pool("InClusterIPPool", Some("ns"), json!(["10.0.0.1", "nope"])),
+            None,
+            &Ctx::default(),
+        );
+        let errs: Vec<String> = bad.errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.addresses[1]: Invalid value: \"nope\""),
+            "{errs:?}"
+        );
+        let claim = admit(
+            &json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddressClaim",
+                    "metadata": {"name": "c", "namespace": "ns"}}),
+            None,
+            &Ctx::default(),
+        );
+        assert!(!claim.allowed());
     }
 }

@@ -421,6 +421,16 @@ impl FakeApiServer {
         }
     }
 
+    /// The stored object at `resource` (`group/version/plural`) as raw JSON, if any.
+    pub fn get_at(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let key = Key {
+            resource: resource.to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        };
+        self.inner.lock().unwrap().objects.get(&key).cloned()
+    }
+
     /// The stored object as raw JSON, if any.
     pub fn get_json<K: Resource<DynamicType = ()>>(
         &self,

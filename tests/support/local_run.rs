@@ -116,9 +116,28 @@ pub fn reconcile(sim: &Vcsim, dir: &Path, state: &Path, extra: &[&str]) -> Run {
         .args(extra)
         .output()
         .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    Run::from(out)
+}
+
+/// `reconcile -f DIR --server SIM … --no-state -o json EXTRA`, run to its end.
+pub fn reconcile_no_state(sim: &Vcsim, dir: &Path, extra: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(["reconcile", "-f"])
+        .arg(dir)
+        .args(["--server", sim.url(), "--username", "admin"])
+        .args(["--password", "secret", "--no-state", "-o", "json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    Run::from(out)
+}
+
+impl From<std::process::Output> for Run {
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            list: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+            stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        }
     }
 }

@@ -19,16 +19,21 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
+use super::api_server::dynamic_api;
 use super::context::now;
 use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
+use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
+use crate::plan::machine::ipam::wanted_claims;
 use crate::plan::machine::user_data::secret_name;
 use crate::plan::machine::{Requeue, VcenterTrouble};
 use crate::reconcile::kube_ops::KubeError;
-use crate::reconcile::machines::{SweepInput, SweepOutcome, key, machine_server, sweep};
+use crate::reconcile::machines::{
+    IpamObjects, SweepInput, SweepOutcome, key, machine_server, sweep,
+};
 pub use gate::{IDLE_REQUEUE, Sweeps};
 
 /// The controller's name in metrics and logs.
@@ -100,6 +105,71 @@ async fn user_data_secrets(
         }
     }
     Ok(out)
+}
+
+/// The IP address claims and addresses of the namespaces whose machines ask for IP pools
+/// (listed directly, one list per kind and namespace, only when some machine does: a cluster
+/// without static IPs needs neither the CRDs nor the permissions). A namespace that cannot be
+/// read (no IPAM CRDs, no permission) holds only its machines with IP pools, named in
+/// [`IpamObjects::unreadable`].
+async fn ipam_objects(ctx: &Context, machines: &[Machine]) -> IpamObjects {
+    let namespaces: std::collections::BTreeSet<String> = machines
+        .iter()
+        .filter(|m| !wanted_claims(m).is_empty())
+        .map(|m| m.metadata.namespace.clone().unwrap_or_default())
+        .collect();
+    let mut out = IpamObjects::default();
+    for ns in namespaces {
+        if let Err(e) = ipam_namespace(ctx, &ns, &mut out).await {
+            tracing::warn!(namespace = %ns, error = %e, "IP address claims unreadable");
+            out.unreadable.insert(ns, e.to_string());
+        }
+    }
+    out
+}
+
+async fn ipam_namespace(ctx: &Context, ns: &str, out: &mut IpamObjects) -> Result<(), Error> {
+    for c in list_typed::<IpAddressClaim>(ctx, ns, CLAIM_KIND).await? {
+        out.claims.insert(c.key(), c);
+    }
+    for a in list_typed::<IpAddress>(ctx, ns, ADDRESS_KIND).await? {
+        let k = format!("{ns}/{}", a.metadata.name.as_deref().unwrap_or_default());
+        out.addresses.insert(k, a);
+    }
+    Ok(())
+}
+
+/// Every object of an IPAM `kind` in `ns`, as our type.
+async fn list_typed<T: serde::de::DeserializeOwned>(
+    ctx: &Context,
+    ns: &str,
+    kind: &str,
+) -> Result<Vec<T>, Error> {
+    let api = dynamic_api(&ctx.client, ns, CLAIM_API_VERSION, kind);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| KubeError::from_client(format!("list {kind}s in {ns}"), &e))?;
+    list.items.into_iter().map(|o| typed(o, kind, ns)).collect()
+}
+
+/// A listed object as our type (a shape we cannot read is the IPAM provider's error to report).
+fn typed<T: serde::de::DeserializeOwned>(
+    o: kube::api::DynamicObject,
+    kind: &str,
+    ns: &str,
+) -> Result<T, Error> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            KubeError::new(
+                format!("read {kind} {ns}/{name}"),
+                crate::reconcile::kube_ops::KubeErrorKind::Invalid,
+                e.to_string(),
+            )
+            .into()
+        })
 }
 
 /// What the drain needs to know of a pod.
@@ -184,6 +254,7 @@ async fn sweep_server(
     let nodes: Vec<Node> = ctx.stores.nodes.valid();
     let pods = pods_for_drains(ctx, &machines).await?;
     let secrets = user_data_secrets(ctx, &machines).await?;
+    let ipam = ipam_objects(ctx, &machines).await;
     let client = if server.is_empty() {
         Err(Failure::config(
             "spec.providerSpec.value.workspace.server: no vCenter named",
@@ -200,6 +271,7 @@ async fn sweep_server(
         nodes: &nodes,
         pods: &pods,
         secrets: &secrets,
+        ipam: &ipam,
         now: now(),
         dry_run: false,
     };

@@ -96,6 +96,11 @@ pub struct CpmsInput<'a> {
     pub now: &'a Time,
     /// Randomness for machine names.
     pub seed: u64,
+    /// Index → the name of a machine of this set whose VM is still in vCenter (found by the
+    /// identity it carries, [`naming::recovered_names`]) though the Machine is gone: a new
+    /// machine for that index takes that name, so the machine controller adopts the VM instead
+    /// of cloning a second control plane (local mode after a lost or skipped state file).
+    pub recovered: &'a BTreeMap<i32, String>,
 }
 
 /// A machine to create.
@@ -721,7 +726,14 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
         let seed = input
             .seed
             .wrapping_add((k as u64).wrapping_mul(0x1000_0001));
-        let name = naming::fresh_name(&prefix, seed, *index, &|n| taken.contains(n));
+        let recovered = input
+            .recovered
+            .get(index)
+            .filter(|n| !taken.contains(*n))
+            .cloned();
+        let adopts = recovered.is_some();
+        let name = recovered
+            .unwrap_or_else(|| naming::fresh_name(&prefix, seed, *index, &|n| taken.contains(n)));
         taken.insert(name.clone());
         let replaces = obs
             .indexed
@@ -730,10 +742,15 @@ fn act(input: &CpmsInput<'_>, obs: &Observed, out: &mut CpmsPlan, conds: &mut Ve
             .flatten()
             .find(|m| m.needs_replacement())
             .map(|m| m.name.clone());
-        let why = replaces
+        let mut why = replaces
             .as_ref()
             .map(|r| format!(", replacing {r}"))
             .unwrap_or_default();
+        if adopts {
+            why.push_str(
+                ", named after the VM of that name already in vCenter (adopted, not cloned again)",
+            );
+        }
         out.events.push(CpmsEvent {
             warning: false,
             reason: event::CREATE,

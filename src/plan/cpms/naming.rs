@@ -64,6 +64,50 @@ pub fn fresh_name(prefix: &str, seed: u64, index: i32, taken: &dyn Fn(&str) -> b
         .unwrap_or_default()
 }
 
+/// The machines of a set whose VMs carry their identity (`namespace/name[ cluster=ID]`, what
+/// `plan::machine::machine_identity` writes at clone time), by index: names of the set's form
+/// `<prefix>-<rand5>-<index>` in the set's namespace and cluster. For one index, the first name
+/// in order wins (a second VM of an index is another problem, reported by the machine).
+pub fn recovered_names<'i>(
+    spec: &ControlPlaneMachineSetSpec,
+    namespace: &str,
+    identities: impl IntoIterator<Item = &'i str>,
+) -> BTreeMap<i32, String> {
+    let prefix = prefix(spec);
+    let cluster = spec
+        .template
+        .machines_v1beta1_machine_openshift_io
+        .as_ref()
+        .and_then(|t| t.metadata.labels.get(CLUSTER_ID_LABEL))
+        .filter(|c| !c.is_empty());
+    let mut names: Vec<(i32, String)> = identities
+        .into_iter()
+        .filter_map(|id| {
+            let (who, their_cluster) = match id.split_once(" cluster=") {
+                Some((w, c)) => (w, Some(c)),
+                None => (id, None),
+            };
+            if their_cluster != cluster.map(String::as_str) {
+                return None;
+            }
+            let name = who.strip_prefix(namespace)?.strip_prefix('/')?;
+            let (rand, index) = name
+                .strip_prefix(prefix.as_str())?
+                .strip_prefix('-')?
+                .split_once('-')?;
+            let ours = rand.len() == 5 && rand.bytes().all(|b| ALPHABET.contains(&b));
+            let index: i32 = index.parse().ok().filter(|i| *i >= 0)?;
+            ours.then(|| (index, name.to_string()))
+        })
+        .collect();
+    names.sort();
+    let mut out = BTreeMap::new();
+    for (i, n) in names {
+        out.entry(i).or_insert(n);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +130,32 @@ mod tests {
         let second = fresh_name("p", 1, 0, &|n| n == first);
         assert_ne!(first, second);
         assert!(second.starts_with("p-") && second.ends_with("-0"));
+    }
+
+    #[test]
+    fn recovered_names_are_the_sets_machines_in_its_namespace_and_cluster() {
+        let set = crate::plan::cpms::tests::cpms(&[], crate::api::control_plane_machine_set::ControlPlaneMachineSetStrategyType::RollingUpdate);
+        let found = recovered_names(
+            &set.spec,
+            "ns",
+            [
+                "ns/ocp-master-bcdfg-0 cluster=ocp",
+                "ns/ocp-master-zzzzz-0 cluster=ocp",
+                "ns/ocp-master-xyz-1 cluster=ocp",
+                "other/ocp-master-bcdfg-1 cluster=ocp",
+                "ns/ocp-master-bcdfg-2 cluster=elsewhere",
+                "ns/ocp-master-bcdfg-2",
+                "ns/ocp-worker-bcdfg-2 cluster=ocp",
+                "ns/ocp-master-hjklm-2 cluster=ocp",
+            ],
+        );
+        assert_eq!(
+            found,
+            [
+                (0, "ocp-master-bcdfg-0".to_string()),
+                (2, "ocp-master-hjklm-2".to_string())
+            ]
+            .into()
+        );
     }
 }

@@ -219,6 +219,7 @@ impl World {
             nodes: &self.nodes,
             now: &self.now,
             seed: self.seed,
+            recovered: &Default::default(),
         })
     }
 
@@ -264,6 +265,7 @@ impl World {
             nodes: &self.nodes,
             now: &self.now,
             seed: self.seed,
+            recovered: &Default::default(),
         };
         let doms = domains::Domains {
             states: self.domains.clone(),
@@ -637,6 +639,7 @@ fn a_stale_cache_never_makes_a_second_replacement() {
         nodes: &w.nodes,
         now: &w.now,
         seed: 0,
+        recovered: &Default::default(),
     };
     // Fresh read equal to the cache: go ahead.
     assert!(confirm_create(&input, &input_machines, create));
@@ -888,4 +891,42 @@ fn a_replacement_planned_twice_on_a_stale_cache_is_created_once() {
             .map(|m| m.metadata.name.clone())
             .collect::<Vec<_>>()
     );
+}
+
+/// A run that lost the set's Machines but finds their VMs (by identity) recreates each under its
+/// own name, so the machine controller adopts the VM; indexes without one get fresh names.
+#[test]
+fn a_machine_whose_vm_survived_is_recreated_under_its_name() {
+    let w = World::new(
+        cpms(&["a", "b", "c"], Strategy::RollingUpdate),
+        &["a", "b", "c"],
+    );
+    let recovered = [(1, "ocp-master-bcdfg-1".to_string())].into();
+    let p = plan(&CpmsInput {
+        cpms: &w.cpms,
+        machines: &w.machines,
+        domains: &w.domains,
+        nodes: &w.nodes,
+        now: &w.now,
+        seed: w.seed,
+        recovered: &recovered,
+    });
+    let names: Vec<(i32, String)> = p
+        .create
+        .iter()
+        .map(|c| (c.index, c.machine.metadata.name.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(
+        names.contains(&(1, "ocp-master-bcdfg-1".to_string())),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .filter(|(_, n)| n == "ocp-master-bcdfg-1")
+            .count()
+            == 1
+    );
+    assert!(p.events.iter().any(|e| e.message.contains("adopted")));
 }

@@ -8,11 +8,12 @@
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::ipam::{Network, NewClaim, Unbound, wanted_claims};
 use super::node_link::find_node;
 use super::user_data::UserData;
 use super::{
-    MachineInput, MachinePlan, NameHolder, Requeue, Settled, TAGS_ATTACHED, TASK_POLL, VmStep,
-    instance_uuid, linked_node, machine_identity, phase, provider_status, set_condition,
+    KubeStep, MachineInput, MachinePlan, NameHolder, Requeue, Settled, TAGS_ATTACHED, TASK_POLL,
+    VmStep, instance_uuid, linked_node, machine_identity, phase, provider_status, set_condition,
     set_provider_status, settle_task, tags_message, vcenter_trouble, wanted_tags,
 };
 use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
@@ -108,6 +109,62 @@ fn hold_creation(
     set_provider_status(&mut plan.machine, &ps);
     plan.event(true, event_reason, msg.clone());
     plan.requeue = Requeue::Backoff(msg);
+    plan
+}
+
+/// Claims to create or not yet bound: nothing is cloned. The machine creates the missing
+/// claims, says which claims it waits for (and why, when the IPAM provider says:
+/// an exhausted or unknown pool) in `IPAddressClaimed` and `MachineCreation`, and looks again
+/// soon — or backs off when the provider reported a failure someone must fix.
+fn wait_for_addresses(
+    mut plan: MachinePlan,
+    mut ps: VSphereMachineProviderStatus,
+    create: &[NewClaim],
+    unbound: &[Unbound],
+    now: &Time,
+) -> MachinePlan {
+    for c in create {
+        plan.kube.push(KubeStep::CreateClaim(c.clone()));
+    }
+    if !create.is_empty() {
+        let names: Vec<String> = create
+            .iter()
+            .map(|c| format!("{}/{}", c.namespace, c.name))
+            .collect();
+        plan.event(
+            false,
+            event::IP_ADDRESS_CLAIMED,
+            format!("Created IP address claim(s) {}", names.join(", ")),
+        );
+    }
+    let waiting: Vec<String> = create
+        .iter()
+        .map(|c| format!("{}/{}", c.namespace, c.name))
+        .chain(unbound.iter().map(|u| match &u.why {
+            Some(why) => format!("{} ({why})", u.claim),
+            None => u.claim.clone(),
+        }))
+        .collect();
+    let msg = format!(
+        "Waiting on {} IP address claim(s) to be bound: {}",
+        waiting.len(),
+        waiting.join(", ")
+    );
+    for type_ in [cond::IP_ADDRESS_CLAIMED, cond::MACHINE_CREATION] {
+        set_meta_condition(
+            &mut ps.conditions,
+            &ConditionUpdate::false_(type_, cond::WAITING_FOR_IP_ADDRESS, severity::WARNING, &msg),
+            None,
+            now,
+        );
+    }
+    set_provider_status(&mut plan.machine, &ps);
+    if unbound.iter().any(|u| u.why.is_some()) {
+        plan.event(true, event::FAILED_CREATE, msg.clone());
+        plan.requeue = Requeue::Backoff(msg);
+    } else {
+        plan.requeue = Requeue::After(TASK_POLL);
+    }
     plan
 }
 
@@ -215,6 +272,33 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             let reason = (cond::USER_DATA_UNAVAILABLE, event::FAILED_CREATE);
             return hold_creation(plan, ps, reason, severity::WARNING, msg, now);
         }
+        let network_kargs = match &input.network {
+            Network::Dhcp => None,
+            Network::Invalid(msg) => {
+                set_provider_status(&mut plan.machine, &ps);
+                fail(&mut plan, error_reason::INVALID_CONFIGURATION, msg);
+                return plan;
+            }
+            Network::Waiting { create, unbound } => {
+                return wait_for_addresses(plan, ps, create, unbound, now);
+            }
+            Network::Ready(kargs) => {
+                if !wanted_claims(m).is_empty() {
+                    set_meta_condition(
+                        &mut ps.conditions,
+                        &ConditionUpdate::true_reason(
+                            cond::IP_ADDRESS_CLAIMED,
+                            cond::IP_ADDRESSES_CLAIMED,
+                            "All IP address claims are bound",
+                        ),
+                        None,
+                        now,
+                    );
+                }
+                // Upstream writes the key only when there is something to say.
+                (!kargs.is_empty()).then(|| kargs.clone())
+            }
+        };
         set_condition(
             &mut plan.machine,
             ConditionUpdate::false_(
@@ -232,20 +316,12 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             event::CREATE,
             format!("Cloning VM {name} from {}", placement.template),
         );
-        for i in static_ip_devices(m) {
-            plan.event(
-                true,
-                event::STATIC_IP_NOT_IMPLEMENTED,
-                format!(
-                    "spec.providerSpec.value.network.devices[{i}].addressesFromPools: static IPs from IP pools (IPAddressClaims) are not implemented; this NIC gets its address by DHCP"
-                ),
-            );
-        }
         plan.vm = Some(VmStep::Clone {
             name,
             instance_uuid: uuid,
             identity: machine_identity(m),
             user_data: input.user_data.clone(),
+            network_kargs,
             placement: Box::new(placement),
         });
         plan.requeue = Requeue::After(TASK_POLL);
@@ -398,28 +474,6 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
     plan
 }
 
-/// Indexes of the provider spec's network devices that ask for addresses from IP pools.
-fn static_ip_devices(m: &Machine) -> Vec<usize> {
-    let devices = m
-        .spec
-        .provider_spec
-        .as_ref()
-        .and_then(|p| p.value.as_ref())
-        .and_then(|v| v.pointer("/network/devices"))
-        .and_then(|d| d.as_array());
-    devices
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .filter(|(_, d)| {
-            d.get("addressesFromPools")
-                .and_then(|a| a.as_array())
-                .is_some_and(|a| !a.is_empty())
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests::{input, machine, placement};
@@ -467,30 +521,6 @@ mod tests {
         }
         assert_eq!(phase(&p.machine), Some(ph::PROVISIONING));
         assert_eq!(p.events[0].reason, event::CREATE);
-    }
-
-    /// Static IPs from IP pools are not implemented: the clone goes ahead (DHCP) and a warning
-    /// names the device, rather than a silent difference.
-    #[test]
-    fn a_static_ip_device_is_cloned_with_a_warning_naming_it() {
-        let mut m = machine("m-0");
-        m.spec.provider_spec = Some(crate::api::machine::ProviderSpec {
-            value: Some(serde_json::json!({"network": {"devices": [
-                {"networkName": "a"},
-                {"networkName": "b", "addressesFromPools": [{"group": "installer.openshift.io", "resource": "IPPool", "name": "default-0"}]}
-            ]}})),
-        });
-        let mut i = input(&m);
-        i.placement = Some(Ok(placement(None)));
-        let p = plan_machine(&i);
-        assert!(matches!(p.vm, Some(VmStep::Clone { .. })));
-        let w: Vec<_> = p
-            .events
-            .iter()
-            .filter(|e| e.reason == event::STATIC_IP_NOT_IMPLEMENTED)
-            .collect();
-        assert_eq!(w.len(), 1);
-        assert!(w[0].warning && w[0].message.contains("devices[1].addressesFromPools"));
     }
 
     #[test]
@@ -687,6 +717,76 @@ mod tests {
                 ("False", cond::VM_NAME_IN_USE)
             );
         }
+    }
+
+    /// Static IPs: while a claim is to be created or unbound nothing is cloned and the
+    /// machine names the claims (with the IPAM provider's reason, then backing off); once all
+    /// are bound the clone carries the kargs.
+    #[test]
+    fn nothing_is_cloned_until_every_claim_is_bound_then_the_kargs_go_with_the_clone() {
+        use crate::plan::machine::ipam::{NewClaim, Unbound};
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        let new = NewClaim {
+            namespace: "openshift-machine-api".into(),
+            name: "m-0-claim-0-0".into(),
+            pool: Default::default(),
+            machine: "m-0".into(),
+            machine_uid: "uid-m-0".into(),
+        };
+        i.network = Network::Waiting {
+            create: vec![new.clone()],
+            unbound: vec![],
+        };
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none(), "nothing cloned");
+        assert_eq!(p.kube, [KubeStep::CreateClaim(new)]);
+        assert_eq!(p.requeue, Requeue::After(TASK_POLL));
+        let ps = provider_status(&p.machine);
+        let c = ps
+            .conditions
+            .iter()
+            .find(|c| c.type_ == cond::IP_ADDRESS_CLAIMED)
+            .unwrap();
+        assert_eq!(c.reason, cond::WAITING_FOR_IP_ADDRESS);
+        assert!(
+            c.message.contains("openshift-machine-api/m-0-claim-0-0"),
+            "{}",
+            c.message
+        );
+
+        i.network = Network::Waiting {
+            create: vec![],
+            unbound: vec![Unbound {
+                claim: "openshift-machine-api/m-0-claim-0-0".into(),
+                why: Some("InClusterIPPool openshift-machine-api/w has no free address".into()),
+            }],
+        };
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none() && p.kube.is_empty());
+        assert!(
+            p.requeue
+                .failure()
+                .unwrap()
+                .contains("InClusterIPPool openshift-machine-api/w has no free address"),
+            "{:?}",
+            p.requeue
+        );
+
+        i.network = Network::Ready("ip=10.0.0.5::10.0.0.1:255.255.255.0:::none ".into());
+        match plan_machine(&i).vm {
+            Some(VmStep::Clone { network_kargs, .. }) => assert_eq!(
+                network_kargs.as_deref(),
+                Some("ip=10.0.0.5::10.0.0.1:255.255.255.0:::none ")
+            ),
+            other => panic!("a clone: {other:?}"),
+        }
+        i.network =
+            Network::Invalid("spec.providerSpec.value.network.devices[0].ipAddrs[0]: bad".into());
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert_eq!(phase(&p.machine), Some(ph::FAILED));
     }
 
     /// The clone carries the identity that adoption looks for.

@@ -2,7 +2,7 @@
 //! controllers): phase `Deleting` → while preDrain hooks exist, `Drainable=False` and nothing
 //! else → drain (cordon, evict) → `Drained=True` → while preTerminate hooks exist,
 //! `Terminable=False` → power off → destroy → the VM confirmed gone by a fresh read → delete the
-//! Node → release the finalizer.
+//! Node, release the IP address claims → release the finalizer.
 //!
 //! Each pass takes the first unfinished rung and stops, so a hook added before the rung is
 //! reached always holds it (the etcd operator's quorum guard relies on that).
@@ -244,9 +244,29 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             now,
         );
     }
+    // Its addresses go back to their pools only now that no VM can be using them; claims that
+    // cannot be read keep the finalizer (they would never be released otherwise).
+    let held = match &input.claims_held {
+        Ok(held) => held,
+        Err(why) => {
+            plan.event(true, event::FAILED_DELETE, why.clone());
+            plan.requeue = Requeue::Backoff(why.clone());
+            return plan;
+        }
+    };
     if let Some(node) = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone()) {
         plan.kube.push(KubeStep::DeleteNode(node));
     }
+    let namespace = m
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    plan.kube
+        .extend(held.iter().map(|name| KubeStep::ReleaseClaim {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        }));
     if let Some(f) = plan.machine.metadata.finalizers.as_mut() {
         f.retain(|f| f != MACHINE_FINALIZER);
     }
@@ -389,8 +409,31 @@ mod tests {
         );
         let mut i = input(&p.machine);
         i.nodes = &nodes;
+        // The IP address claims go with the finalizer, once the VM is gone (not before).
+        i.claims_held = Err("the IP address claims of openshift-machine-api cannot be read".into());
+        let held = plan_machine(&i);
+        assert!(held.kube.is_empty(), "nothing released, nothing deleted");
+        assert!(held.requeue.failure().unwrap().contains("cannot be read"));
+        assert!(
+            held.machine
+                .metadata
+                .finalizers
+                .as_ref()
+                .unwrap()
+                .contains(&MACHINE_FINALIZER.to_string())
+        );
+        i.claims_held = Ok(vec!["m-0-claim-0-0".into()]);
         let p = plan_machine(&i);
-        assert_eq!(p.kube, [KubeStep::DeleteNode("m-0".into())]);
+        assert_eq!(
+            p.kube,
+            [
+                KubeStep::DeleteNode("m-0".into()),
+                KubeStep::ReleaseClaim {
+                    namespace: "openshift-machine-api".into(),
+                    name: "m-0-claim-0-0".into()
+                }
+            ]
+        );
         assert!(p.machine.metadata.finalizers.as_ref().unwrap().is_empty());
     }
 

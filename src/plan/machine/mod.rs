@@ -8,12 +8,14 @@
 //!   release the finalizer.
 //! * [`devices`] — the NIC and disk changes of a clone, from the template's devices.
 //! * [`drain`] — which pods a drain evicts, and when a control plane drain must wait.
+//! * [`ipam`] — static IPs: the IP address claims a clone waits for, and its network kargs.
 //! * [`node_link`] — which Node is the machine's.
 //! * [`outcome`] — what the executed steps' results make of the plan.
 pub mod create;
 pub mod deletion;
 pub mod devices;
 pub mod drain;
+pub mod ipam;
 pub mod node_link;
 pub mod observe;
 pub mod outcome;
@@ -153,6 +155,11 @@ pub struct MachineInput<'a> {
     pub name_holder: Option<NameHolder>,
     /// The user data its clone gets (read from the Secret the provider spec names).
     pub user_data: user_data::UserData,
+    /// Its static IP configuration against the IP address claims read.
+    pub network: ipam::Network,
+    /// Its IP address claims that exist (released once its VM is gone), or why they could not
+    /// be read (then its deletion cannot finish).
+    pub claims_held: Result<Vec<String>, String>,
     /// The tags attached to its VM, when the sweep read them ([`tags_to_check`] says when).
     pub attached_tags: Option<Vec<String>>,
     /// Every Node (the shells read them from their caches or store).
@@ -193,6 +200,8 @@ pub enum VmStep {
         identity: String,
         /// The Ignition payload and the other guestinfo keys come from it.
         user_data: user_data::UserData,
+        /// `guestinfo.afterburn.initrd.network-kargs` (static IPs), if any.
+        network_kargs: Option<String>,
         placement: Box<Placement>,
     },
     /// Add the VM to its VM group before it is powered on (batched per cluster by the shell).
@@ -235,6 +244,14 @@ pub enum KubeStep {
     Cordon(String),
     Evict(drain::PodRef),
     DeleteNode(String),
+    /// Create an IP address claim ([`ipam::claim_object`]); one that exists already is fine.
+    CreateClaim(ipam::NewClaim),
+    /// Remove the claim protection finalizer and delete the claim (namespace, name); gone
+    /// already is fine.
+    ReleaseClaim {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// An event to record on the Machine.
@@ -422,6 +439,8 @@ pub(crate) mod tests {
             in_vm_group: None,
             name_holder: None,
             user_data: user_data::UserData::NotNamed,
+            network: ipam::Network::Dhcp,
+            claims_held: Ok(Vec::new()),
             attached_tags: None,
             nodes: &[],
             machines: &[],

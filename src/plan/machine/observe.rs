@@ -8,10 +8,12 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::PodInfo;
+use super::ipam::{claims_to_release, network, unreadable, wanted_claims};
 use super::user_data::user_data;
 use super::{MachineInput, NameHolder, TaskObs, VcenterTrouble, VmObs, vm_instance_uuid};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::ipam::{IpAddress, IpAddressClaim};
 use crate::api::machine::Machine;
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
@@ -181,7 +183,19 @@ pub struct Surroundings<'a> {
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
     /// The user data Secrets (`namespace/name`) of the machines that may clone.
     pub secrets: &'a BTreeMap<String, Secret>,
+    /// The IP address claims and addresses (`namespace/name`) of the machines' namespaces.
+    pub ipam: &'a IpamObjects,
     pub now: &'a Time,
+}
+
+/// The IP address claims and addresses a sweep read, by `namespace/name`.
+#[derive(Clone, Debug, Default)]
+pub struct IpamObjects {
+    pub claims: BTreeMap<String, IpAddressClaim>,
+    pub addresses: BTreeMap<String, IpAddress>,
+    /// Namespace → why its claims or addresses could not be read (its machines with IP pools
+    /// wait; the others go on).
+    pub unreadable: BTreeMap<String, String>,
 }
 
 /// The planner's input for `m` before vCenter is consulted (`trouble`: why it could not be).
@@ -196,6 +210,19 @@ pub fn base_input<'a>(
         .and_then(|s| s.node_ref.as_ref())
         .and_then(|r| r.name.clone())
         .unwrap_or_default();
+    let ns = m.metadata.namespace.as_deref().unwrap_or("default");
+    let (network, claims_held) = match around.ipam.unreadable.get(ns) {
+        Some(why) if !wanted_claims(m).is_empty() => {
+            let why = format!(
+                "the IP address claims and addresses of namespace {ns} cannot be read: {why}"
+            );
+            (unreadable(m, &why), Err(why))
+        }
+        _ => (
+            network(m, &around.ipam.claims, &around.ipam.addresses),
+            Ok(claims_to_release(m, &around.ipam.claims)),
+        ),
+    };
     MachineInput {
         machine: m,
         placement: None,
@@ -206,6 +233,8 @@ pub fn base_input<'a>(
         in_vm_group: None,
         name_holder: None,
         user_data: user_data(m, around.secrets),
+        network,
+        claims_held,
         attached_tags: None,
         nodes: around.nodes,
         machines: around.machines,

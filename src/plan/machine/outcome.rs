@@ -63,15 +63,19 @@ pub enum KubeResult {
 }
 
 /// Fold the Kubernetes steps' results into the plan; returns how many changed something. The
-/// planner releases the finalizer in the same plan as it deletes the Node: a Node that could
-/// not be deleted keeps the finalizer, so the machine is not gone while its Node is not.
+/// planner releases the finalizer in the same plan as it deletes the Node and releases the IP
+/// address claims: a Node or claim that could not be deleted keeps the finalizer, so the
+/// machine is not gone while they are not. A claim that could not be created backs off.
 pub fn after_kube(plan: &mut MachinePlan, results: &[(KubeStep, KubeResult)], now: &Time) -> usize {
     let mut done = 0;
     let mut drain_errors = Vec::new();
     for (step, result) in results {
         match (step, result) {
             (_, KubeResult::Done) => done += 1,
-            (KubeStep::DeleteNode(_), KubeResult::Failed(e) | KubeResult::Refused(e)) => {
+            (
+                KubeStep::DeleteNode(_) | KubeStep::ReleaseClaim { .. },
+                KubeResult::Failed(e) | KubeResult::Refused(e),
+            ) => {
                 let f = plan
                     .machine
                     .metadata
@@ -81,6 +85,10 @@ pub fn after_kube(plan: &mut MachinePlan, results: &[(KubeStep, KubeResult)], no
                     f.push(MACHINE_FINALIZER.into());
                 }
                 plan.event(true, event::FAILED_DELETE, e.clone());
+                plan.requeue = Requeue::Backoff(e.clone());
+            }
+            (KubeStep::CreateClaim(_), KubeResult::Failed(e) | KubeResult::Refused(e)) => {
+                plan.event(true, event::FAILED_CREATE, e.clone());
                 plan.requeue = Requeue::Backoff(e.clone());
             }
             (_, KubeResult::Refused(e) | KubeResult::Failed(e)) => drain_errors.push(e.clone()),

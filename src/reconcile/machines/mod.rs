@@ -45,7 +45,7 @@ use crate::vcenter::model::cluster::ClusterConfig;
 use crate::vcenter::model::task::TaskState;
 use crate::vcenter::{Client, Inventory, MoRef, Wanted};
 
-pub use crate::plan::machine::observe::machine_server;
+pub use crate::plan::machine::observe::{IpamObjects, machine_server};
 pub use read::task_ref;
 use write_back::write_back;
 
@@ -62,6 +62,9 @@ pub struct SweepInput<'a> {
     pub pods: &'a BTreeMap<String, Vec<PodInfo>>,
     /// The user data Secrets (`namespace/name`) the machines name.
     pub secrets: &'a BTreeMap<String, Secret>,
+    /// The IP address claims and addresses of the machines' namespaces (empty when no machine
+    /// asks for IP pools).
+    pub ipam: &'a IpamObjects,
     pub now: Time,
     /// Plan only (`reconcile --dry-run`): the vCenter steps are reported in
     /// [`SweepOutcome::would`], none is started; the Kubernetes side is written as usual (local
@@ -76,6 +79,7 @@ impl SweepInput<'_> {
             machines: self.all_machines,
             pods: self.pods,
             secrets: self.secrets,
+            ipam: self.ipam,
             now: &self.now,
         }
     }
@@ -423,6 +427,7 @@ mod tests {
             nodes: &[],
             pods: &pods,
             secrets: &BTreeMap::new(),
+            ipam: &IpamObjects::default(),
             now,
             dry_run: false,
         };

@@ -9,6 +9,7 @@ use super::{MachineStep, MachineView, SweepInput, key};
 use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
+use crate::plan::machine::ipam::NETWORK_KARGS_KEY;
 use crate::plan::machine::outcome::StepResult;
 use crate::plan::machine::user_data::{UserData, extra_config};
 use crate::plan::placement::Placement;
@@ -113,6 +114,7 @@ pub async fn start(
                 instance_uuid,
                 identity,
                 user_data,
+                network_kargs,
                 placement,
             } => {
                 let ns = namespaces.get(k).map(String::as_str).unwrap_or_default();
@@ -131,7 +133,8 @@ pub async fn start(
                             uuid: instance_uuid,
                             identity,
                         };
-                        let spec = clone_spec(&who, user_data, placement, devices);
+                        let guest = (user_data, network_kargs.as_deref());
+                        let spec = clone_spec(&who, guest, placement, devices);
                         client.clone_vm(&placement.template, &spec).await
                     }
                     Err(DeviceError::Invalid(e)) => {
@@ -194,9 +197,10 @@ struct Owner<'a> {
     identity: &'a str,
 }
 
+/// The clone spec; `guest` is what the guest reads: the user data and the network kargs.
 fn clone_spec(
     who: &Owner<'_>,
-    user_data: &UserData,
+    (user_data, network_kargs): (&UserData, Option<&str>),
     p: &Placement,
     devices: DeviceChanges,
 ) -> CloneSpec {
@@ -207,6 +211,9 @@ fn clone_spec(
         identity,
     } = who;
     let mut extra_config = extra_config(user_data, name);
+    if let Some(kargs) = network_kargs {
+        extra_config.push((NETWORK_KARGS_KEY.into(), kargs.to_string()));
+    }
     // Whose VM this is, for the next run that has lost the Machine's UID.
     extra_config.push((MACHINE_IDENTITY_KEY.into(), identity.to_string()));
     CloneSpec {

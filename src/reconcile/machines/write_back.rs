@@ -1,10 +1,11 @@
 //! After a machine's vCenter step: carry out its Kubernetes steps (cordon, evict, delete the
-//! Node), fold their results into the plan (`plan::machine::outcome::after_kube`), record the
+//! Node, create or release IP address claims), fold their results into the plan (`plan::machine::outcome::after_kube`), record the
 //! events and write the Machine, all through [`KubeOps`].
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{SweepOutcome, key};
 use crate::api::machine::Machine;
+use crate::plan::machine::ipam::claim_object;
 use crate::plan::machine::outcome::{KubeResult, after_kube};
 use crate::plan::machine::{KubeStep, MachinePlan, Requeue};
 use crate::reconcile::kube_ops::{Eviction, KubeOps, machine_ref};
@@ -30,6 +31,14 @@ pub async fn write_back<K: KubeOps>(
                 )),
             }),
             KubeStep::DeleteNode(node) => kube.delete_node(node).await.map(|()| KubeResult::Done),
+            KubeStep::CreateClaim(c) => kube
+                .create_ip_address_claim(&claim_object(c))
+                .await
+                .map(|()| KubeResult::Done),
+            KubeStep::ReleaseClaim { namespace, name } => kube
+                .release_ip_address_claim(namespace, name)
+                .await
+                .map(|()| KubeResult::Done),
         };
         results.push((
             step,
