@@ -249,7 +249,11 @@ impl Env {
         names.dedup();
         assert_eq!(names.len(), tags.len(), "a tag twice: {tags:?}");
         let mut want: Vec<(String, String)> = vec![("k8s-region".into(), "region-a".into())];
-        want.extend(self.zones.iter().map(|z| ("k8s-zone".to_string(), z.clone())));
+        want.extend(
+            self.zones
+                .iter()
+                .map(|z| ("k8s-zone".to_string(), z.clone())),
+        );
         assert_eq!(names, want, "{tags:?}");
         for t in &tags {
             assert_eq!(t.attached.len(), 1, "{t:?}");
@@ -553,7 +557,9 @@ async fn watches_recover_after_the_api_server_restarts_and_nothing_is_done_twice
         "refused after the restarted server was ready:\n{}",
         refused_after.join("\n")
     );
-    let refused_before = manager.lines_with(&["watch failed; retrying", "Forbidden"]).len();
+    let refused_before = manager
+        .lines_with(&["watch failed; retrying", "Forbidden"])
+        .len();
     eprintln!(
         "realapi_resilience: {refused_before} watch retries met a 403 of the starting server"
     );

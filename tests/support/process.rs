@@ -282,15 +282,19 @@ impl Readback {
         );
         let object = regex::Regex::new(r"(?s)<objects>(.*?)</objects>").unwrap();
         let moref = regex::Regex::new(r#"<obj type="VirtualMachine">([^<]+)</obj>"#).unwrap();
-        let prop =
-            regex::Regex::new(r"(?s)<propSet><name>([^<]+)</name><val[^>]*>([^<]*)</val></propSet>")
-                .unwrap();
+        let prop = regex::Regex::new(
+            r"(?s)<propSet><name>([^<]+)</name><val[^>]*>([^<]*)</val></propSet>",
+        )
+        .unwrap();
         object
             .captures_iter(&props)
             .map(|o| {
                 let o = &o[1];
                 let mut vm = Vm {
-                    moref: moref.captures(o).map(|c| c[1].to_string()).unwrap_or_default(),
+                    moref: moref
+                        .captures(o)
+                        .map(|c| c[1].to_string())
+                        .unwrap_or_default(),
                     name: String::new(),
                     instance_uuid: String::new(),
                 };
@@ -309,19 +313,22 @@ impl Readback {
     async fn rest(&self, token: &str, method: reqwest::Method, path: &str) -> Value {
         let mut req = self
             .http
-            .request(method.clone(), format!("{}/rest/com/vmware/{path}", self.base))
+            .request(
+                method.clone(),
+                format!("{}/rest/com/vmware/{path}", self.base),
+            )
             .header("vmware-api-session-id", token);
         if method == reqwest::Method::POST {
             // vcsim decodes a body for every action, even one that needs none.
             req = req.json(&serde_json::json!({}));
         }
-        let resp = req
-            .send()
-            .await
-            .expect("REST call to vcsim");
+        let resp = req.send().await.expect("REST call to vcsim");
         let status = resp.status();
         let text = resp.text().await.unwrap();
-        assert!(status.is_success(), "vcsim answered {status} to {path}: {text}");
+        assert!(
+            status.is_success(),
+            "vcsim answered {status} to {path}: {text}"
+        );
         serde_json::from_str::<Value>(&text).unwrap()["value"].clone()
     }
 
@@ -363,7 +370,11 @@ impl Readback {
         {
             let id = id.as_str().unwrap();
             let t = self
-                .rest(&token, reqwest::Method::GET, &format!("cis/tagging/tag/id:{id}"))
+                .rest(
+                    &token,
+                    reqwest::Method::GET,
+                    &format!("cis/tagging/tag/id:{id}"),
+                )
                 .await;
             let category_id = t["category_id"].as_str().unwrap().to_string();
             if !category_names.contains_key(&category_id) {
@@ -387,7 +398,13 @@ impl Readback {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|o| format!("{}:{}", o["type"].as_str().unwrap_or_default(), o["id"].as_str().unwrap_or_default()))
+                .map(|o| {
+                    format!(
+                        "{}:{}",
+                        o["type"].as_str().unwrap_or_default(),
+                        o["id"].as_str().unwrap_or_default()
+                    )
+                })
                 .collect();
             attached.sort();
             out.push(Tag {
