@@ -299,7 +299,7 @@ pub async fn serve_listener(
                     match refused_certificate(&e) {
                         Some(alert) => tracing::warn!(
                             %peer,
-                            alert,
+                            alert = %alert,
                             cert = %cert_file.display(),
                             "the webhook's caller refused its serving certificate: the \
                              certificate must be signed by the caBundle of the webhook \
