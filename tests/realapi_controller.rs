@@ -21,21 +21,23 @@
 //! 5. deleting the zones, the manager releases them and deletes their failure domains (no
 //!    garbage collector here: it does so itself);
 //! 6. the manager logged no refusal by the API server, and stops with 0 on SIGTERM.
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
+#[path = "support/samples.rs"]
+mod samples;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use process::Manager;
 use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane, repo};
 use serde_json::{Value, json};
 use vcsim::Vcsim;
@@ -43,99 +45,13 @@ use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone, VSphereFailur
 
 const ADMIN: &Identity = &Identity::Admin;
 
-/// A running `vsphere-provider run`: its log, line by line; killed if still running when dropped.
-struct Manager {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    log: Arc<Mutex<Vec<String>>>,
+/// `vsphere-provider run ARGS` as the controller's ServiceAccount, pod `manager-0`.
+fn spawn_manager(cp: &ControlPlane, home: &Path, args: &[&str]) -> Manager {
+    Manager::spawn("manager-0", &cp.controller_kubeconfig, home, args)
 }
 
-impl Manager {
-    fn spawn(cp: &ControlPlane, home: &Path, args: &[&str]) -> Manager {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
-        cmd.env("KUBECONFIG", &cp.controller_kubeconfig)
-            .env("HOME", home)
-            .env("NO_COLOR", "1")
-            .env("POD_NAME", "manager-0")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("POD_NAMESPACE")
-            .env_remove("VSPHERE_USERNAME")
-            .env_remove("VSPHERE_PASSWORD")
-            .env_remove("VSPHERE_SERVER")
-            .args(["--log-level", "info", "run"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        realapi::kill_when_parent_thread_dies(&mut cmd);
-        let mut child = cmd.spawn().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let all = log.clone();
-        std::thread::spawn(move || {
-            let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let line = ansi.replace_all(&line, "").into_owned();
-                all.lock().unwrap().push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        Manager { child, lines, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// The first (further) log line containing `needle`, waiting up to 30 s.
-    fn line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no log line with {needle:?}:\n{}", self.log()),
-            }
-        }
-    }
-
-    /// SIGTERM, then the exit code (within 30 s: the manager drains for up to 20 s).
-    fn terminate(&mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "did not stop within 30 s:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("the manager's log:\n{}", self.log());
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// How long a log line may take to come.
+const LINE_WAIT: Duration = Duration::from_secs(30);
 
 /// `path` relative to `from` (both absolute): kustomize takes a base outside the overlay only
 /// by a relative path.
@@ -233,58 +149,16 @@ where
 }
 
 /// config/samples-style objects on a vcsim with the samples' topology: for each zone name a
-/// VSphereFailureDomain (autoConfigure, so the controller tags vCenter itself) and a
-/// VSphereDeploymentZone (controlPlane left unset); and, apart, the credentials Secret and a
-/// VSphereCluster in `ns` selecting every zone of the server.
+/// VSphereFailureDomain and a VSphereDeploymentZone (controlPlane left unset); and, apart, the
+/// credentials Secret and a VSphereCluster in `ns` selecting every zone of the server.
 fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
     let server = sim.url().to_string();
     let (user, password) = sim.credentials();
-    let mut domains = Vec::new();
-    for (i, name) in zones.iter().enumerate() {
-        domains.push(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereFailureDomain",
-            "metadata": {"name": name},
-            "spec": {
-                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                "zone": {"name": name, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
-                             "datastore": "LocalDS_0", "networks": ["VM Network"]}
-            }
-        }));
-        domains.push(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereDeploymentZone",
-            "metadata": {"name": name},
-            "spec": {
-                "server": server,
-                "failureDomain": name,
-                "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}
-            }
-        }));
-    }
-    let cluster = vec![
-        json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "vsphere-credentials", "namespace": ns},
-            "type": "Opaque",
-            "stringData": {"username": user, "password": password}
-        }),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereCluster",
-            "metadata": {"name": "demo", "namespace": ns},
-            "spec": {
-                "server": server,
-                "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
-                "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                "failureDomainSelector": {}
-            }
-        }),
-    ];
     let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
-    (list(domains), list(cluster))
+    (
+        list(samples::zones(&server, zones, None)),
+        list(samples::cluster(ns, &server, user, password)),
+    )
 }
 
 /// Waits until each zone is ready (conditions True, finalizer on, owning its failure domain)
@@ -402,7 +276,7 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
 
     // 1. The manager, as the ServiceAccount, electing a leader, with its webhooks.
-    let mut manager = Manager::spawn(
+    let mut manager = spawn_manager(
         cp,
         &work,
         &[
@@ -417,7 +291,7 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
             SA_NAMESPACE,
         ],
     );
-    let line = manager.line("admission webhooks listening");
+    let line = manager.wait_line("admission webhooks listening", LINE_WAIT);
     let webhook_addr = line
         .split("addr=")
         .nth(1)
@@ -644,7 +518,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
         .arg("127.0.0.2:0")
         .start()
         .await;
-    let mut manager = Manager::spawn(
+    let mut manager = spawn_manager(
         cp,
         &work,
         &[
@@ -657,7 +531,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
             SA_NAMESPACE,
         ],
     );
-    manager.line("controllers started");
+    manager.wait_line("controllers started", LINE_WAIT);
     let zones: Vec<String> = ["a", "b", "c"]
         .iter()
         .map(|z| format!("{ns}-zone-{z}"))
@@ -670,7 +544,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
         }
     }
     cp.apply_text(ADMIN, &domains.to_string(), None).ok();
-    manager.line("no credentials for vCenter");
+    manager.wait_line("no credentials for vCenter", LINE_WAIT);
     cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
     assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());

@@ -447,8 +447,8 @@ async fn a_forbidden_write_names_verb_and_object_and_is_retried_with_backoff_unt
     .ok();
 
     // Each attempt: one line naming the object, the verb and the resource; 5 s, 10 s, 20 s.
-    let refusal = format!("cannot patch resource \"vspheredeploymentzones\"");
-    let lines = wait_lines(&m, &refusal, 3).await;
+    let refusal = "cannot patch resource \"vspheredeploymentzones\"";
+    let lines = wait_lines(&m, refusal, 3).await;
     for l in &lines {
         assert!(
             l.contains(&format!("object=\"{zone}\"")),
@@ -456,11 +456,7 @@ async fn a_forbidden_write_names_verb_and_object_and_is_retried_with_backoff_unt
         );
         assert!(l.contains(&subject), "names who was refused: {l}");
     }
-    assert_eq!(
-        retries(&m, &refusal)[..3],
-        ["5s", "10s", "20s"],
-        "{lines:?}"
-    );
+    assert_eq!(retries(&m, refusal)[..3], ["5s", "10s", "20s"], "{lines:?}");
     eprintln!("realapi_faults: {}", lines[0]);
     let metrics = http_get(&admin, "/metrics").await.1;
     let errors: u64 = metrics

@@ -22,6 +22,8 @@
 mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
+#[path = "support/samples.rs"]
+mod samples;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -79,40 +81,9 @@ impl Env {
             .iter()
             .map(|z| format!("{ns}-zone-{z}"))
             .collect();
-        let mut items = vec![
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "vsphere-credentials", "namespace": ns},
-                   "stringData": {"username": user, "password": password}}),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "worker-user-data", "namespace": ns},
-                   "stringData": {"userData": "{\"ignition\":{\"version\":\"3.2.0\"}}"}}),
-            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
-                   "metadata": {"name": "demo", "namespace": ns},
-                   "spec": {"server": server,
-                            "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
-                            "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                            "failureDomainSelector": {}}}),
-        ];
-        for (i, name) in zones.iter().enumerate() {
-            items.push(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereFailureDomain",
-                "metadata": {"name": name},
-                "spec": {
-                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                    "zone": {"name": name, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                    "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
-                                 "datastore": "LocalDS_0", "networks": ["VM Network"]}
-                }
-            }));
-            items.push(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereDeploymentZone",
-                "metadata": {"name": name},
-                "spec": {"server": server, "failureDomain": name, "controlPlane": true,
-                         "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}}
-            }));
-        }
+        let mut items = samples::cluster(&ns, &server, user, password);
+        items.push(samples::user_data(&ns));
+        items.extend(samples::zones(&server, &zones, Some(true)));
         let env = Env {
             cp,
             ns,
@@ -123,7 +94,7 @@ impl Env {
         };
         let baseline = env.readback().vms().await;
         let env = Env { baseline, ..env };
-        cp.apply_text(ADMIN, &list(items), None).ok();
+        cp.apply_text(ADMIN, &samples::list(items), None).ok();
         env
     }
 
@@ -266,37 +237,6 @@ impl Env {
     }
 }
 
-fn list(items: Vec<Value>) -> String {
-    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
-}
-
-fn provider_spec() -> Value {
-    json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "VSphereMachineProviderSpec",
-        "template": "DC0_H0_VM0",
-        "numCPUs": 2,
-        "memoryMiB": 2048,
-        "network": {"devices": []},
-        "userDataSecret": {"name": "worker-user-data"},
-        "workspace": {}
-    })
-}
-
-fn worker(ns: &str, name: &str, zone: &str) -> Value {
-    json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "Machine",
-        "metadata": {"name": name, "namespace": ns, "labels": {
-            "vsphere-provider.io/deployment-zone": zone,
-            "machine.openshift.io/cluster-api-cluster": "demo",
-            "machine.openshift.io/cluster-api-machine-role": "worker",
-            "machine.openshift.io/cluster-api-machine-type": "worker"
-        }},
-        "spec": {"providerSpec": {"value": provider_spec()}}
-    })
-}
-
 fn lease_holder(cp: &ControlPlane) -> Option<String> {
     let out = cp.kubectl(
         ADMIN,
@@ -363,33 +303,7 @@ async fn the_standby_takes_over_a_rollout_from_a_killed_leader_without_a_second_
     assert_eq!(lease_holder(cp).as_deref(), Some("manager-a"));
     env.wait_zones_ready().await;
 
-    let domains: Vec<Value> = env.zones.iter().map(|z| json!({"name": z})).collect();
-    env.apply(json!({
-        "apiVersion": "machine.openshift.io/v1",
-        "kind": "ControlPlaneMachineSet",
-        "metadata": {"name": "cluster", "namespace": env.ns},
-        "spec": {
-            "replicas": 3,
-            "state": "Active",
-            "strategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-machine-role": "master",
-                "machine.openshift.io/cluster-api-machine-type": "master"
-            }},
-            "template": {
-                "machineType": "machines_v1beta1_machine_openshift_io",
-                "machines_v1beta1_machine_openshift_io": {
-                    "failureDomains": {"platform": "VSphere", "vsphere": domains},
-                    "metadata": {"labels": {
-                        "machine.openshift.io/cluster-api-cluster": "demo",
-                        "machine.openshift.io/cluster-api-machine-role": "master",
-                        "machine.openshift.io/cluster-api-machine-type": "master"
-                    }},
-                    "spec": {"providerSpec": {"value": provider_spec()}}
-                }
-            }
-        }
-    }));
+    env.apply(samples::control_plane_machine_set(&env.ns, &env.zones));
 
     // The leader has asked vcsim for a clone (held there a few seconds): kill it.
     env.wait_clone_in_flight().await;
@@ -443,7 +357,7 @@ async fn a_manager_killed_mid_reconcile_and_restarted_does_nothing_twice() {
     let cp = env.cp;
     let names: Vec<String> = (0..3).map(|i| format!("{}-w{i}", env.ns)).collect();
     for (name, zone) in names.iter().zip(&env.zones) {
-        env.apply(worker(&env.ns, name, zone));
+        env.apply(samples::worker(&env.ns, name, zone, json!({})));
     }
     // Without leader election: a restarted pod of a single-replica Deployment, at once.
     let args = [
@@ -521,7 +435,7 @@ async fn watches_recover_after_the_api_server_restarts_and_nothing_is_done_twice
     );
     env.wait_zones_ready().await;
     let before = format!("{}-before", env.ns);
-    env.apply(worker(&env.ns, &before, &env.zones[0]));
+    env.apply(samples::worker(&env.ns, &before, &env.zones[0], json!({})));
     env.wait_provisioned(1).await;
 
     cp.stop_apiserver();
@@ -534,7 +448,7 @@ async fn watches_recover_after_the_api_server_restarts_and_nothing_is_done_twice
 
     // A change made after the restart is acted on.
     let after = format!("{}-after", env.ns);
-    env.apply(worker(&env.ns, &after, &env.zones[1]));
+    env.apply(samples::worker(&env.ns, &after, &env.zones[1], json!({})));
     let machines = env.wait_provisioned(2).await;
     env.assert_nothing_done_twice(&machines).await;
     let kinds: Vec<String> = manager

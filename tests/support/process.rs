@@ -154,6 +154,9 @@ impl Manager {
     /// The manager was never refused by the API server.
     pub fn assert_never_forbidden(&self) {
         let log = self.log();
+        if std::env::var_os("REALAPI_SHOW_LOG").is_some() {
+            eprintln!("--- the log of {}:\n{log}", self.name);
+        }
         for refusal in ["forbidden", "Forbidden", " 403"] {
             assert!(
                 !log.contains(refusal),
