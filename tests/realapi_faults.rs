@@ -10,10 +10,12 @@
 //!   configuration calls: the user's `kubectl apply` fails with the API server's x509 error,
 //!   the manager logs that the caller refused its certificate and what to fix, and a matching
 //!   certificate written into the directory is served without a restart;
-//! * a Forbidden answer (a copy of config/rbac's ClusterRole without `patch` on zones, bound to
-//!   another ServiceAccount): every attempt is logged naming the verb, the resource and the
-//!   zone, retried at 5 s, 10 s, 20 s (the error metric counts them), and the zone converges
-//!   once the verb is granted.
+//! * a Forbidden answer (a copy of config/rbac's ClusterRole without one verb, bound to another
+//!   ServiceAccount): without `list` on nodes, the start-up check names who was refused which
+//!   verb on which resource, retries at 1 s, 2 s, 4 s and starts once it is granted; without
+//!   `patch` on zones, every attempt is logged naming the verb, the resource and the zone,
+//!   retried at 5 s, 10 s, 20 s (the error metric counts them), and the zone converges once the
+//!   verb is granted.
 //!
 //! Why the manager does not exit in the first two cases (a Deployment would turn exits into a
 //! crash loop): see src/controllers/startup.rs. No timing is asserted: the backoff is read from
@@ -367,62 +369,121 @@ async fn a_webhook_certificate_that_does_not_match_reaches_the_user_and_the_log_
     assert_eq!(m.terminate(), Some(0), "{}", m.log());
 }
 
+/// config/rbac's ClusterRole without one verb on one resource, bound to a ServiceAccount of
+/// its own (`partial-controller` in the test's namespace).
+struct PartialRole {
+    kubeconfig: PathBuf,
+    /// `system:serviceaccount:NS:partial-controller`.
+    subject: String,
+    /// The role with every verb, under the copy's name.
+    granted: Value,
+}
+
+impl PartialRole {
+    async fn bind(cp: &ControlPlane, ns: &str, resource: &str, verb: &str) -> PartialRole {
+        let sa = "partial-controller";
+        let kubeconfig = cp.service_account_kubeconfig(ns, sa).unwrap();
+        let text = std::fs::read_to_string(repo().join("config/rbac/role.yaml")).unwrap();
+        let mut granted: Value = serde_saphyr::from_str(&text).unwrap();
+        let role_name = format!("realapi-{ns}");
+        granted["metadata"]["name"] = json!(role_name);
+        let mut role = granted.clone();
+        let mut removed = 0;
+        for rule in role["rules"].as_array_mut().unwrap() {
+            if rule["resources"] == json!([resource]) {
+                rule["verbs"].as_array_mut().unwrap().retain(|v| v != verb);
+                removed += 1;
+            }
+        }
+        assert_eq!(removed, 1, "role.yaml has one rule for {resource}");
+        cp.apply_text(ADMIN, &role.to_string(), None).ok();
+        cp.apply_text(
+            ADMIN,
+            &json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": role_name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
+            })
+            .to_string(),
+            None,
+        )
+        .ok();
+        let subject = format!("system:serviceaccount:{ns}:{sa}");
+        wait_for("the binding in force", LOG_WAIT, || {
+            let out = cp.kubectl(
+                ADMIN,
+                &[
+                    "auth",
+                    "can-i",
+                    "get",
+                    "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
+                    &format!("--as={subject}"),
+                ],
+            );
+            (out.stdout.trim() == "yes").then_some(())
+        })
+        .await;
+        PartialRole {
+            kubeconfig,
+            subject,
+            granted,
+        }
+    }
+
+    /// The missing verb granted again.
+    fn grant(&self, cp: &ControlPlane) {
+        cp.apply_text(ADMIN, &self.granted.to_string(), None).ok();
+    }
+}
+
+/// A list refused at start (no `list` on nodes): the manager names the resource, the verb and
+/// who was refused, checks again at 1 s, 2 s, 4 s …, and starts once it is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_refused_at_start_is_named_and_retried_until_granted() {
+    let _one = ONE.lock().await;
+    let cp = control_plane();
+    let ns = cp.namespace("refused-list");
+    let work = work_dir(cp, &ns);
+    let partial = PartialRole::bind(cp, &ns, "nodes", "list").await;
+    let mut m = spawn(
+        "manager-0",
+        &partial.kubeconfig,
+        &work,
+        &manager_args(&work),
+    );
+    let needle = "the Kubernetes API server refuses to list nodes";
+    let lines = wait_lines(&m, needle, 3).await;
+    eprintln!("realapi_faults: {}", lines[0]);
+    for l in &lines {
+        assert!(
+            l.contains(&format!(
+                "User \"{}\" cannot list resource \"nodes\"",
+                partial.subject
+            )),
+            "names who, the verb and the resource: {l}"
+        );
+        assert!(
+            l.contains("bind the manager's ServiceAccount with config/rbac"),
+            "{l}"
+        );
+    }
+    assert_eq!(retries(&m, needle)[..3], ["1s", "2s", "4s"], "{lines:?}");
+    assert!(m.is_running(), "{}", m.log());
+    partial.grant(cp);
+    m.wait_line("controllers started", LOG_WAIT);
+    assert_eq!(m.terminate(), Some(0), "{}", m.log());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_write_names_verb_and_object_and_is_retried_with_backoff_until_granted() {
     let _one = ONE.lock().await;
     let cp = control_plane();
     let ns = cp.namespace("refused");
     let work = work_dir(cp, &ns);
-    let sa = "partial-controller";
-    let kubeconfig = cp.service_account_kubeconfig(&ns, sa).unwrap();
-
-    // config/rbac's ClusterRole without `patch` on zones, bound to this ServiceAccount.
-    let text = std::fs::read_to_string(repo().join("config/rbac/role.yaml")).unwrap();
-    let full: Value = serde_saphyr::from_str(&text).unwrap();
-    let role_name = format!("realapi-{ns}");
-    let mut role = full.clone();
-    role["metadata"]["name"] = json!(role_name);
-    let mut granted = role.clone();
-    let mut removed = 0;
-    for rule in role["rules"].as_array_mut().unwrap() {
-        if rule["resources"] == json!(["vspheredeploymentzones"]) {
-            rule["verbs"]
-                .as_array_mut()
-                .unwrap()
-                .retain(|v| v != "patch");
-            removed += 1;
-        }
-    }
-    assert_eq!(removed, 1, "role.yaml has one rule for zones");
-    cp.apply_text(ADMIN, &role.to_string(), None).ok();
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role_name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
-    let subject = format!("system:serviceaccount:{ns}:{sa}");
-    wait_for("the binding in force", LOG_WAIT, || {
-        let out = cp.kubectl(
-            ADMIN,
-            &[
-                "auth",
-                "can-i",
-                "list",
-                "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
-                &format!("--as={subject}"),
-            ],
-        );
-        (out.stdout.trim() == "yes").then_some(())
-    })
-    .await;
+    let partial = PartialRole::bind(cp, &ns, "vspheredeploymentzones", "patch").await;
+    let (kubeconfig, subject) = (partial.kubeconfig.clone(), partial.subject.clone());
 
     let mut m = spawn("manager-0", &kubeconfig, &work, &manager_args(&work));
     let admin =
@@ -470,8 +531,7 @@ async fn a_forbidden_write_names_verb_and_object_and_is_retried_with_backoff_unt
     assert!(errors >= 3, "{metrics}");
 
     // Granted: the next retry adds the finalizer.
-    granted["metadata"]["name"] = json!(role_name);
-    cp.apply_text(ADMIN, &granted.to_string(), None).ok();
+    partial.grant(cp);
     wait_for("the zone's finalizer", Duration::from_secs(300), || {
         let z = cp
             .kubectl(
