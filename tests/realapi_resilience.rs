@@ -308,6 +308,7 @@ async fn the_standby_takes_over_a_rollout_from_a_killed_leader_without_a_second_
     // The leader has asked vcsim for a clone (held there a few seconds): kill it.
     env.wait_clone_in_flight().await;
     a.kill();
+    let killed_at = jiff::Timestamp::now();
     let at_kill = (env.machines().len(), env.provisioned());
     let vms_at_kill = env.readback().vms().await.len() - env.baseline.len();
     eprintln!(
@@ -322,6 +323,17 @@ async fn the_standby_takes_over_a_rollout_from_a_killed_leader_without_a_second_
     // The standby takes over: its log, then the Lease.
     let took = b.wait_line("became leader", LOG_WAIT);
     assert!(took.contains("identity=manager-b"), "{took}");
+    // Measured, not asserted: the lease (8 s) runs out on the standby's clock, counted from the
+    // last renewal it saw, so the takeover comes at most a lease duration (plus one retry
+    // period) after the kill.
+    if let Some(at) = logged_at(&took) {
+        eprintln!(
+            "realapi_resilience: the standby led {:.1}s after the kill (lease 8s, retry 1s)",
+            (at - killed_at)
+                .total(jiff::Unit::Second)
+                .unwrap_or(f64::NAN)
+        );
+    }
     assert_eq!(lease_holder(cp).as_deref(), Some("manager-b"));
     let machines = env.wait_provisioned(3).await;
     env.assert_nothing_done_twice(&machines).await;
