@@ -394,6 +394,29 @@ async fn an_ip_address_claim_is_created_once_and_released<W: World>(w: W) {
         .unwrap();
 }
 
+/// A field the new status no longer has is gone from the stored one: a machine's cleared
+/// `providerStatus.taskRef` (omitted when empty) stayed on the API server when the status was
+/// sent whole as a merge patch, and the machine re-read its failed clone task forever.
+async fn a_status_field_removed_is_gone<W: World>(w: W) {
+    w.put_machine(&machine("m", &[]));
+    let before = w.machine("m").unwrap();
+    let mut after = before.clone();
+    after.status = Some(
+        serde_json::from_value(json!({"phase": "Provisioning", "providerStatus": {
+            "taskRef": "task-100", "instanceId": "bios-1"}}))
+        .unwrap(),
+    );
+    w.ops().update_machine(&before, &after).await.unwrap();
+    let written = w.machine("m").unwrap();
+    let provider = |m: &Machine| m.status.as_ref().unwrap().provider_status.clone().unwrap();
+    assert_eq!(provider(&written)["taskRef"], "task-100");
+    let mut cleared = written.clone();
+    cleared.status.as_mut().unwrap().provider_status = Some(json!({"instanceId": "bios-1"}));
+    w.ops().update_machine(&written, &cleared).await.unwrap();
+    let stored = provider(&w.machine("m").unwrap());
+    assert_eq!(stored, json!({"instanceId": "bios-1"}), "taskRef removed");
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod local_cluster {
@@ -414,4 +437,5 @@ conformance!(
     a_released_deleting_machine_is_gone,
     create_conflicts_and_missing_objects_are_typed,
     a_check_s_annotation_and_status_are_written,
+    a_status_field_removed_is_gone,
 );

@@ -21,124 +21,37 @@
 //! 5. deleting the zones, the manager releases them and deletes their failure domains (no
 //!    garbage collector here: it does so itself);
 //! 6. the manager logged no refusal by the API server, and stops with 0 on SIGTERM.
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
+#[path = "support/samples.rs"]
+mod samples;
 #[path = "support/vcsim.rs"]
 mod vcsim;
-#[path = "support/zones.rs"]
-mod zones;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use process::Manager;
 use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane, repo};
 use serde_json::{Value, json};
 use vcsim::Vcsim;
 use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
-use zones::samples_style;
 
 const ADMIN: &Identity = &Identity::Admin;
 
-/// A running `vsphere-provider run`: its log, line by line; killed if still running when dropped.
-struct Manager {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    log: Arc<Mutex<Vec<String>>>,
+/// `vsphere-provider run ARGS` as the controller's ServiceAccount, pod `manager-0`.
+fn spawn_manager(cp: &ControlPlane, home: &Path, args: &[&str]) -> Manager {
+    Manager::spawn("manager-0", &cp.controller_kubeconfig, home, args)
 }
 
-impl Manager {
-    fn spawn(cp: &ControlPlane, home: &Path, args: &[&str]) -> Manager {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
-        cmd.env("KUBECONFIG", &cp.controller_kubeconfig)
-            .env("HOME", home)
-            .env("NO_COLOR", "1")
-            .env("POD_NAME", "manager-0")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("POD_NAMESPACE")
-            .env_remove("VSPHERE_USERNAME")
-            .env_remove("VSPHERE_PASSWORD")
-            .env_remove("VSPHERE_SERVER")
-            .args(["--log-level", "info", "run"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        realapi::kill_when_parent_thread_dies(&mut cmd);
-        let mut child = cmd.spawn().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let all = log.clone();
-        std::thread::spawn(move || {
-            let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let line = ansi.replace_all(&line, "").into_owned();
-                all.lock().unwrap().push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        Manager { child, lines, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// The first (further) log line containing `needle`, waiting up to 30 s.
-    fn line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no log line with {needle:?}:\n{}", self.log()),
-            }
-        }
-    }
-
-    /// SIGTERM, then the exit code (within 30 s: the manager drains for up to 20 s).
-    fn terminate(&mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "did not stop within 30 s:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("the manager's log:\n{}", self.log());
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// How long a log line may take to come.
+const LINE_WAIT: Duration = Duration::from_secs(30);
 
 /// `vsphere-provider run` as the ServiceAccount, electing a leader, serving its webhooks over
 /// TLS with a certificate the harness's CA signed (so that CA is their `caBundle`); and the
@@ -152,7 +65,7 @@ fn webhook_manager(cp: &ControlPlane, work: &Path, ns: &str) -> (Manager, String
     );
     std::fs::rename(crt, certs.join("tls.crt")).unwrap();
     std::fs::rename(key, certs.join("tls.key")).unwrap();
-    let manager = Manager::spawn(
+    let mut manager = spawn_manager(
         cp,
         work,
         &[
@@ -167,15 +80,8 @@ fn webhook_manager(cp: &ControlPlane, work: &Path, ns: &str) -> (Manager, String
             SA_NAMESPACE,
         ],
     );
-    let line = manager.line("admission webhooks listening");
-    let webhook_addr = line
-        .split("addr=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let line = manager.wait_line("admission webhooks listening", LINE_WAIT);
+    let webhook_addr = Manager::field(&line, "addr").expect("the webhook address");
     (manager, webhook_addr)
 }
 
@@ -272,6 +178,19 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// config/samples-style objects on a vcsim with the samples' topology: for each zone name a
+/// VSphereFailureDomain and a VSphereDeploymentZone (controlPlane left unset); and, apart, the
+/// credentials Secret and a VSphereCluster in `ns` selecting every zone of the server.
+fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
+    let server = sim.url().to_string();
+    let (user, password) = sim.credentials();
+    let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
+    (
+        list(samples::zones(&server, zones, None)),
+        list(samples::cluster(ns, &server, user, password)),
+    )
 }
 
 /// Waits until each zone is ready (conditions True, finalizer on, owning its failure domain)
@@ -600,7 +519,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
         .arg("127.0.0.2:0")
         .start()
         .await;
-    let mut manager = Manager::spawn(
+    let mut manager = spawn_manager(
         cp,
         &work,
         &[
@@ -613,7 +532,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
             SA_NAMESPACE,
         ],
     );
-    manager.line("controllers started");
+    manager.wait_line("controllers started", LINE_WAIT);
     let zones: Vec<String> = ["a", "b", "c"]
         .iter()
         .map(|z| format!("{ns}-zone-{z}"))
@@ -626,7 +545,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
         }
     }
     cp.apply_text(ADMIN, &domains.to_string(), None).ok();
-    manager.line("no credentials for vCenter");
+    manager.wait_line("no credentials for vCenter", LINE_WAIT);
     cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
     assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());

@@ -18,15 +18,17 @@
 //! Each test starts its own vcsim and manager (one at a time: they would share the objects of
 //! every namespace), in a namespace of its own, and ends asserting the manager was never refused
 //! (no 403 in its log).
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
+#[path = "support/samples.rs"]
+mod samples;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use realapi::{ControlPlane, Identity, control_plane};
@@ -37,97 +39,24 @@ use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
 
 const ADMIN: &Identity = &Identity::Admin;
 
-/// A running `vsphere-provider run`; killed if still running when dropped.
-struct Manager {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
+/// `vsphere-provider run` as the controller's ServiceAccount, without leader election.
+fn spawn_manager(cp: &ControlPlane, home: &Path) -> Manager {
+    Manager::spawn(
+        "manager-0",
+        &cp.controller_kubeconfig,
+        home,
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--webhook-cert-dir",
+            home.to_str().unwrap(),
+            "--namespace",
+            realapi::SA_NAMESPACE,
+        ],
+    )
 }
 
-impl Manager {
-    fn spawn(cp: &ControlPlane, home: &Path) -> Manager {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
-        cmd.env("KUBECONFIG", &cp.controller_kubeconfig)
-            .env("HOME", home)
-            .env("NO_COLOR", "1")
-            .env("POD_NAME", "manager-0")
-            .env("RUST_LOG", "info")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("POD_NAMESPACE")
-            .env_remove("VSPHERE_USERNAME")
-            .env_remove("VSPHERE_PASSWORD")
-            .env_remove("VSPHERE_SERVER")
-            .args(["--log-level", "info", "run"])
-            .args([
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--webhook-cert-dir",
-                home.to_str().unwrap(),
-                "--namespace",
-                realapi::SA_NAMESPACE,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        realapi::kill_when_parent_thread_dies(&mut cmd);
-        let mut child = cmd.spawn().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let all = log.clone();
-        std::thread::spawn(move || {
-            let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                all.lock()
-                    .unwrap()
-                    .push(ansi.replace_all(&line, "").into_owned());
-            }
-        });
-        Manager { child, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// The manager was never refused by the API server.
-    fn assert_never_forbidden(&self) {
-        let log = self.log();
-        if std::env::var_os("REALAPI_SHOW_LOG").is_some() {
-            eprintln!("{log}");
-        }
-        for refusal in ["forbidden", "Forbidden", " 403"] {
-            assert!(
-                !log.contains(refusal),
-                "the manager was refused something ({refusal}):\n{log}"
-            );
-        }
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("the manager's log:\n{}", self.log());
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` every 250 ms for up to `limit`.
-async fn wait_for<T, F>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Option<T>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+use process::{Manager, wait_for};
 
 /// One manager at a time.
 static ONE_MANAGER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -164,56 +93,11 @@ impl Env {
             .iter()
             .map(|z| format!("{ns}-zone-{z}"))
             .collect();
-        let mut items = vec![
-            json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "vsphere-credentials", "namespace": ns},
-                "stringData": {"username": user, "password": password}
-            }),
-            json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "worker-user-data", "namespace": ns},
-                "stringData": {"userData": "{\"ignition\":{\"version\":\"3.2.0\"}}"}
-            }),
-            json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereCluster",
-                "metadata": {"name": "demo", "namespace": ns},
-                "spec": {
-                    "server": server,
-                    "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
-                    "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                    "failureDomainSelector": {}
-                }
-            }),
-        ];
-        let manager = Manager::spawn(cp, &work);
-        cp.apply_text(ADMIN, &list(std::mem::take(&mut items)), None)
-            .ok();
-        for (i, name) in zones.iter().enumerate() {
-            items.push(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereFailureDomain",
-                "metadata": {"name": name},
-                "spec": {
-                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                    "zone": {"name": name, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                    "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
-                                 "datastore": "LocalDS_0", "networks": ["VM Network"]}
-                }
-            }));
-            items.push(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereDeploymentZone",
-                "metadata": {"name": name},
-                "spec": {
-                    "server": server,
-                    "failureDomain": name,
-                    "controlPlane": true,
-                    "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}
-                }
-            }));
-        }
+        let mut items = samples::cluster(&ns, &server, user, password);
+        items.push(samples::user_data(&ns));
+        let manager = spawn_manager(cp, &work);
+        cp.apply_text(ADMIN, &list(items), None).ok();
+        let items = samples::zones(&server, &zones, Some(true));
         cp.apply_text(ADMIN, &list(items), None).ok();
         let env = Env {
             cp,
@@ -358,22 +242,7 @@ impl Env {
     }
 }
 
-fn list(items: Vec<Value>) -> String {
-    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
-}
-
-fn provider_spec() -> Value {
-    json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "VSphereMachineProviderSpec",
-        "template": "DC0_H0_VM0",
-        "numCPUs": 2,
-        "memoryMiB": 2048,
-        "network": {"devices": []},
-        "userDataSecret": {"name": "worker-user-data"},
-        "workspace": {}
-    })
-}
+use samples::{list, worker};
 
 /// 1 + 4 + 6: a ControlPlaneMachineSet (kubectl apply) over three zones creates three Machines,
 /// each cloned in its zone's pool and folder; Nodes registered by the test (standing in for
@@ -384,33 +253,7 @@ async fn a_control_plane_machine_set_runs_three_machines_in_their_zones() {
     let started = Instant::now();
     let env = Env::start("cpms").await;
     let ns = env.ns.clone();
-    let domains: Vec<Value> = env.zones.iter().map(|z| json!({"name": z})).collect();
-    env.apply(json!({
-        "apiVersion": "machine.openshift.io/v1",
-        "kind": "ControlPlaneMachineSet",
-        "metadata": {"name": "cluster", "namespace": ns},
-        "spec": {
-            "replicas": 3,
-            "state": "Active",
-            "strategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-machine-role": "master",
-                "machine.openshift.io/cluster-api-machine-type": "master"
-            }},
-            "template": {
-                "machineType": "machines_v1beta1_machine_openshift_io",
-                "machines_v1beta1_machine_openshift_io": {
-                    "failureDomains": {"platform": "VSphere", "vsphere": domains},
-                    "metadata": {"labels": {
-                        "machine.openshift.io/cluster-api-cluster": "demo",
-                        "machine.openshift.io/cluster-api-machine-role": "master",
-                        "machine.openshift.io/cluster-api-machine-type": "master"
-                    }},
-                    "spec": {"providerSpec": {"value": provider_spec()}}
-                }
-            }
-        }
-    }));
+    env.apply(samples::control_plane_machine_set(&ns, &env.zones));
     let machines = wait_for(
         "three machines provisioned",
         Duration::from_secs(120),
@@ -556,25 +399,6 @@ async fn a_control_plane_machine_set_runs_three_machines_in_their_zones() {
     );
     env.manager.assert_never_forbidden();
     eprintln!("realapi_machines: cpms test took {:.2?}", started.elapsed());
-}
-
-/// A worker Machine in zone `zone`, with `hooks` as its lifecycleHooks.
-fn worker(ns: &str, name: &str, zone: &str, hooks: Value) -> Value {
-    json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "Machine",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {
-                "vsphere-provider.io/deployment-zone": zone,
-                "machine.openshift.io/cluster-api-cluster": "demo",
-                "machine.openshift.io/cluster-api-machine-role": "worker",
-                "machine.openshift.io/cluster-api-machine-type": "worker"
-            }
-        },
-        "spec": {"lifecycleHooks": hooks, "providerSpec": {"value": provider_spec()}}
-    })
 }
 
 fn has_condition(m: &Value, type_: &str, status: &str) -> bool {

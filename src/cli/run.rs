@@ -3,25 +3,24 @@
 //! and runs the zone and cluster controllers (under the leader Lease unless told otherwise)
 //! until SIGTERM or SIGINT; then stops the controllers, logs out of vCenter and exits 0.
 //!
-//! Exit codes: 0 after a clean shutdown, 1 when it cannot start (no kubeconfig, CRDs missing,
-//! a port taken), 2 for bad flags.
+//! Exit codes: 0 after a clean shutdown, 1 when it cannot start (no kubeconfig, a port taken),
+//! 2 for bad flags. An API server that does not answer, a CRD not installed, a list refused by
+//! RBAC are not exits: the manager logs what to fix and checks again with a growing delay
+//! (`controllers::startup`), so a Deployment does not crash-loop while its CRDs are applied.
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Api;
-use kube::api::ListParams;
 use kube::runtime::events::Reporter;
 use secrecy::SecretString;
 use tokio::net::TcpListener;
 
 use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 use crate::controllers::leader::LeaseSettings;
-use crate::controllers::{self, Health, Metrics, Shared, Shutdown, admin, shutdown};
+use crate::controllers::{self, Health, Metrics, Shared, Shutdown, admin, shutdown, startup};
 use crate::plan::credentials::ManagerIdentity;
 use crate::reconcile::views::ServerViews;
 use crate::vcenter::session::SessionCache;
@@ -63,6 +62,17 @@ pub struct Args {
     /// Reconcile only while holding the leader Lease (turn off only with a single replica).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub leader_elect: bool,
+    /// How long the leader Lease is valid without renewal: a standby replica takes over this
+    /// long after the leader last renewed it (whole seconds, at least 1s).
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_lease_duration: Duration,
+    /// A leader that could not renew the Lease for this long stops reconciling; shorter than
+    /// the lease duration. The leader renews every half of it.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often a standby replica tries to take the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_retry_period: Duration,
     /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub view_ttl: Duration,
@@ -122,6 +132,31 @@ fn manager_identity(connect: &ConnectArgs) -> Result<Option<ManagerIdentity>, St
     }
 }
 
+/// The Lease timing from the flags: a leader must stop acting (renew deadline) before a
+/// standby may take over (lease duration), or two replicas would reconcile at once.
+fn lease_timing(args: &Args) -> Result<(Duration, Duration, Duration), String> {
+    let (lease, renew, retry) = (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    );
+    if lease < Duration::from_secs(1) || lease.subsec_nanos() != 0 {
+        return Err(format!(
+            "--leader-elect-lease-duration={lease:?}: the Lease holds whole seconds; use 1s or more"
+        ));
+    }
+    if renew.is_zero() || renew >= lease {
+        return Err(format!(
+            "--leader-elect-renew-deadline={renew:?} must be above 0 and below \
+             --leader-elect-lease-duration={lease:?}"
+        ));
+    }
+    if retry.is_zero() {
+        return Err("--leader-elect-retry-period must be above 0".into());
+    }
+    Ok((lease, renew, retry))
+}
+
 /// This replica's name in the Lease and in Events: the pod name, else the host name with a
 /// per-process suffix (two processes on one host must not share an identity).
 fn identity() -> String {
@@ -135,37 +170,6 @@ fn identity() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "vsphere-provider".into());
     format!("{host}_{}", std::process::id())
-}
-
-/// Fail early, with the fix, when a kind the controllers watch is not served.
-async fn check_crds(client: &kube::Client) -> Result<(), String> {
-    async fn served<K>(client: &kube::Client) -> Result<(), String>
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        match Api::<K>::all(client.clone())
-            .list_metadata(&ListParams::default().limit(1))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Err(format!(
-                "the CustomResourceDefinition {}.{} ({}) is not installed; install the CRDs first: \
-                 `vsphere-provider crds | kubectl apply -f -`",
-                K::plural(&()),
-                K::group(&()),
-                K::kind(&())
-            )),
-            Err(e) => Err(format!(
-                "cannot list {} from the Kubernetes API: {e}",
-                K::plural(&())
-            )),
-        }
-    }
-    served::<VSphereDeploymentZone>(client).await?;
-    served::<VSphereFailureDomain>(client).await?;
-    served::<VSphereCluster>(client).await?;
-    served::<Machine>(client).await?;
-    Ok(())
 }
 
 /// SIGTERM or SIGINT.
@@ -246,7 +250,14 @@ pub async fn run(args: Args) -> ExitCode {
     {
         tracing::info!("--server is not used by `run`: each zone names its vCenter server");
     }
-    let client = match kube_client().await {
+    let timing = match lease_timing(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let (client, server) = match kube_client().await {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -256,11 +267,7 @@ pub async fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    if let Err(e) = check_crds(&client).await {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_FAILED);
-    }
-    match start(args, client, manager).await {
+    match start(args, client, &server, manager, timing).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -272,7 +279,9 @@ pub async fn run(args: Args) -> ExitCode {
 async fn start(
     args: Args,
     client: kube::Client,
+    server: &str,
     manager: Option<ManagerIdentity>,
+    (lease_duration, renew_deadline, retry_every): (Duration, Duration, Duration),
 ) -> Result<(), String> {
     let identity = identity();
     let namespace = args
@@ -303,6 +312,16 @@ async fn start(
     };
 
     let (stop, signal) = shutdown::channel();
+    tokio::spawn(async move {
+        termination_signal().await;
+        tracing::info!("shutdown requested: stopping the controllers");
+        stop.trigger();
+        // A second signal while reconciles finish exits at once.
+        termination_signal().await;
+        tracing::warn!("second signal: exiting without waiting");
+        std::process::exit(i32::from(EXIT_FAILED));
+    });
+
     let admin_listener = bind("/metrics, /healthz and /readyz", args.metrics_addr).await?;
     tracing::info!(
         addr = %admin_listener.local_addr().unwrap_or(args.metrics_addr),
@@ -329,22 +348,26 @@ async fn start(
         servers.push(webhooks);
     }
 
-    tokio::spawn(async move {
-        termination_signal().await;
-        tracing::info!("shutdown requested: stopping the controllers");
-        stop.trigger();
-        // A second signal while reconciles finish exits at once.
-        termination_signal().await;
-        tracing::warn!("second signal: exiting without waiting");
-        std::process::exit(i32::from(EXIT_FAILED));
-    });
+    // Not ready, but alive, until the API server serves every watched kind (see
+    // `controllers::startup` for why this never exits).
+    shared.health.set_waiting_for_api(true);
+    let served = startup::wait_until_served(&shared.client, server, &signal).await;
+    shared.health.set_waiting_for_api(false);
 
-    let lease = args.leader_elect.then(|| {
-        tracing::info!(%namespace, %identity, "leader election on");
-        LeaseSettings::new(namespace.clone(), identity.clone())
-    });
-    // Returns after the drain (at most `controllers::DRAIN_TIMEOUT`) and the lease release.
-    controllers::controllers_under_lease(shared.clone(), lease, signal).await;
+    if served {
+        let lease = args.leader_elect.then(|| {
+            tracing::info!(%namespace, %identity, ?lease_duration, ?renew_deadline, "leader election on");
+            LeaseSettings {
+                lease_duration,
+                renew_deadline,
+                renew_every: renew_deadline / 2,
+                retry_every,
+                ..LeaseSettings::new(namespace.clone(), identity.clone())
+            }
+        });
+        // Returns after the drain (at most `controllers::DRAIN_TIMEOUT`) and the lease release.
+        controllers::controllers_under_lease(shared.clone(), lease, signal).await;
+    }
 
     if tokio::time::timeout(LOGOUT_TIMEOUT, shared.sessions.logout_all())
         .await
@@ -366,13 +389,14 @@ async fn start(
 /// so a PodDisruptionBudget's 429 (Retry-After 10 s) never reached the drain — each eviction ran
 /// into the write timeout, held its server's sweep 10 s, and said "no answer" instead of
 /// "refused by a disruption budget" (found against the real kube-apiserver). Every caller here
-/// has its own policy: typed errors, per-object backoff.
-async fn kube_client() -> Result<kube::Client, kube::Error> {
+/// has its own policy: typed errors, per-object backoff. Also the server's URL, for the logs.
+async fn kube_client() -> Result<(kube::Client, String), kube::Error> {
     let mut config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
     config.default_retry = false;
-    kube::Client::try_from(config)
+    let server = config.cluster_url.to_string();
+    Ok((kube::Client::try_from(config)?, server))
 }
 
 #[cfg(test)]

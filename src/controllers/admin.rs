@@ -20,6 +20,9 @@ pub struct Health {
     leader_election: bool,
     leading: AtomicBool,
     synced: AtomicBool,
+    /// Set while `run` waits for the API server to serve the watched kinds
+    /// ([`super::startup`]): not ready, whatever else holds.
+    waiting_for_api: AtomicBool,
 }
 
 impl Health {
@@ -29,6 +32,7 @@ impl Health {
             leader_election,
             leading: AtomicBool::new(false),
             synced: AtomicBool::new(false),
+            waiting_for_api: AtomicBool::new(false),
         })
     }
 
@@ -40,12 +44,19 @@ impl Health {
         self.synced.store(synced, Ordering::SeqCst);
     }
 
+    pub fn set_waiting_for_api(&self, waiting: bool) {
+        self.waiting_for_api.store(waiting, Ordering::SeqCst);
+    }
+
     pub fn is_leading(&self) -> bool {
         self.leading.load(Ordering::SeqCst)
     }
 
     /// Ready, or why not.
     pub fn readiness(&self) -> Result<&'static str, &'static str> {
+        if self.waiting_for_api.load(Ordering::SeqCst) {
+            return Err("waiting for the Kubernetes API server to serve every watched kind");
+        }
         let synced = self.synced.load(Ordering::SeqCst);
         match (self.leader_election, self.is_leading(), synced) {
             (true, false, _) => Ok("standing by for the leader lease"),
@@ -113,6 +124,12 @@ mod tests {
         assert_eq!(h.readiness(), Err("caches not synced yet"));
         h.set_synced(true);
         assert!(h.readiness().is_ok());
+        h.set_waiting_for_api(true);
+        assert!(
+            h.readiness().is_err(),
+            "not ready while the API server is not usable"
+        );
+        h.set_waiting_for_api(false);
         let h = Health::new(false);
         assert!(h.readiness().is_err(), "without election, caches decide");
         h.set_synced(true);

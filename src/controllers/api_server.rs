@@ -114,6 +114,43 @@ fn map_patch(
     Value::Object(out)
 }
 
+/// The JSON merge patch (RFC 7396) taking `before` to `after`: changed keys, recursively into
+/// objects, and `null` for every key `after` no longer has. Sending `after` whole instead
+/// leaves removed keys on the server: a machine's cleared `providerStatus.taskRef` (omitted
+/// when empty) stayed, so a failed clone task was reported again on every pass and the machine
+/// never went on to adopt the VM of the same name (found on the real API server, after a
+/// manager was killed while vcsim held its clone).
+pub fn merge_diff(before: &Value, after: &Value) -> Value {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut out = serde_json::Map::new();
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) => {
+                        out.insert(k.clone(), merge_diff(old, v));
+                    }
+                    None => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        _ => after.clone(),
+    }
+}
+
+/// `{"status": …}` patching `before`'s status into `after`'s ([`merge_diff`]).
+fn status_patch<S: serde::Serialize>(before: &S, after: &S) -> Value {
+    let b = serde_json::to_value(before).unwrap_or(Value::Null);
+    let a = serde_json::to_value(after).unwrap_or(Value::Null);
+    json!({ "status": merge_diff(&b, &a) })
+}
+
 /// The merge patch of what the machine controller owns outside the status: labels,
 /// annotations, finalizers and `spec.providerID`; `None` when nothing changed.
 pub fn metadata_patch(before: &Machine, after: &Machine) -> Option<Value> {
@@ -181,7 +218,7 @@ impl KubeOps for ApiServer {
         let released = after.metadata.deletion_timestamp.is_some()
             && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
         if before.status != after.status && !released {
-            let patch = json!({ "status": after.status });
+            let patch = status_patch(&before.status, &after.status);
             let action = || format!("patch status of Machine {ns}/{name}");
             match self
                 .call(action, api.patch_status(&name, &pp, &Patch::Merge(&patch)))
@@ -380,7 +417,7 @@ impl KubeOps for ApiServer {
             .await?;
         }
         if before.status != after.status {
-            let patch = json!({ "status": after.status });
+            let patch = status_patch(&before.status, &after.status);
             self.call_typed(
                 || format!("patch status of MachineHealthCheck {ns}/{name}"),
                 api.patch_status(&name, &pp, &Patch::Merge(&patch)),
@@ -449,5 +486,19 @@ mod tests {
         let p = metadata_patch(&after, &released).unwrap();
         assert_eq!(p["metadata"]["finalizers"], json!([]));
         assert!(p.get("spec").is_none());
+    }
+
+    #[test]
+    fn a_status_patch_removes_what_the_new_status_no_longer_has() {
+        let before = json!({"phase": "Provisioning", "providerStatus": {
+            "taskRef": "task-100", "conditions": [{"type": "A"}], "instanceId": "x"}});
+        let after = json!({"phase": "Provisioning", "providerStatus": {
+            "conditions": [{"type": "B"}], "instanceId": "x"}});
+        assert_eq!(
+            merge_diff(&before, &after),
+            json!({"providerStatus": {"taskRef": null, "conditions": [{"type": "B"}]}})
+        );
+        assert_eq!(merge_diff(&Value::Null, &after), after);
+        assert_eq!(merge_diff(&after, &after), json!({}));
     }
 }

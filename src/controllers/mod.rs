@@ -7,6 +7,8 @@
 //! * [`cluster`] — VSphereCluster (woken by zone changes): publish ready zones as failure domains.
 //! * [`leader`] — leader election on a `coordination.k8s.io/v1` Lease.
 //! * [`admin`] — `/metrics`, `/healthz`, `/readyz`.
+//! * [`startup`] — before the controllers: the API server answers and serves every watched
+//!   kind, checked again with backoff until it does (never an exit, never a crash loop).
 //!
 //! One watch per kind: each kind is reflected once into a shared [`Cache`], and the controllers
 //! are triggered from that cache's subscription. A trigger therefore never runs ahead of the
@@ -39,6 +41,7 @@ pub mod patch;
 pub mod runtime;
 pub mod settings;
 pub mod shutdown;
+pub mod startup;
 pub mod stores;
 pub mod vcenter_metrics;
 pub mod watch;

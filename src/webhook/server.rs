@@ -279,6 +279,7 @@ pub async fn serve_listener(
             .await
             .map_err(|source| ServeError::Io { addr, source });
     };
+    let cert_file = Arc::new(tls.cert.clone());
     let resolver = Arc::new(CertReloader::new(tls)?);
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -304,11 +305,24 @@ pub async fn serve_listener(
         };
         let acceptor = acceptor.clone();
         let app = app.clone();
+        let cert_file = cert_file.clone();
         tokio::spawn(async move {
             let tls_stream = match acceptor.accept(stream).await {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+                    match refused_certificate(&e) {
+                        Some(alert) => tracing::warn!(
+                            %peer,
+                            alert = %alert,
+                            cert = %cert_file.display(),
+                            "the webhook's caller refused its serving certificate: the \
+                             certificate must be signed by the caBundle of the webhook \
+                             configuration and name, in its subjectAltNames, the host the \
+                             configuration calls (the Service's <name>.<namespace>.svc, or the \
+                             host of clientConfig.url); the API server's error names both"
+                        ),
+                        None => tracing::debug!(%peer, error = %e, "webhook TLS handshake failed"),
+                    }
                     return;
                 }
             };
@@ -323,6 +337,27 @@ pub async fn serve_listener(
             }
         });
     }
+}
+
+/// The TLS alert a client sent because it did not accept our certificate (Go's TLS client, as
+/// in kube-apiserver, sends `bad_certificate` for a name mismatch and `unknown_ca` for a
+/// certificate its caBundle did not sign). Other handshake failures (a port scan, a client
+/// hanging up) are not worth a warning.
+fn refused_certificate(e: &std::io::Error) -> Option<String> {
+    use rustls::AlertDescription as A;
+    let rustls::Error::AlertReceived(alert) = e.get_ref()?.downcast_ref::<rustls::Error>()? else {
+        return None;
+    };
+    matches!(
+        alert,
+        A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateUnknown
+            | A::UnsupportedCertificate
+            | A::CertificateExpired
+            | A::CertificateRevoked
+    )
+    .then(|| format!("{alert:?}"))
 }
 
 /// Binds `addr` and serves (see [`serve_listener`]).

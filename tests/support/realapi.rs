@@ -33,6 +33,14 @@
 //! * A token for the ServiceAccount `vsphere-provider-system/vsphere-provider-controller-manager`
 //!   (TokenRequest, `kubectl create token`) in a kubeconfig: [`Identity::Controller`].
 //!
+//! # Restarts
+//!
+//! [`ControlPlane::stop_apiserver`] and [`ControlPlane::start_apiserver`] stop kube-apiserver
+//! (SIGTERM) and start it again with the same flags — same etcd, certificates, ServiceAccount
+//! keys and port — so clients holding the old kubeconfigs and tokens reconnect to the same
+//! URL and find every object, as after a control plane restart. The supervisor thread does
+//! both (see below for why it must be the one to spawn).
+//!
 //! # Cleanup guarantee
 //!
 //! The processes never outlive the test binary, however it ends (normal exit, a panic, SIGKILL):
@@ -103,6 +111,7 @@ pub struct ControlPlane {
     /// PEM of the CA that signs the apiserver's and the admin's certificates (and
     /// [`ControlPlane::issue_certificate`]'s).
     pub ca_cert: PathBuf,
+    /// The first kube-apiserver's (a restarted one gets another; see `pids` in `dir`).
     pub apiserver_pid: u32,
     pub etcd_pid: u32,
     /// kube-apiserver spawn → `/readyz` ok.
@@ -110,6 +119,9 @@ pub struct ControlPlane {
     /// The whole start: certificates, etcd, kube-apiserver, CRDs, RBAC, token.
     pub started_after: Duration,
     namespaces: AtomicUsize,
+    /// Requests to the supervisor thread ([`ControlPlane::stop_apiserver`] and
+    /// [`ControlPlane::start_apiserver`]).
+    control: Mutex<mpsc::Sender<Control>>,
 }
 
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -237,8 +249,21 @@ fn record_pid(dir: &Path, pid: u32, exe: &Path) {
 struct Processes {
     etcd: Child,
     apiserver: Child,
+    apiserver_spec: ApiserverSpec,
+    control: mpsc::Receiver<Control>,
     _watchdog: Child,
     _watchdog_stdin: ChildStdin,
+}
+
+/// What a test asks the supervisor thread to do with kube-apiserver (the supervisor spawns it
+/// again, so PR_SET_PDEATHSIG still follows the thread that lives as long as the binary).
+enum Control {
+    /// SIGTERM (a graceful stop, as in a rolling restart), SIGKILL after 60 s; answers once it
+    /// has exited.
+    Stop(mpsc::Sender<Result<(), String>>),
+    /// Start it again with the same flags (etcd, certificates, port); answers once `/readyz`
+    /// is ok, with how long that took.
+    Start(mpsc::Sender<Result<Duration, String>>),
 }
 
 fn supervise(tx: mpsc::Sender<Result<ControlPlane, String>>) {
@@ -258,22 +283,72 @@ fn supervise(tx: mpsc::Sender<Result<ControlPlane, String>>) {
     };
     let Processes {
         mut etcd,
-        mut apiserver,
+        apiserver,
+        apiserver_spec,
+        control,
         _watchdog,
         _watchdog_stdin,
     } = processes;
+    let mut apiserver = Some(apiserver);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the supervisor");
     // Report a server that exits on its own (once); the tests' own errors then make sense.
     let mut reported = false;
     loop {
-        std::thread::sleep(Duration::from_secs(1));
+        match control.recv_timeout(Duration::from_secs(1)) {
+            Ok(Control::Stop(reply)) => {
+                let result = match apiserver.take() {
+                    None => Err("kube-apiserver is not running".to_string()),
+                    Some(mut child) => stop_gracefully(&mut child),
+                };
+                let _ = reply.send(result);
+            }
+            Ok(Control::Start(reply)) => {
+                let result = if apiserver.is_some() {
+                    Err("kube-apiserver is already running".to_string())
+                } else {
+                    apiserver_spec.spawn_ready(&rt).map(|(child, ready_after)| {
+                        apiserver = Some(child);
+                        reported = false;
+                        ready_after
+                    })
+                };
+                let _ = reply.send(result);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // The ControlPlane is static: its sender never goes away while tests run.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_secs(1)),
+        }
         if reported {
             continue;
         }
-        for (name, child) in [("etcd", &mut etcd), ("kube-apiserver", &mut apiserver)] {
-            if let Ok(Some(status)) = child.try_wait() {
-                eprintln!("realapi: {name} exited on its own ({status}) during the tests");
-                reported = true;
+        if let Ok(Some(status)) = etcd.try_wait() {
+            eprintln!("realapi: etcd exited on its own ({status}) during the tests");
+            reported = true;
+        }
+        if let Some(Ok(Some(status))) = apiserver.as_mut().map(Child::try_wait) {
+            eprintln!("realapi: kube-apiserver exited on its own ({status}) during the tests");
+            reported = true;
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL if it has not exited within 60 s; waits for the exit.
+fn stop_gracefully(child: &mut Child) -> Result<(), String> {
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                return child.wait().map(|_| ()).map_err(|e| e.to_string());
             }
+            Err(e) => return Err(e.to_string()),
         }
     }
 }
@@ -430,7 +505,11 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 }
 
 fn spawn_server(bin: &Path, args: &[String], log: &Path, dir: &Path) -> Result<Child, String> {
-    let log_file = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| e.to_string())?;
     let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(bin);
     cmd.args(args)
@@ -528,11 +607,59 @@ async fn readyz(kubeconfig: &Path) -> Result<String, String> {
     client.request_text(req).await.map_err(|e| e.to_string())
 }
 
+/// How kube-apiserver was started, to start it again the same way (same etcd, certificates,
+/// port and flags).
+struct ApiserverSpec {
+    bin: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    admin: PathBuf,
+    dir: PathBuf,
+}
+
+impl ApiserverSpec {
+    /// Spawns kube-apiserver and waits for `/readyz` (up to [`START_TIMEOUT`]); the time it
+    /// took. On a failure the child is killed.
+    fn spawn_ready(&self, rt: &tokio::runtime::Runtime) -> Result<(Child, Duration), String> {
+        let spawned = Instant::now();
+        let mut child = spawn_server(&self.bin, &self.args, &self.log, &self.dir)?;
+        loop {
+            if rt.block_on(readyz(&self.admin)).is_ok_and(|r| r == "ok") {
+                return Ok((child, spawned.elapsed()));
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!(
+                    "kube-apiserver exited ({status}):\n{}",
+                    tail(&self.log, 30)
+                ));
+            }
+            if spawned.elapsed() > START_TIMEOUT {
+                let verbose = rt
+                    .block_on(async {
+                        let client = client_from(&self.admin).await;
+                        let req = axum::http::Request::get("/readyz?verbose")
+                            .body(Vec::new())
+                            .unwrap();
+                        client.request_text(req).await
+                    })
+                    .map_err(|e| e.to_string());
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "kube-apiserver not ready after {START_TIMEOUT:?} ({verbose:?}):\n{}",
+                    tail(&self.log, 30)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 fn start_apiserver(
     bin_dir: &Path,
     dir: &Path,
     etcd_url: &str,
-) -> Result<(Child, String, Duration), String> {
+) -> Result<(Child, String, Duration, ApiserverSpec), String> {
     let bin = bin_dir.join("kube-apiserver");
     let pki = dir.join("pki");
     let p = |f: &str| pki.join(f).display().to_string();
@@ -582,33 +709,18 @@ fn start_apiserver(
             ),
         )
         .map_err(|e| e.to_string())?;
-        let spawned = Instant::now();
-        let mut child = spawn_server(&bin, &args, &log, dir)?;
-        loop {
-            if rt.block_on(readyz(&admin)).is_ok_and(|r| r == "ok") {
-                return Ok((child, server, spawned.elapsed()));
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                last = format!("kube-apiserver exited ({status}):\n{}", tail(&log, 30));
-                break;
-            }
-            if spawned.elapsed() > START_TIMEOUT {
-                let verbose = rt
-                    .block_on(async {
-                        let client = client_from(&admin).await;
-                        let req = axum::http::Request::get("/readyz?verbose")
-                            .body(Vec::new())
-                            .unwrap();
-                        client.request_text(req).await
-                    })
-                    .map_err(|e| e.to_string());
-                let _ = child.kill();
-                return Err(format!(
-                    "kube-apiserver not ready after {START_TIMEOUT:?} ({verbose:?}):\n{}",
-                    tail(&log, 30)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let spec = ApiserverSpec {
+            bin: bin.clone(),
+            args,
+            log,
+            admin,
+            dir: dir.to_path_buf(),
+        };
+        match spec.spawn_ready(&rt) {
+            Ok((child, ready_after)) => return Ok((child, server, ready_after, spec)),
+            // Most likely the port taken between picking and binding: try another.
+            Err(e) if e.starts_with("kube-apiserver exited") => last = e,
+            Err(e) => return Err(e),
         }
         eprintln!("realapi: kube-apiserver start attempt {attempt} failed; retrying");
     }
@@ -641,7 +753,9 @@ fn start() -> Result<(ControlPlane, Processes), String> {
     let pki = dir.join("pki");
     make_pki(&pki)?;
     let (etcd, etcd_url) = start_etcd(&bin_dir, &dir)?;
-    let (apiserver, server, apiserver_ready_after) = start_apiserver(&bin_dir, &dir, &etcd_url)?;
+    let (apiserver, server, apiserver_ready_after, apiserver_spec) =
+        start_apiserver(&bin_dir, &dir, &etcd_url)?;
+    let (control_tx, control) = mpsc::channel();
 
     let mut cp = ControlPlane {
         bin_dir,
@@ -656,6 +770,7 @@ fn start() -> Result<(ControlPlane, Processes), String> {
         started_after: Duration::ZERO,
         dir,
         namespaces: AtomicUsize::new(0),
+        control: Mutex::new(control_tx),
     };
 
     // As a user installs the provider. The namespace first: it lives in
@@ -696,6 +811,8 @@ fn start() -> Result<(ControlPlane, Processes), String> {
         Processes {
             etcd,
             apiserver,
+            apiserver_spec,
+            control,
             _watchdog: watchdog,
             _watchdog_stdin: watchdog_stdin,
         },
@@ -911,6 +1028,36 @@ impl ControlPlane {
         std::fs::rename(pki.join(format!("{name}.crt")), &cert).unwrap();
         std::fs::rename(pki.join(format!("{name}.key")), &key).unwrap();
         (cert, key)
+    }
+
+    /// Stops kube-apiserver (SIGTERM, as in a rolling restart; SIGKILL after 60 s) and returns
+    /// once it has exited; etcd keeps running. Tests sharing this control plane see it down:
+    /// a test that stops it holds whatever lock keeps the binary's tests apart.
+    pub fn stop_apiserver(&self) {
+        let (tx, rx) = mpsc::channel();
+        self.control
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Control::Stop(tx))
+            .expect("the realapi supervisor thread is gone");
+        rx.recv()
+            .expect("the realapi supervisor thread is gone")
+            .unwrap_or_else(|e| panic!("stopping kube-apiserver: {e}"));
+    }
+
+    /// Starts kube-apiserver again, as it was: same etcd (so every object is still there), same
+    /// certificates and ServiceAccount keys (so every kubeconfig and token still works), same
+    /// port. Returns once `/readyz` is ok, with how long that took.
+    pub fn start_apiserver(&self) -> Duration {
+        let (tx, rx) = mpsc::channel();
+        self.control
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Control::Start(tx))
+            .expect("the realapi supervisor thread is gone");
+        rx.recv()
+            .expect("the realapi supervisor thread is gone")
+            .unwrap_or_else(|e| panic!("starting kube-apiserver again: {e}"))
     }
 
     /// The last lines of kube-apiserver's log (for failure messages).

@@ -1,0 +1,434 @@
+//! For the resilience and fault tests on the real API server: `vsphere-provider run` as a
+//! process whose log the test reads line by line (and can SIGKILL), and a reading of vcsim's
+//! VMs and tags that does not go through the provider's own vCenter client (raw SOAP and REST
+//! over reqwest), so a duplicate our client would hide is still seen.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `vsphere-provider run`; killed when dropped. Its stderr is kept whole
+/// ([`Manager::log`]) and can be waited on ([`Manager::wait_line`]).
+pub struct Manager {
+    pub name: String,
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    /// How many lines [`Manager::wait_line`] has looked at.
+    seen: usize,
+}
+
+impl Manager {
+    /// `vsphere-provider --log-level info run ARGS` with `kubeconfig`, as pod `name`
+    /// (POD_NAME: its identity in the leader Lease).
+    pub fn spawn(name: &str, kubeconfig: &Path, home: &Path, args: &[&str]) -> Manager {
+        std::fs::create_dir_all(home).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
+        cmd.env("KUBECONFIG", kubeconfig)
+            .env("HOME", home)
+            .env("NO_COLOR", "1")
+            .env("POD_NAME", name)
+            .env_remove("RUST_LOG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("VSPHERE_USERNAME")
+            .env_remove("VSPHERE_PASSWORD")
+            .env_remove("VSPHERE_SERVER")
+            .args(["--log-level", "info", "run"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        super::realapi::kill_when_parent_thread_dies(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let all = log.clone();
+        std::thread::spawn(move || {
+            let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                all.lock()
+                    .unwrap()
+                    .push(ansi.replace_all(&line, "").into_owned());
+            }
+        });
+        Manager {
+            name: name.to_string(),
+            child,
+            log,
+            seen: 0,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The log lines containing every one of `needles`.
+    pub fn lines_with(&self, needles: &[&str]) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .collect()
+    }
+
+    /// The next line (after those earlier calls returned) containing `needle`, waiting up to
+    /// `limit`; panics with the whole log if none comes or the process exits.
+    pub fn wait_line(&mut self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            {
+                let lines = self.log.lock().unwrap();
+                while self.seen < lines.len() {
+                    let line = &lines[self.seen];
+                    self.seen += 1;
+                    if line.contains(needle) {
+                        return line.clone();
+                    }
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                panic!(
+                    "{} exited ({status}) before logging {needle:?}:\n{}",
+                    self.name,
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: no log line with {needle:?} within {limit:?}:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The value of `key=` in a line (`addr=127.0.0.1:1234 …`).
+    pub fn field(line: &str, key: &str) -> Option<String> {
+        line.split(&format!(" {key}="))
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_string)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGKILL: no drain, no lease release, no logout — a crashed or evicted pod.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit code (within 60 s: the manager drains for up to 20 s).
+    pub fn terminate(&mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not stop within 60 s:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The manager was never refused by the API server.
+    pub fn assert_never_forbidden(&self) {
+        let log = self.log();
+        if std::env::var_os("REALAPI_SHOW_LOG").is_some() {
+            eprintln!("--- the log of {}:\n{log}", self.name);
+        }
+        for refusal in ["forbidden", "Forbidden", " 403"] {
+            assert!(
+                !log.contains(refusal),
+                "{} was refused something ({refusal}):\n{log}",
+                self.name
+            );
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- the log of {}:\n{}", self.name, self.log());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `f` every 250 ms for up to `limit`.
+pub async fn wait_for<T, F>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Option<T>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A VM as vcsim reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vm {
+    pub moref: String,
+    pub name: String,
+    pub instance_uuid: String,
+}
+
+/// A tag as vcsim reports it: its category's name, its name, the objects it is attached to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub category: String,
+    pub name: String,
+    pub attached: Vec<String>,
+}
+
+/// vcsim read without the provider's vCenter client: SOAP envelopes and REST calls written
+/// here, answers picked apart with regexes.
+pub struct Readback {
+    http: reqwest::Client,
+    sdk: String,
+    base: String,
+    user: String,
+    password: String,
+}
+
+impl Readback {
+    /// `sdk`: `https://127.0.0.1:PORT/sdk`; `base`: `https://127.0.0.1:PORT`.
+    pub fn new(sdk: &str, base: &str, user: &str, password: &str) -> Readback {
+        Readback {
+            http: super::vcsim::insecure_client(),
+            sdk: sdk.to_string(),
+            base: base.to_string(),
+            user: user.to_string(),
+            password: password.to_string(),
+        }
+    }
+
+    async fn soap(&self, cookie: Option<&str>, body: &str) -> (String, Option<String>) {
+        let mut req = self
+            .http
+            .post(&self.sdk)
+            .header("Content-Type", "text/xml; charset=utf-8")
+            .header("SOAPAction", "urn:vim25/8.0.0.0")
+            .body(super::vcsim::soap_envelope(body));
+        if let Some(c) = cookie {
+            req = req.header("Cookie", c);
+        }
+        let resp = req.send().await.expect("SOAP call to vcsim");
+        let cookie = resp
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or_default().to_string());
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        assert!(status.is_success(), "vcsim answered {status}: {text}");
+        (text, cookie)
+    }
+
+    /// Every VirtualMachine in the inventory, by a ContainerView over the root folder.
+    pub async fn vms(&self) -> Vec<Vm> {
+        let login = format!(
+            r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>{}</userName><password>{}</password></Login>"#,
+            self.user, self.password
+        );
+        let (_, cookie) = self.soap(None, &login).await;
+        let cookie = cookie.expect("vcsim sets a session cookie on Login");
+        let (view, _) = self
+            .soap(
+                Some(&cookie),
+                r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">ViewManager</_this><container type="Folder">group-d1</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
+            )
+            .await;
+        let view = regex::Regex::new(r#"<returnval type="ContainerView">([^<]+)</returnval>"#)
+            .unwrap()
+            .captures(&view)
+            .unwrap_or_else(|| panic!("no ContainerView in {view}"))[1]
+            .to_string();
+        let (props, _) = self
+            .soap(
+                Some(&cookie),
+                &format!(
+                    r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>config.instanceUuid</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>10000</maxObjects></options></RetrievePropertiesEx>"#
+                ),
+            )
+            .await;
+        assert!(
+            !props.contains("<token>"),
+            "more VMs than one page: {props}"
+        );
+        let object = regex::Regex::new(r"(?s)<objects>(.*?)</objects>").unwrap();
+        let moref = regex::Regex::new(r#"<obj type="VirtualMachine">([^<]+)</obj>"#).unwrap();
+        let prop = regex::Regex::new(
+            r"(?s)<propSet><name>([^<]+)</name><val[^>]*>([^<]*)</val></propSet>",
+        )
+        .unwrap();
+        object
+            .captures_iter(&props)
+            .map(|o| {
+                let o = &o[1];
+                let mut vm = Vm {
+                    moref: moref
+                        .captures(o)
+                        .map(|c| c[1].to_string())
+                        .unwrap_or_default(),
+                    name: String::new(),
+                    instance_uuid: String::new(),
+                };
+                for p in prop.captures_iter(o) {
+                    match &p[1] {
+                        "name" => vm.name = p[2].to_string(),
+                        "config.instanceUuid" => vm.instance_uuid = p[2].to_string(),
+                        _ => {}
+                    }
+                }
+                vm
+            })
+            .collect()
+    }
+
+    async fn rest(&self, token: &str, method: reqwest::Method, path: &str) -> Value {
+        let mut req = self
+            .http
+            .request(
+                method.clone(),
+                format!("{}/rest/com/vmware/{path}", self.base),
+            )
+            .header("vmware-api-session-id", token);
+        if method == reqwest::Method::POST {
+            // vcsim decodes a body for every action, even one that needs none.
+            req = req.json(&serde_json::json!({}));
+        }
+        let resp = req.send().await.expect("REST call to vcsim");
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        assert!(
+            status.is_success(),
+            "vcsim answered {status} to {path}: {text}"
+        );
+        serde_json::from_str::<Value>(&text).unwrap()["value"].clone()
+    }
+
+    /// Every tag category's name, with repeats (a duplicate shows twice).
+    pub async fn categories(&self) -> Vec<String> {
+        let token = self.rest_login().await;
+        let mut out = Vec::new();
+        for id in self
+            .rest(&token, reqwest::Method::GET, "cis/tagging/category")
+            .await
+            .as_array()
+            // vcsim answers `null` for none.
+            .unwrap_or(&Vec::new())
+        {
+            let c = self
+                .rest(
+                    &token,
+                    reqwest::Method::GET,
+                    &format!("cis/tagging/category/id:{}", id.as_str().unwrap()),
+                )
+                .await;
+            out.push(c["name"].as_str().unwrap().to_string());
+        }
+        out.sort();
+        out
+    }
+
+    /// Every tag, with its category's name and what it is attached to.
+    pub async fn tags(&self) -> Vec<Tag> {
+        let token = self.rest_login().await;
+        let mut category_names = std::collections::HashMap::new();
+        let mut out = Vec::new();
+        for id in self
+            .rest(&token, reqwest::Method::GET, "cis/tagging/tag")
+            .await
+            .as_array()
+            // vcsim answers `null` for none.
+            .unwrap_or(&Vec::new())
+        {
+            let id = id.as_str().unwrap();
+            let t = self
+                .rest(
+                    &token,
+                    reqwest::Method::GET,
+                    &format!("cis/tagging/tag/id:{id}"),
+                )
+                .await;
+            let category_id = t["category_id"].as_str().unwrap().to_string();
+            if !category_names.contains_key(&category_id) {
+                let c = self
+                    .rest(
+                        &token,
+                        reqwest::Method::GET,
+                        &format!("cis/tagging/category/id:{category_id}"),
+                    )
+                    .await;
+                category_names.insert(category_id.clone(), c["name"].as_str().unwrap().to_string());
+            }
+            let attached = self
+                .rest(
+                    &token,
+                    reqwest::Method::POST,
+                    &format!("cis/tagging/tag-association/id:{id}?~action=list-attached-objects"),
+                )
+                .await;
+            let mut attached: Vec<String> = attached
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}:{}",
+                        o["type"].as_str().unwrap_or_default(),
+                        o["id"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            attached.sort();
+            out.push(Tag {
+                category: category_names[&category_id].clone(),
+                name: t["name"].as_str().unwrap().to_string(),
+                attached,
+            });
+        }
+        out.sort_by(|a, b| (&a.category, &a.name).cmp(&(&b.category, &b.name)));
+        out
+    }
+
+    async fn rest_login(&self) -> String {
+        let resp = self
+            .http
+            .post(format!("{}/rest/com/vmware/cis/session", self.base))
+            .basic_auth(&self.user, Some(&self.password))
+            .send()
+            .await
+            .expect("REST login to vcsim");
+        let v: Value = resp.json().await.unwrap();
+        v["value"].as_str().expect("a session token").to_string()
+    }
+}
