@@ -40,7 +40,11 @@ fn crds() -> Vec<(String, Value)> {
             out.push((f.file_name().unwrap().to_string_lossy().into_owned(), d));
         }
     }
-    assert_eq!(out.len(), 6, "crds/ holds the six served kinds");
+    assert_eq!(
+        out.len(),
+        vsphere_provider::api::Kind::ALL.len(),
+        "crds/ holds one CRD per served kind"
+    );
     out
 }
 
@@ -198,7 +202,12 @@ fn config_crd_applies_unchanged_over_crds() {
         .kubectl(ADMIN, &["apply", "-k", "config/crd", "--dry-run=server"])
         .ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{}", out.stdout);
+    assert_eq!(
+        lines.len(),
+        vsphere_provider::api::Kind::ALL.len(),
+        "{}",
+        out.stdout
+    );
     for l in lines {
         assert!(l.ends_with(" unchanged (server dry run)"), "{l}");
     }

@@ -101,6 +101,12 @@ pub enum Object {
     Node(Box<k8s_openapi::api::core::v1::Node>),
     /// OpenShift's `config.openshift.io/v1` Infrastructure (its vSphere failure domains).
     Infrastructure(Box<super::Infrastructure>),
+    /// VSphereMachine (local mode has no Cluster API Machines: admitted, not acted on).
+    VSphereMachine(Box<super::VSphereMachine>),
+    /// VSphereMachineTemplate.
+    VSphereMachineTemplate(Box<super::VSphereMachineTemplate>),
+    /// VSphereVM.
+    VSphereVM(Box<super::VSphereVM>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -175,6 +181,13 @@ impl LoadedObject {
                 Object::DeploymentZone(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::VSphereCluster) => Object::Cluster(serde_json::from_value(v)?),
+            ObjectType::Served(Kind::VSphereMachine) => {
+                Object::VSphereMachine(serde_json::from_value(v)?)
+            }
+            ObjectType::Served(Kind::VSphereMachineTemplate) => {
+                Object::VSphereMachineTemplate(serde_json::from_value(v)?)
+            }
+            ObjectType::Served(Kind::VSphereVM) => Object::VSphereVM(serde_json::from_value(v)?),
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {
                 Object::MachineHealthCheck(serde_json::from_value(v)?)

@@ -6,6 +6,9 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereFailureDomain`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
@@ -25,6 +28,7 @@ pub mod machine_status;
 pub mod manifest;
 pub mod v1beta2;
 pub mod vsphere_cluster;
+pub mod vsphere_machine;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -43,6 +47,7 @@ pub use machine_health_check::{
     MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,
 };
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
+pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
 
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
@@ -58,6 +63,12 @@ pub enum Kind {
     VSphereDeploymentZone,
     /// VSphereCluster.
     VSphereCluster,
+    /// VSphereMachine (Cluster API InfraMachine).
+    VSphereMachine,
+    /// VSphereMachineTemplate.
+    VSphereMachineTemplate,
+    /// VSphereVM.
+    VSphereVM,
     /// Machine.
     Machine,
     /// MachineHealthCheck.
@@ -68,10 +79,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 9] = [
         Kind::VSphereFailureDomain,
         Kind::VSphereDeploymentZone,
         Kind::VSphereCluster,
+        Kind::VSphereMachine,
+        Kind::VSphereMachineTemplate,
+        Kind::VSphereVM,
         Kind::Machine,
         Kind::MachineHealthCheck,
         Kind::ControlPlaneMachineSet,
@@ -83,6 +97,9 @@ impl Kind {
             Kind::VSphereFailureDomain => "VSphereFailureDomain",
             Kind::VSphereDeploymentZone => "VSphereDeploymentZone",
             Kind::VSphereCluster => "VSphereCluster",
+            Kind::VSphereMachine => "VSphereMachine",
+            Kind::VSphereMachineTemplate => "VSphereMachineTemplate",
+            Kind::VSphereVM => "VSphereVM",
             Kind::Machine => "Machine",
             Kind::MachineHealthCheck => "MachineHealthCheck",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
@@ -92,9 +109,12 @@ impl Kind {
     /// `group/version`.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone | Kind::VSphereCluster => {
-                "infrastructure.cluster.x-k8s.io/v1beta1"
-            }
+            Kind::VSphereFailureDomain
+            | Kind::VSphereDeploymentZone
+            | Kind::VSphereCluster
+            | Kind::VSphereMachine
+            | Kind::VSphereMachineTemplate
+            | Kind::VSphereVM => "infrastructure.cluster.x-k8s.io/v1beta1",
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
@@ -106,6 +126,9 @@ impl Kind {
             Kind::VSphereFailureDomain => "vspherefailuredomains",
             Kind::VSphereDeploymentZone => "vspheredeploymentzones",
             Kind::VSphereCluster => "vsphereclusters",
+            Kind::VSphereMachine => "vspheremachines",
+            Kind::VSphereMachineTemplate => "vspheremachinetemplates",
+            Kind::VSphereVM => "vspherevms",
             Kind::Machine => "machines",
             Kind::MachineHealthCheck => "machinehealthchecks",
             Kind::ControlPlaneMachineSet => "controlplanemachinesets",
@@ -129,7 +152,10 @@ impl Kind {
                 "infrastructure.cluster.x-k8s.io/v1beta1",
                 v1beta2::API_VERSION,
             ],
-            Kind::VSphereCluster => &["infrastructure.cluster.x-k8s.io/v1beta1"],
+            Kind::VSphereCluster
+            | Kind::VSphereMachine
+            | Kind::VSphereMachineTemplate
+            | Kind::VSphereVM => &["infrastructure.cluster.x-k8s.io/v1beta1"],
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
@@ -155,6 +181,9 @@ impl Kind {
                 v1beta2::VSphereDeploymentZone::crd(),
             ),
             Kind::VSphereCluster => VSphereCluster::crd(),
+            Kind::VSphereMachine => VSphereMachine::crd(),
+            Kind::VSphereMachineTemplate => VSphereMachineTemplate::crd(),
+            Kind::VSphereVM => VSphereVM::crd(),
             Kind::Machine => Machine::crd(),
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),

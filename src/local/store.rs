@@ -96,6 +96,7 @@ impl Store {
         let mut store = Store::default();
         let ctx = Ctx {
             allow_placeholders: false,
+            ..Ctx::default()
         };
         for obj in &objects {
             if let Err(p) = store.admit(obj, &ctx) {
@@ -192,6 +193,10 @@ impl Store {
                 let k = i.metadata.name.clone().unwrap_or_default();
                 put(&mut self.infrastructures, k, *i)
             }
+            // Local mode has no Cluster API Machines: these are validated, not kept.
+            Object::VSphereMachine(_)
+            | Object::VSphereMachineTemplate(_)
+            | Object::VSphereVM(_) => Ok(()),
         }
     }
 
