@@ -16,6 +16,7 @@
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod capi_core;
 pub mod conditions;
 pub mod control_plane_machine_set;
 pub mod deployment_zone;
