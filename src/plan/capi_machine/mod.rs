@@ -5,7 +5,9 @@
 //! * [`resolve`] — Machine + Cluster + VSphereMachine + failure domain → the VSphereVM spec and
 //!   the provider spec the placement resolver reads, or why the machine waits;
 //! * [`bootstrap`] — the bootstrap data Secret and cloud-init metadata → guestinfo keys;
+//! * [`status`] — the VSphereMachine's finalizer, providerID, ready, addresses and conditions;
 //! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut).
 pub mod bootstrap;
 pub mod naming;
 pub mod resolve;
+pub mod status;
