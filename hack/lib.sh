@@ -69,3 +69,21 @@ ensure_go() {
 	[ "$(command -v go)" = "$go_bin" ] || die "PATH resolves go to $(command -v go), not $go_bin"
 	log "using $go_bin ($ver)"
 }
+
+# The package version of Cargo.toml (e.g. 0.1.0) on stdout; dies if there is none.
+cargo_version() {
+	local v
+	v="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)"
+	[ -n "$v" ] || die "no version in $REPO_ROOT/Cargo.toml"
+	printf '%s\n' "$v"
+}
+
+# kubectl on stdout: $KUBECTL, else $KUBE_BIN_DIR/kubectl, else kubectl from PATH; dies if it
+# cannot be found.
+resolve_kubectl() {
+	local k="${KUBECTL:-}"
+	if [ -z "$k" ] && [ -n "${KUBE_BIN_DIR:-}" ]; then k="$KUBE_BIN_DIR/kubectl"; fi
+	k="${k:-kubectl}"
+	command -v "$k" >/dev/null 2>&1 || die "kubectl not found ('$k'); set KUBECTL, or KUBE_BIN_DIR to hack/kube/build.sh's directory"
+	printf '%s\n' "$k"
+}

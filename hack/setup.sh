@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent prerequisites for building and testing on a fresh Debian machine (run as root, or
 # with sudo available, with apt and crates.io reachable):
-#   - Debian packages: ca-certificates, git, curl
+#   - Debian packages: ca-certificates, git, curl, umoci (hack/image.sh builds the OCI image with it)
 #   - Go 1.25+ at /usr/local/go (checked, not installed: see ensure_go in lib.sh); the vcsim build
 #     fetches govmomi through the Go module proxy
 #   - a Rust toolchain (rustup; cargo, rustfmt, clippy)
@@ -12,17 +12,17 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-command -v dpkg-query >/dev/null 2>&1 || die "this script expects Debian (dpkg/apt); install ca-certificates, git and curl by hand"
+command -v dpkg-query >/dev/null 2>&1 || die "this script expects Debian (dpkg/apt); install ca-certificates, git, curl and umoci by hand"
 
 # 1. Debian packages.
 base_missing=()
-for p in ca-certificates git curl; do
+for p in ca-certificates git curl umoci; do
 	pkg_installed "$p" || base_missing+=("$p")
 done
 if [ "${#base_missing[@]}" -gt 0 ]; then
 	ensure_apt_packages "${base_missing[@]}"
 else
-	log "ok: ca-certificates git curl"
+	log "ok: ca-certificates git curl umoci"
 fi
 ensure_go
 log "ok: $(go version) at $(command -v go), govmomi $(sed -n 's/^require github.com\/vmware\/govmomi //p' "$REPO_ROOT/hack/vcsim/go.mod")"

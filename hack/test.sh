@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test entry point (also what CI runs via .ci/run):
-#   setup (hack/setup.sh, hack/kube/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
+#   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl).
 # Fails fast with the name of the failing step.
@@ -39,6 +39,13 @@ KUBE_BIN_DIR="$(hack/kube/build.sh | tail -n1)" || die "hack/kube/build.sh faile
 	die "hack/kube/build.sh did not produce kube-apiserver and etcd (got '$KUBE_BIN_DIR')"
 export KUBE_BIN_DIR
 log "KUBE_BIN_DIR=$KUBE_BIN_DIR"
+# Cluster API's own managers and clusterctl (v1.10.10), built from the Go module proxy by
+# hack/capi/build.sh, for tests/capi_clusterctl.rs (clusterctl init from an offline repository).
+# A cold build took 7m42s wall on two cores shared with other builds (251 s of CPU); cached after.
+CAPI_BIN_DIR="$(hack/capi/build.sh | tail -n1)" || die "hack/capi/build.sh failed"
+[ -x "$CAPI_BIN_DIR/clusterctl" ] || die "hack/capi/build.sh did not produce clusterctl (got '$CAPI_BIN_DIR')"
+export CAPI_BIN_DIR
+log "CAPI_BIN_DIR=$CAPI_BIN_DIR"
 # Those tests make their certificates with openssl and apply manifests with kubectl, as users do.
 command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
 # kubectl: the one built with the server (same release, no version skew, present on a new

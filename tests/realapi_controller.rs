@@ -137,6 +137,45 @@ impl Drop for Manager {
     }
 }
 
+/// `vsphere-provider run` as the ServiceAccount, electing a leader, serving its webhooks over
+/// TLS with a certificate the harness's CA signed (so that CA is their `caBundle`); and the
+/// webhook server's `host:port`.
+fn webhook_manager(cp: &ControlPlane, work: &Path, ns: &str) -> (Manager, String) {
+    let certs = work.join("certs");
+    let (crt, key) = cp.issue_certificate(
+        &certs,
+        &format!("webhook-{ns}"),
+        &["IP:127.0.0.1", "DNS:localhost"],
+    );
+    std::fs::rename(crt, certs.join("tls.crt")).unwrap();
+    std::fs::rename(key, certs.join("tls.key")).unwrap();
+    let manager = Manager::spawn(
+        cp,
+        work,
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-cert-dir",
+            certs.to_str().unwrap(),
+            "--leader-elect",
+            "--namespace",
+            SA_NAMESPACE,
+        ],
+    );
+    let line = manager.line("admission webhooks listening");
+    let webhook_addr = line
+        .split("addr=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    (manager, webhook_addr)
+}
+
 /// `path` relative to `from` (both absolute): kustomize takes a base outside the overlay only
 /// by a relative path.
 fn relative(from: &Path, path: &Path) -> PathBuf {
@@ -390,42 +429,11 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
     let cp = control_plane();
     let ns = cp.namespace("manager");
     let work = cp.dir.join(&ns);
-    let certs = work.join("certs");
-    let (crt, key) = cp.issue_certificate(
-        &certs,
-        &format!("webhook-{ns}"),
-        &["IP:127.0.0.1", "DNS:localhost"],
-    );
-    std::fs::rename(crt, certs.join("tls.crt")).unwrap();
-    std::fs::rename(key, certs.join("tls.key")).unwrap();
     // The samples' vcsim topology (`-dc 1 -cluster 3 -pool 1`); fewer hosts.
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
 
     // 1. The manager, as the ServiceAccount, electing a leader, with its webhooks.
-    let mut manager = Manager::spawn(
-        cp,
-        &work,
-        &[
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--webhook-cert-dir",
-            certs.to_str().unwrap(),
-            "--leader-elect",
-            "--namespace",
-            SA_NAMESPACE,
-        ],
-    );
-    let line = manager.line("admission webhooks listening");
-    let webhook_addr = line
-        .split("addr=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let (mut manager, webhook_addr) = webhook_manager(cp, &work, &ns);
 
     // 2. config/webhook through an overlay.
     let overlay = webhook_overlay(&work, &webhook_addr, &cp.ca_cert);
@@ -633,9 +641,9 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
     let ns = cp.namespace("late-credentials");
     let work = cp.dir.join(&ns);
     std::fs::create_dir_all(&work).unwrap();
-    // On 127.0.0.2: servers are matched by host (src/vcenter/model/endpoint.rs `same_server`
-    // ignores the port), so a VSphereCluster of another test on 127.0.0.1 would lend these
-    // zones its credentials.
+    // On 127.0.0.2, apart from the other tests' simulators on 127.0.0.1 (servers with different
+    // explicit ports are different servers since src/vcenter/model/endpoint.rs `same_server`
+    // compares ports too; the separate address keeps this test independent of that rule).
     let sim = Vcsim::builder()
         .clusters(3)
         .hosts(1)
@@ -673,5 +681,204 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
     manager.line("no credentials for vCenter");
     cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
     assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
+    assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
+}
+
+/// config/crd's conversion webhook, served by the manager, keeps every field through kubectl's
+/// default version. VSphereFailureDomain and VSphereDeploymentZone are stored as v1beta1 and
+/// also served as v1beta2, which lacks `autoConfigure` (and has `thumbprint`/`identityRef` that
+/// v1beta1 lacks); `kubectl get` picks v1beta2. Without the webhook, a `kubectl get` +
+/// `kubectl replace` switched `autoConfigure` off. The CRDs get config/crd/patches' conversion
+/// stanza with the Service replaced by the manager's URL and the harness CA as `caBundle` (what
+/// cert-manager's CA injection and the Service do in a cluster), and get it back to `None`
+/// however the test ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectls_default_version_keeps_every_field_through_the_conversion_webhook() {
+    let _one = ONE_MANAGER.lock().await;
+    let cp = control_plane();
+    let ns = cp.namespace("convert");
+    let work = cp.dir.join(&ns);
+    let (mut manager, webhook_addr) = webhook_manager(cp, &work, &ns);
+    let ca_bundle =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cp.ca_cert).unwrap());
+
+    struct Restore(Vec<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            for crd in &self.0 {
+                control_plane().kubectl(
+                    ADMIN,
+                    &[
+                        "patch",
+                        "crd",
+                        crd,
+                        "--type=merge",
+                        "-p",
+                        r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
+                    ],
+                );
+            }
+        }
+    }
+    let mut restore = Restore(Vec::new());
+    for plural in ["vspherefailuredomains", "vspheredeploymentzones"] {
+        let file = repo().join(format!("config/crd/patches/webhook_in_{plural}.yaml"));
+        let patch: Value = serde_saphyr::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let mut conversion = patch["spec"]["conversion"].clone();
+        let path = conversion["webhook"]["clientConfig"]["service"]["path"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        conversion["webhook"]["clientConfig"] =
+            json!({"url": format!("https://{webhook_addr}{path}"), "caBundle": ca_bundle});
+        let name = patch["metadata"]["name"].as_str().unwrap().to_string();
+        restore.0.push(name.clone());
+        cp.kubectl(
+            ADMIN,
+            &[
+                "patch",
+                "crd",
+                &name,
+                "--type=merge",
+                "-p",
+                &json!({"spec": {"conversion": conversion}}).to_string(),
+            ],
+        )
+        .ok();
+    }
+    let v1beta1 = |plural: &str| format!("{plural}.v1beta1.infrastructure.cluster.x-k8s.io");
+
+    // A failure domain written as v1beta1 with autoConfigure; read the way kubectl reads by
+    // default (v1beta2) — the CRD update takes a moment to reach the server's handlers.
+    let fd_name = format!("{ns}-fd");
+    let fd = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereFailureDomain",
+        "metadata": {"name": fd_name},
+        "spec": {
+            "region": {"name": "r", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+            "zone": {"name": "z", "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+            "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0"}
+        }
+    });
+    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&fd.to_string()))
+        .ok();
+    let as_v1beta2 = wait_for(
+        "a v1beta2 read through the webhook",
+        Duration::from_secs(30),
+        || {
+            let out = cp.kubectl(
+                ADMIN,
+                &["get", "vspherefailuredomains", &fd_name, "-o", "json"],
+            );
+            async move {
+                let read: Value = serde_json::from_str(&out.stdout).ok()?;
+                read["metadata"]["annotations"]
+                    .get(vsphere_provider::api::conversion::CONVERSION_DATA)
+                    .is_some()
+                    .then_some(read)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        as_v1beta2["apiVersion"],
+        "infrastructure.cluster.x-k8s.io/v1beta2"
+    );
+    assert!(as_v1beta2["spec"]["region"].get("autoConfigure").is_none());
+    cp.kubectl_stdin(
+        ADMIN,
+        &["replace", "-f", "-"],
+        Some(&as_v1beta2.to_string()),
+    )
+    .ok();
+    let back = cp
+        .kubectl(
+            ADMIN,
+            &[
+                "get",
+                &v1beta1("vspherefailuredomains"),
+                &fd_name,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+    assert_eq!(back["spec"]["region"]["autoConfigure"], true, "{back}");
+    assert_eq!(back["spec"]["zone"]["autoConfigure"], true, "{back}");
+    assert!(back["metadata"].get("annotations").is_none(), "{back}");
+
+    // A zone written as v1beta2 with what only v1beta2 has: the controllers' v1beta1 sees it
+    // kept aside, a v1beta2 reader sees it as written.
+    let zone_name = format!("{ns}-zone");
+    let zone = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "VSphereDeploymentZone",
+        "metadata": {"name": zone_name},
+        "spec": {
+            "server": "vcenter.example.com", "failureDomain": fd_name, "controlPlane": true,
+            "thumbprint": "AA:BB:CC", "identityRef": {"kind": "Secret", "name": "creds"},
+            "placementConstraint": {"resourcePool": "pool", "folder": "folder"}
+        }
+    });
+    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&zone.to_string()))
+        .ok();
+    let stored = cp
+        .kubectl(
+            ADMIN,
+            &[
+                "get",
+                &v1beta1("vspheredeploymentzones"),
+                &zone_name,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+    assert!(stored["spec"].get("thumbprint").is_none(), "{stored}");
+    let read = cp
+        .kubectl(
+            ADMIN,
+            &["get", "vspheredeploymentzones", &zone_name, "-o", "json"],
+        )
+        .ok()
+        .json();
+    assert_eq!(read["spec"]["thumbprint"], "AA:BB:CC", "{read}");
+    assert_eq!(
+        read["spec"]["identityRef"], zone["spec"]["identityRef"],
+        "{read}"
+    );
+    assert!(read["metadata"].get("annotations").is_none(), "{read}");
+
+    // Lists go through the webhook too, and the printer columns read the converted objects.
+    let table = cp
+        .kubectl(ADMIN, &["get", "vspherefailuredomains", &fd_name])
+        .ok();
+    assert!(table.stdout.contains("DC0_C0"), "{}", table.stdout);
+
+    cp.kubectl(
+        ADMIN,
+        &[
+            "delete",
+            "vspheredeploymentzone",
+            &zone_name,
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    )
+    .ok();
+    cp.kubectl(
+        ADMIN,
+        &[
+            "delete",
+            "vspherefailuredomain",
+            &fd_name,
+            "--ignore-not-found",
+        ],
+    )
+    .ok();
+    drop(restore);
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
 }

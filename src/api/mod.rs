@@ -19,6 +19,7 @@
 pub mod capi_core;
 pub mod conditions;
 pub mod control_plane_machine_set;
+pub mod conversion;
 pub mod deployment_zone;
 pub mod failure_domain;
 pub mod health_values;

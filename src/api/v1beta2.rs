@@ -362,6 +362,48 @@ pub fn to_v1beta1(value: &Value) -> Value {
     v
 }
 
+/// Converts a v1beta1 VSphereFailureDomain or VSphereDeploymentZone (as JSON) to its v1beta2
+/// form, the inverse of [`to_v1beta1`]: the zone's CAPI-style conditions move to
+/// `status.deprecated.v1beta1`, its `status.v1beta2.conditions` become `status.conditions`, and
+/// an empty `placementConstraint` (required in v1beta1, `minProperties: 1` in v1beta2) is
+/// dropped so the object can be written back through v1beta2. Fields v1beta2 has no place for
+/// (`autoConfigure`) are the concern of [`super::conversion`], which keeps them.
+pub fn to_v1beta2(value: &Value) -> Value {
+    let mut v = value.clone();
+    if v.get("apiVersion").and_then(Value::as_str)
+        != Some("infrastructure.cluster.x-k8s.io/v1beta1")
+    {
+        return v;
+    }
+    v["apiVersion"] = Value::String(API_VERSION.into());
+    if v.get("kind").and_then(Value::as_str) == Some("VSphereDeploymentZone") {
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+            && spec
+                .get("placementConstraint")
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.is_empty())
+        {
+            spec.remove("placementConstraint");
+        }
+        if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+            let old_conditions = status.remove("conditions");
+            let new_conditions = status
+                .remove("v1beta2")
+                .and_then(|g| g.get("conditions").cloned());
+            if let Some(c) = new_conditions {
+                status.insert("conditions".into(), c);
+            }
+            if let Some(c) = old_conditions {
+                status.insert(
+                    "deprecated".into(),
+                    serde_json::json!({"v1beta1": {"conditions": c}}),
+                );
+            }
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +427,25 @@ mod tests {
         );
         let other = json!({"apiVersion": "v1", "kind": "Secret"});
         assert_eq!(to_v1beta1(&other), other);
+    }
+
+    #[test]
+    fn converts_to_v1beta2_and_back() {
+        let zone = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone", "metadata": {"name": "a"},
+            "spec": {"failureDomain": "a", "placementConstraint": {}},
+            "status": {"ready": true, "conditions": [{"type": "Ready", "status": "True"}],
+                       "v1beta2": {"conditions": [{"type": "Ready"}]}}});
+        let v2 = to_v1beta2(&zone);
+        assert_eq!(v2["apiVersion"], API_VERSION);
+        assert!(v2["spec"].get("placementConstraint").is_none());
+        assert_eq!(
+            v2["status"],
+            json!({"ready": true, "conditions": [{"type": "Ready"}],
+                   "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "True"}]}}})
+        );
+        assert_eq!(to_v1beta1(&v2), zone);
+        let secret = json!({"apiVersion": "v1", "kind": "Secret"});
+        assert_eq!(to_v1beta2(&secret), secret);
     }
 }

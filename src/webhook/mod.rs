@@ -8,6 +8,7 @@
 //!   Machines and ControlPlaneMachineSet templates.
 //! * [`admission`] — `admit`: default + validate any object (used by `validate`, the server and
 //!   local mode).
+//! * [`conversion`] — the CRD conversion webhook (ConversionReview v1).
 //! * [`server`] — the HTTPS AdmissionReview v1 server started by `vsphere-provider run`.
 //!
 //! Every function here except the server is pure: old and new objects in, errors out; no clock.
@@ -15,6 +16,7 @@
 
 pub mod admission;
 pub mod control_plane_machine_set;
+pub mod conversion;
 pub mod deployment_zone;
 pub mod failure_domain;
 pub mod machine;

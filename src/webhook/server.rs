@@ -4,6 +4,7 @@
 //!
 //! * `POST /validate-<group with dashes>-<version>-<kind lowercase>`
 //! * `POST /mutate-<group with dashes>-<version>-<kind lowercase>`
+//! * `POST /convert` — CRD conversion (ConversionReview v1, [`super::conversion`]);
 //! * `GET /healthz` — 200 when serving.
 //!
 //! Validation runs [`admit`](super::admission::admit) (the same code as `validate`), with
@@ -23,6 +24,7 @@ use axum::extract::{Json, State};
 use axum::routing::{get, post};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::conversion::ConversionReview;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -94,7 +96,14 @@ pub fn path(kind: Kind, endpoint: Endpoint) -> String {
 
 /// The axum router with every endpoint.
 pub fn router() -> Router {
-    let mut router = Router::new().route("/healthz", get(|| async { "ok" }));
+    let mut router = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            super::conversion::PATH,
+            post(|Json(review): Json<ConversionReview>| async move {
+                Json(super::conversion::review(review))
+            }),
+        );
     for kind in Kind::ALL {
         router = router
             .route(
@@ -157,9 +166,11 @@ pub fn review_response(
     else {
         return response.deny("the request has no object");
     };
-    // With matchPolicy Equivalent and no conversion webhook, a v1beta2 object reaches the
-    // v1beta1 endpoint relabelled as v1beta1 but with v1beta2 fields: judge it as what the user
-    // sent (`requestKind`), so both served versions get their own schema.
+    // With matchPolicy Equivalent a v1beta2 object reaches the v1beta1 endpoint as v1beta1:
+    // converted by our conversion webhook (config/crd), or, with CRDs installed without it,
+    // relabelled with its v1beta2 fields. Either way, judge it as what the user sent
+    // (`requestKind`), converted back (which is a relabelling in the second case), so both
+    // served versions get their own schema.
     let mut old_value = req
         .old_object
         .as_ref()
@@ -172,7 +183,10 @@ pub fn review_response(
         };
         if Kind::from_type(&original, &rk.kind) == Some(kind) {
             for v in std::iter::once(&mut object).chain(old_value.as_mut()) {
-                v["apiVersion"] = Value::String(original.clone());
+                match crate::api::conversion::convert(v, &original) {
+                    Ok(converted) => *v = converted,
+                    Err(_) => v["apiVersion"] = Value::String(original.clone()),
+                }
             }
         }
     }

@@ -77,8 +77,9 @@ impl Endpoint {
         u
     }
 
-    /// Host name (or IP) without port, lower-cased: the identity used to match a zone's
-    /// `spec.server` to a connection or a VSphereCluster (scheme, port and `/sdk` ignored).
+    /// Host name (or IP) without port, lower-cased: with the port when both sides name one, the
+    /// identity used to match a zone's `spec.server` to a connection or a VSphereCluster
+    /// ([`same_server`]; scheme and `/sdk` ignored).
     pub fn host(&self) -> String {
         self.base
             .host_str()
@@ -126,12 +127,22 @@ fn redact_userinfo(input: &str) -> String {
     }
 }
 
-/// Whether two server strings name the same vCenter (same host, case-insensitive).
+/// Whether two server strings name the same vCenter: the same host (case-insensitive) and, when
+/// both addresses name a port other than their scheme's default, the same port.
 /// CAPV compares strings exactly, so `vc.example.com` and `https://vc.example.com/sdk` never
-/// matched; we compare the host the address names.
+/// matched; we compare what the addresses name. A port written on one side only still matches
+/// (`vc.example.com` is the `vc.example.com:8443` a colleague wrote elsewhere far more often
+/// than a second vCenter on one host), but two different explicit ports are two servers: two
+/// vCenters (or simulators) behind one address must not lend each other credentials or zones.
 pub fn same_server(a: &str, b: &str) -> bool {
     match (Endpoint::parse(a), Endpoint::parse(b)) {
-        (Ok(a), Ok(b)) => a.host() == b.host(),
+        (Ok(a), Ok(b)) => {
+            a.host() == b.host()
+                && match (a.base.port(), b.base.port()) {
+                    (Some(pa), Some(pb)) => pa == pb,
+                    _ => true,
+                }
+        }
         _ => a.trim().eq_ignore_ascii_case(b.trim()),
     }
 }
@@ -176,6 +187,14 @@ mod tests {
     fn servers_match_by_host() {
         assert!(same_server("VC.example.com", "https://vc.example.com/sdk"));
         assert!(same_server("127.0.0.1", "http://127.0.0.1:40123/sdk"));
+        assert!(same_server(
+            "vc.example.com:443",
+            "https://vc.example.com/sdk"
+        ));
         assert!(!same_server("vc-a.example.com", "vc-b.example.com"));
+        assert!(!same_server(
+            "http://127.0.0.1:40123/sdk",
+            "http://127.0.0.1:40124/sdk"
+        ));
     }
 }

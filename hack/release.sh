@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Writes this provider's clusterctl release artifacts into a clusterctl *local repository*:
+#   <out>/infrastructure-vsphere-provider/<version>/infrastructure-components.yaml
+#   <out>/infrastructure-vsphere-provider/<version>/metadata.yaml   (copy of ./metadata.yaml)
+#   <out>/clusterctl.yaml  (a `providers:` entry naming that repository; merged into, not replaced)
+# and prints <out> as the last line on stdout. Then:
+#   clusterctl init --infrastructure vsphere-provider --config <out>/clusterctl.yaml
+# (CAPI's own providers too, offline: hack/capi/repository.sh writes them into the same layout.)
+#
+# Usage: hack/release.sh [--out DIR] [--version vX.Y.Z] [--image REF]
+#   --out DIR      the local repository (default: target/clusterctl-repository); absolute or not
+#   --version V    release version (default: v<Cargo.toml version>); metadata.yaml must list its
+#                  major.minor
+#   --image REF    the manager image, REGISTRY/NAME:TAG (default: localhost/vsphere-provider:<version>;
+#                  hack/image.sh tags <version>: push it and pass the registry reference).
+#                  clusterctl refuses a name without a registry ("must be canonical").
+#
+# The components are `kubectl kustomize config/clusterctl` with the image set: one Namespace
+# (vsphere-provider-system), the label cluster.x-k8s.io/provider: infrastructure-vsphere-provider
+# on every object, and the clusterctl variables ${VSPHERE_USERNAME} / ${VSPHERE_PASSWORD}.
+# kubectl: $KUBECTL, else $KUBE_BIN_DIR/kubectl, else kubectl from PATH.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+
+out="$REPO_ROOT/target/clusterctl-repository"
+version=""
+image=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) out="${2:?--out needs a directory}" && shift 2 ;;
+	--version) version="${2:?--version needs a value}" && shift 2 ;;
+	--image) image="${2:?--image needs a reference}" && shift 2 ;;
+	-h | --help)
+		sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*) die "unknown argument: $1 (try --help)" ;;
+	esac
+done
+
+if [ -z "$version" ]; then
+	version="v$(cargo_version)"
+fi
+[[ "$version" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)(-[0-9A-Za-z.-]+)?$ ]] ||
+	die "--version '$version' is not a semantic version like v0.1.0 (clusterctl requires one)"
+major="${BASH_REMATCH[1]}"
+minor="${BASH_REMATCH[2]}"
+image="${image:-localhost/vsphere-provider:$version}"
+# NAME:TAG (no digest), split for kustomize's image transformer.
+[[ "$image" =~ ^([^@]*[^:@/]):([A-Za-z0-9_][A-Za-z0-9_.-]*)$ ]] ||
+	die "--image '$image' must be NAME:TAG (e.g. registry.example.com/vsphere-provider:$version)"
+image_name="${BASH_REMATCH[1]}"
+image_tag="${BASH_REMATCH[2]}"
+# The first path part must be a registry host (a dot, a port, or localhost), as clusterctl's image
+# parser requires.
+registry="${image_name%%/*}"
+[ "$registry" != "$image_name" ] && { [[ "$registry" == *.* ]] || [[ "$registry" == *:* ]] || [ "$registry" = localhost ]; } ||
+	die "--image '$image' must start with a registry host (e.g. registry.example.com/vsphere-provider:$version)"
+
+metadata="$REPO_ROOT/metadata.yaml"
+[ -f "$metadata" ] || die "missing $metadata"
+# metadata.yaml must map this release series to a contract, or clusterctl init refuses it.
+awk -v maj="$major" -v min="$minor" '
+	/^[[:space:]]*-[[:space:]]*major:/ { m = $NF; n = ""; next }
+	/^[[:space:]]*major:/ { m = $NF; next }
+	/^[[:space:]]*minor:/ { n = $NF; next }
+	/^[[:space:]]*contract:/ { if (m == maj && n == min) found = 1 }
+	END { exit found ? 0 : 1 }' "$metadata" ||
+	die "$metadata has no releaseSeries entry for $major.$minor (add one naming its contract)"
+
+kubectl="$(resolve_kubectl)"
+
+mkdir -p "$out"
+out="$(cd "$out" && pwd)" # clusterctl wants absolute repository paths
+dir="$out/infrastructure-vsphere-provider/$version"
+mkdir -p "$dir"
+
+# A throwaway overlay that only sets the image (kustomize has no command-line image flag).
+# Inside the repository: kustomize takes only relative paths to other kustomizations.
+mkdir -p "$REPO_ROOT/target"
+work="$(mktemp -d "$REPO_ROOT/target/.release.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cat >"$work/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../config/clusterctl
+images:
+  - name: vsphere-provider
+    newName: $image_name
+    newTag: $image_tag
+EOF
+"$kubectl" kustomize "$work" >"$dir/infrastructure-components.yaml.tmp" ||
+	die "kubectl kustomize config/clusterctl failed"
+mv "$dir/infrastructure-components.yaml.tmp" "$dir/infrastructure-components.yaml"
+cp "$metadata" "$dir/metadata.yaml"
+
+# clusterctl.yaml: keep what other scripts (hack/capi/repository.sh) wrote, replace our entry.
+config="$out/clusterctl.yaml"
+entry="  - name: vsphere-provider
+    type: InfrastructureProvider
+    url: $dir/infrastructure-components.yaml"
+if [ -f "$config" ] && grep -q '^providers:' "$config"; then
+	awk -v entry="$entry" '
+		/^providers:/ { print; print entry; inprov = 1; next }
+		inprov && /^  - name: vsphere-provider$/ { skip = 1; next }
+		inprov && skip && /^    / { next }
+		{ skip = 0 }
+		/^[^ ]/ { inprov = 0 }
+		{ print }' "$config" >"$config.tmp"
+	mv "$config.tmp" "$config"
+else
+	{
+		[ ! -f "$config" ] || cat "$config"
+		printf 'providers:\n%s\n' "$entry"
+	} >"$config.tmp"
+	mv "$config.tmp" "$config"
+fi
+
+log "wrote $dir/{infrastructure-components.yaml,metadata.yaml} (image $image) and $config"
+echo "$out"

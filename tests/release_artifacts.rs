@@ -1,0 +1,297 @@
+//! The clusterctl release artifacts as `hack/release.sh` writes them (the script itself runs,
+//! with the real kubectl kustomize): the local repository layout clusterctl reads, and the
+//! provider contract of `infrastructure-components.yaml` (clusterctl book, "clusterctl provider
+//! contract"): one Namespace holding every namespaced object, the provider label on every object,
+//! the credentials as clusterctl variables, the image set. Whether clusterctl then installs it is
+//! tests/capi_clusterctl.rs.
+//!
+//! kubectl: `$KUBECTL`, else `$KUBE_BIN_DIR/kubectl`, else the one `hack/kube/build.sh` builds.
+
+#[path = "support/realapi.rs"]
+mod realapi;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+const PROVIDER: &str = "infrastructure-vsphere-provider";
+/// Kinds without a namespace among what config/ renders (CRDs, RBAC and webhook configurations).
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+fn kubectl() -> PathBuf {
+    if let Some(k) = std::env::var_os("KUBECTL").filter(|v| !v.is_empty()) {
+        return PathBuf::from(k);
+    }
+    realapi::kube_bin_dir()
+        .unwrap_or_else(|e| panic!("no kubectl: {e}"))
+        .join("kubectl")
+}
+
+fn release(out: &Path, args: &[&str]) -> Output {
+    Command::new(realapi::repo().join("hack/release.sh"))
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .env("KUBECTL", kubectl())
+        .output()
+        .expect("running hack/release.sh")
+}
+
+fn release_ok(out: &Path, args: &[&str]) {
+    let o = release(out, args);
+    assert!(
+        o.status.success(),
+        "hack/release.sh {args:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        stdout.lines().last().map(str::trim),
+        Some(out.to_str().unwrap()),
+        "the last line names the repository"
+    );
+}
+
+fn cargo_version() -> String {
+    format!("v{}", env!("CARGO_PKG_VERSION"))
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("the components parse as YAML")
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn name_of(o: &Value) -> String {
+    format!(
+        "{} {}",
+        o["kind"].as_str().unwrap_or("?"),
+        o["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
+
+#[test]
+fn components_follow_the_clusterctl_provider_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("repo");
+    let image = "registry.example.com/team/vsphere-provider:v9.8.7";
+    release_ok(&out, &["--image", image]);
+
+    let dir = out
+        .join("infrastructure-vsphere-provider")
+        .join(cargo_version());
+    let text = std::fs::read_to_string(dir.join("infrastructure-components.yaml")).expect(
+        "infrastructure-components.yaml in <repo>/infrastructure-vsphere-provider/<version>/",
+    );
+    let objects = docs(&text);
+    assert!(objects.len() > 10, "only {} objects", objects.len());
+
+    // Every object carries the provider label clusterctl uses to find what belongs to us.
+    for o in &objects {
+        assert_eq!(
+            o["metadata"]["labels"][PROVIDER_LABEL].as_str(),
+            Some(PROVIDER),
+            "{} lacks the label {PROVIDER_LABEL}: {PROVIDER}",
+            name_of(o)
+        );
+    }
+
+    // Exactly one Namespace, and every namespaced object in it (clusterctl --target-namespace
+    // rewrites that one namespace).
+    let namespaces: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Namespace")
+        .collect();
+    assert_eq!(namespaces.len(), 1, "exactly one Namespace");
+    let ns = namespaces[0]["metadata"]["name"].as_str().unwrap();
+    assert_eq!(ns, "vsphere-provider-system");
+    for o in &objects {
+        let kind = o["kind"].as_str().unwrap();
+        let obj_ns = o["metadata"]["namespace"].as_str();
+        if CLUSTER_SCOPED.contains(&kind) {
+            assert_eq!(obj_ns, None, "{} is cluster-scoped", name_of(o));
+        } else {
+            assert_eq!(obj_ns, Some(ns), "{} is not in {ns}", name_of(o));
+        }
+    }
+    // References into the namespace point at the same one.
+    for o in &objects {
+        for s in o["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(s["namespace"].as_str(), Some(ns), "{} subject", name_of(o));
+        }
+        for w in o["webhooks"].as_array().into_iter().flatten() {
+            assert_eq!(
+                w["clientConfig"]["service"]["namespace"].as_str(),
+                Some(ns),
+                "{} webhook {}",
+                name_of(o),
+                w["name"]
+            );
+        }
+    }
+
+    // The credentials are clusterctl variables, and the only ones.
+    let vars: BTreeSet<String> = regex::Regex::new(r"\$\{([A-Za-z0-9_]+)")
+        .unwrap()
+        .captures_iter(&text)
+        .map(|c| c[1].to_string())
+        .collect();
+    assert_eq!(
+        vars,
+        BTreeSet::from([
+            "VSPHERE_PASSWORD".to_string(),
+            "VSPHERE_USERNAME".to_string()
+        ]),
+        "the components' clusterctl variables"
+    );
+    let secret = objects
+        .iter()
+        .find(|o| o["kind"] == "Secret")
+        .expect("a credentials Secret");
+    let secret_name = secret["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        secret["stringData"]["username"].as_str(),
+        Some("${VSPHERE_USERNAME}")
+    );
+    assert_eq!(
+        secret["stringData"]["password"].as_str(),
+        Some("${VSPHERE_PASSWORD}")
+    );
+
+    // The manager: the image asked for, in the container clusterctl expects (`manager`), with the
+    // Secret's keys as the environment variables `vsphere-provider run` reads.
+    let deployments: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .collect();
+    assert_eq!(deployments.len(), 1, "one Deployment");
+    let containers = deployments[0]["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    let manager = containers
+        .iter()
+        .find(|c| c["name"] == "manager")
+        .expect("a container named manager");
+    assert_eq!(manager["image"].as_str(), Some(image));
+    for (var, key) in [
+        ("VSPHERE_USERNAME", "username"),
+        ("VSPHERE_PASSWORD", "password"),
+    ] {
+        let env = manager["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == var)
+            .unwrap_or_else(|| panic!("manager env {var}"));
+        assert_eq!(
+            env["valueFrom"]["secretKeyRef"]["name"].as_str(),
+            Some(secret_name)
+        );
+        assert_eq!(env["valueFrom"]["secretKeyRef"]["key"].as_str(), Some(key));
+    }
+    assert!(
+        !text.contains("vsphere-provider:latest") && !text.contains("image: controller"),
+        "no placeholder image left"
+    );
+
+    // metadata.yaml maps this release series to the v1beta1 contract.
+    let metadata: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("metadata.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        metadata["apiVersion"],
+        "clusterctl.cluster.x-k8s.io/v1alpha3"
+    );
+    assert_eq!(metadata["kind"], "Metadata");
+    let (major, minor) = {
+        let mut p = env!("CARGO_PKG_VERSION").split('.');
+        (
+            p.next().unwrap().parse::<u64>().unwrap(),
+            p.next().unwrap().parse::<u64>().unwrap(),
+        )
+    };
+    let series = metadata["releaseSeries"].as_array().unwrap();
+    assert!(
+        series
+            .iter()
+            .any(|s| s["major"] == major && s["minor"] == minor && s["contract"] == "v1beta1"),
+        "releaseSeries has no {major}.{minor} -> v1beta1: {series:?}"
+    );
+}
+
+#[test]
+fn clusterctl_config_names_the_repository_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("repo");
+    // Another script's entries (hack/capi/repository.sh writes CAPI's) survive, ours is replaced.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("clusterctl.yaml"),
+        "providers:\n  - name: cluster-api\n    type: CoreProvider\n    url: /x/cluster-api/v1.10.10/core-components.yaml\ncert-manager:\n  url: /x/cert-manager/v1.19.1/cert-manager.yaml\n  version: v1.19.1\n",
+    )
+    .unwrap();
+    release_ok(&out, &[]);
+    release_ok(&out, &[]);
+    let config: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(out.join("clusterctl.yaml")).unwrap())
+            .unwrap();
+    let providers = config["providers"].as_array().unwrap();
+    let ours: Vec<&Value> = providers
+        .iter()
+        .filter(|p| p["name"] == "vsphere-provider")
+        .collect();
+    assert_eq!(ours.len(), 1, "one vsphere-provider entry: {providers:?}");
+    assert_eq!(ours[0]["type"], "InfrastructureProvider");
+    let url = ours[0]["url"].as_str().unwrap();
+    // clusterctl's local repository: absolute {basepath}/{label}/{version}/{file}.
+    let expected = out
+        .join("infrastructure-vsphere-provider")
+        .join(cargo_version())
+        .join("infrastructure-components.yaml");
+    assert_eq!(Path::new(url), expected);
+    assert!(expected.is_file());
+    assert!(
+        providers.iter().any(|p| p["name"] == "cluster-api"),
+        "the other entries are kept: {providers:?}"
+    );
+    assert_eq!(config["cert-manager"]["version"], "v1.19.1");
+}
+
+#[test]
+fn release_refuses_a_version_metadata_does_not_map_and_a_bad_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = release(tmp.path(), &["--version", "v97.3.0"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("metadata.yaml has no releaseSeries entry for 97.3"),
+        "{err}"
+    );
+    let o = release(
+        tmp.path(),
+        &["--image", "registry.example.com/vsphere-provider"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--image") && err.contains("NAME:TAG"), "{err}");
+    // clusterctl only parses canonical references: "repository name must be canonical".
+    let o = release(tmp.path(), &["--image", "vsphere-provider:v0.1.0"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("must start with a registry host"), "{err}");
+    let o = release(tmp.path(), &["--version", "0.1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a semantic version"));
+}
