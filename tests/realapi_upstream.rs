@@ -468,3 +468,77 @@ async fn openshift_api_crd_test_suites_pass_against_our_crds() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// CAPV's VSphereMachineTemplates (its `templates/*.yaml`, the ones `clusterctl generate
+/// cluster` renders) with the `${VAR}` placeholders filled as clusterctl would, one namespace per
+/// file; plus a VSphereMachine and a VSphereVM made from the first one's spec, as CAPI's
+/// MachineSet and CAPV's machine controller would make them. Stored with everything they said,
+/// and the CRD defaults CAPV's schema has (`powerOffMode: hard`).
+#[test]
+fn capv_machine_templates_apply_unchanged() {
+    let cp = control_plane();
+    let placeholder = regex::Regex::new(r"\$\{([A-Z0-9_]+)(:[=-][^}]*)?\}").unwrap();
+    let mut first_spec = None;
+    for file in [
+        "capv-04-cluster-template.yaml",
+        "capv-05-cluster-template-ignition.yaml",
+        "capv-06-cluster-template-node-ipam.yaml",
+        "capv-07-clusterclass-template.yaml",
+    ] {
+        let ns = cp.namespace("capv-templates");
+        let raw = fixture_text(file);
+        let text = placeholder.replace_all(&raw, |c: &regex::Captures| match &c[1] {
+            "NAMESPACE" => ns.clone(),
+            "CLUSTER_NAME" | "CLUSTER_CLASS_NAME" => "demo".to_string(),
+            var => var.to_lowercase().replace('_', "-"),
+        });
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let templates: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["kind"] == "VSphereMachineTemplate")
+            .collect();
+        assert!(!templates.is_empty(), "{file}");
+        for doc in templates {
+            let name = doc["metadata"]["name"].as_str().unwrap();
+            cp.apply_text(ADMIN, &doc.to_string(), Some(&ns)).ok();
+            let stored = get(
+                "vspheremachinetemplates.infrastructure.cluster.x-k8s.io",
+                name,
+                Some(&ns),
+            );
+            contained(&doc["spec"], &stored["spec"], "spec")
+                .unwrap_or_else(|e| panic!("{file} {name}: {e}"));
+            first_spec.get_or_insert_with(|| (ns.clone(), doc["spec"]["template"]["spec"].clone()));
+        }
+    }
+    let (ns, spec) = first_spec.unwrap();
+    let mut bare = spec.clone();
+    bare.as_object_mut().unwrap().remove("powerOffMode");
+    for (kind, resource) in [
+        (
+            "VSphereMachine",
+            "vspheremachines.infrastructure.cluster.x-k8s.io",
+        ),
+        ("VSphereVM", "vspherevms.infrastructure.cluster.x-k8s.io"),
+    ] {
+        let obj = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": kind,
+            "metadata": {"name": "demo-0", "namespace": ns}, "spec": bare});
+        cp.apply_text(ADMIN, &obj.to_string(), Some(&ns)).ok();
+        let stored = get(resource, "demo-0", Some(&ns));
+        contained(&bare, &stored["spec"], "spec").unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(stored["spec"]["powerOffMode"], "hard", "{kind}");
+    }
+    // The CRD's own rules hold: an empty template name is refused by the server.
+    let mut empty = spec;
+    empty["template"] = "".into();
+    let refused = cp
+        .apply_text(
+            ADMIN,
+            &json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+                "metadata": {"name": "demo-1", "namespace": ns}, "spec": empty})
+            .to_string(),
+            Some(&ns),
+        )
+        .err();
+    assert!(refused.contains("spec.template"), "{refused}");
+}

@@ -116,7 +116,7 @@ proptest! {
         let objs = samples();
         let base = objs[which % objs.len()].value.clone();
         let mutated = muts.iter().fold(base, apply);
-        for ctx in [Ctx::default(), Ctx { allow_placeholders: true }] {
+        for ctx in [Ctx::default(), Ctx { allow_placeholders: true, ..Ctx::default() }] {
             let first = admit(&mutated, None, &ctx);
             if first.allowed() {
                 let second = admit(&first.object, None, &ctx);
@@ -155,6 +155,9 @@ fn typed_round_trip_of_admitted_samples() {
             manifest::Object::IpPool(o) => serde_json::to_value(o),
             manifest::Object::IpAddressClaim(o) => serde_json::to_value(o),
             manifest::Object::IpAddress(o) => serde_json::to_value(o),
+            manifest::Object::VSphereMachine(o) => serde_json::to_value(o),
+            manifest::Object::VSphereMachineTemplate(o) => serde_json::to_value(o),
+            manifest::Object::VSphereVM(o) => serde_json::to_value(o),
         }
         .unwrap();
         let again = admit(&back, None, &Ctx::default());

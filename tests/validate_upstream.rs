@@ -20,6 +20,7 @@ fn yaml(text: &str) -> Value {
 
 const TEMPLATE_CTX: Ctx = Ctx {
     allow_placeholders: true,
+    dry_run: false,
 };
 
 #[test]

@@ -452,3 +452,59 @@ async fn machine_and_cpms_with_authoritative_api_pass_unchanged() {
     .await;
     srv.stop().await;
 }
+
+/// The topology pass-through needs the request's `dryRun`: the server hands it to the
+/// VSphereMachineTemplate rules. A changed template annotated for a topology dry-run is allowed
+/// in a dry-run request and denied (CAPV's message) in a real one; the VSphereMachine
+/// defaulter patches `spec.datacenter`.
+#[tokio::test]
+async fn machine_template_immutability_lets_topology_dry_runs_through() {
+    let srv = Server::start(None).await;
+    let path = server::path(Kind::VSphereMachineTemplate, Endpoint::Validate);
+    let template = |hw: &str| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachineTemplate",
+            "metadata": {"name": "workers", "namespace": "default",
+                "annotations": {"topology.cluster.x-k8s.io/dry-run": ""}},
+            "spec": {"template": {"spec": {"template": "t", "hardwareVersion": hw}}}})
+    };
+    for (dry_run, allowed) in [(true, true), (false, false)] {
+        let mut r = review("UPDATE", template("vmx-17"), Some(template("vmx-16")));
+        r["request"]["dryRun"] = dry_run.into();
+        let (status, resp) = post(srv.addr, &path, &r).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            resp["response"]["allowed"], allowed,
+            "dryRun {dry_run}: {resp}"
+        );
+        if !allowed {
+            let msg = resp["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                msg.contains("spec.template.spec")
+                    && msg.contains("Please create a new resource instead"),
+                "{msg}"
+            );
+        }
+    }
+    let machine = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+        "metadata": {"name": "m", "namespace": "default"}, "spec": {"template": "t", "powerOffMode": "hard"}});
+    let (_, resp) = post(
+        srv.addr,
+        &server::path(Kind::VSphereMachine, Endpoint::Mutate),
+        &review("CREATE", machine, None),
+    )
+    .await;
+    use base64::Engine;
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(resp["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    let patch: Value = serde_json::from_slice(&patch).unwrap();
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["path"] == "/spec/datacenter" && op["value"] == "*"),
+        "{patch}"
+    );
+    srv.stop().await;
+}

@@ -110,6 +110,12 @@ pub enum Object {
     IpAddressClaim(Box<super::ipam::IpAddressClaim>),
     /// A CAPI `IPAddress` (local mode's state file only: local mode's IPAM makes them).
     IpAddress(Box<super::ipam::IpAddress>),
+    /// VSphereMachine (local mode has no Cluster API Machines: admitted, not acted on).
+    VSphereMachine(Box<super::VSphereMachine>),
+    /// VSphereMachineTemplate.
+    VSphereMachineTemplate(Box<super::VSphereMachineTemplate>),
+    /// VSphereVM.
+    VSphereVM(Box<super::VSphereVM>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -192,6 +198,13 @@ impl LoadedObject {
             ObjectType::Served(Kind::VSphereClusterIdentity) => {
                 Object::ClusterIdentity(serde_json::from_value(v)?)
             }
+            ObjectType::Served(Kind::VSphereMachine) => {
+                Object::VSphereMachine(serde_json::from_value(v)?)
+            }
+            ObjectType::Served(Kind::VSphereMachineTemplate) => {
+                Object::VSphereMachineTemplate(serde_json::from_value(v)?)
+            }
+            ObjectType::Served(Kind::VSphereVM) => Object::VSphereVM(serde_json::from_value(v)?),
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {
                 Object::MachineHealthCheck(serde_json::from_value(v)?)

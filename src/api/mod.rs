@@ -7,6 +7,9 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterIdentity`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
@@ -14,6 +17,7 @@
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod capi_core;
 pub mod cluster_identity;
 pub mod conditions;
 pub mod contract;
@@ -30,6 +34,7 @@ pub mod machine_status;
 pub mod manifest;
 pub mod v1beta2;
 pub mod vsphere_cluster;
+pub mod vsphere_machine;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -49,6 +54,7 @@ pub use machine_health_check::{
     MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,
 };
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
+pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
 
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
@@ -66,6 +72,12 @@ pub enum Kind {
     VSphereCluster,
     /// VSphereClusterIdentity.
     VSphereClusterIdentity,
+    /// VSphereMachine (Cluster API InfraMachine).
+    VSphereMachine,
+    /// VSphereMachineTemplate.
+    VSphereMachineTemplate,
+    /// VSphereVM.
+    VSphereVM,
     /// Machine.
     Machine,
     /// MachineHealthCheck.
@@ -76,11 +88,14 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::VSphereFailureDomain,
         Kind::VSphereDeploymentZone,
         Kind::VSphereCluster,
         Kind::VSphereClusterIdentity,
+        Kind::VSphereMachine,
+        Kind::VSphereMachineTemplate,
+        Kind::VSphereVM,
         Kind::Machine,
         Kind::MachineHealthCheck,
         Kind::ControlPlaneMachineSet,
@@ -93,6 +108,9 @@ impl Kind {
             Kind::VSphereDeploymentZone => "VSphereDeploymentZone",
             Kind::VSphereCluster => "VSphereCluster",
             Kind::VSphereClusterIdentity => "VSphereClusterIdentity",
+            Kind::VSphereMachine => "VSphereMachine",
+            Kind::VSphereMachineTemplate => "VSphereMachineTemplate",
+            Kind::VSphereVM => "VSphereVM",
             Kind::Machine => "Machine",
             Kind::MachineHealthCheck => "MachineHealthCheck",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
@@ -105,7 +123,10 @@ impl Kind {
             Kind::VSphereFailureDomain
             | Kind::VSphereDeploymentZone
             | Kind::VSphereCluster
-            | Kind::VSphereClusterIdentity => "infrastructure.cluster.x-k8s.io/v1beta1",
+            | Kind::VSphereClusterIdentity
+            | Kind::VSphereMachine
+            | Kind::VSphereMachineTemplate
+            | Kind::VSphereVM => "infrastructure.cluster.x-k8s.io/v1beta1",
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
@@ -118,6 +139,9 @@ impl Kind {
             Kind::VSphereDeploymentZone => "vspheredeploymentzones",
             Kind::VSphereCluster => "vsphereclusters",
             Kind::VSphereClusterIdentity => "vsphereclusteridentities",
+            Kind::VSphereMachine => "vspheremachines",
+            Kind::VSphereMachineTemplate => "vspheremachinetemplates",
+            Kind::VSphereVM => "vspherevms",
             Kind::Machine => "machines",
             Kind::MachineHealthCheck => "machinehealthchecks",
             Kind::ControlPlaneMachineSet => "controlplanemachinesets",
@@ -141,9 +165,11 @@ impl Kind {
                 "infrastructure.cluster.x-k8s.io/v1beta1",
                 v1beta2::API_VERSION,
             ],
-            Kind::VSphereCluster | Kind::VSphereClusterIdentity => {
-                &["infrastructure.cluster.x-k8s.io/v1beta1"]
-            }
+            Kind::VSphereCluster
+            | Kind::VSphereClusterIdentity
+            | Kind::VSphereMachine
+            | Kind::VSphereMachineTemplate
+            | Kind::VSphereVM => &["infrastructure.cluster.x-k8s.io/v1beta1"],
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
@@ -171,6 +197,9 @@ impl Kind {
             ),
             Kind::VSphereCluster => VSphereCluster::crd(),
             Kind::VSphereClusterIdentity => VSphereClusterIdentity::crd(),
+            Kind::VSphereMachine => VSphereMachine::crd(),
+            Kind::VSphereMachineTemplate => VSphereMachineTemplate::crd(),
+            Kind::VSphereVM => VSphereVM::crd(),
             Kind::Machine => Machine::crd(),
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),

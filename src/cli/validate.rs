@@ -264,6 +264,7 @@ fn to_json(verdicts: &[Verdict], load_errors: &[manifest::LoadError]) -> Value {
 pub async fn run(args: Args) -> ExitCode {
     let ctx = Ctx {
         allow_placeholders: !args.strict_placeholders,
+        ..Ctx::default()
     };
     let (objects, load_errors) = manifest::load_paths(&args.files);
     let verdicts = check_all(objects, &ctx);

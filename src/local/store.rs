@@ -107,6 +107,7 @@ impl Store {
         let mut store = Store::default();
         let ctx = Ctx {
             allow_placeholders: false,
+            ..Ctx::default()
         };
         for obj in &objects {
             if let Err(p) = store.admit(obj, &ctx) {
@@ -226,6 +227,10 @@ impl Store {
                 let k = namespaced(&mut a.metadata);
                 put(&mut self.ip_addresses, k, a)
             }
+            // Local mode has no Cluster API Machines: these are validated, not kept.
+            Object::VSphereMachine(_)
+            | Object::VSphereMachineTemplate(_)
+            | Object::VSphereVM(_) => Ok(()),
         }
     }
 

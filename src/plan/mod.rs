@@ -1,5 +1,6 @@
 //! Pure planners: inputs in, decisions out. No I/O, no clock (time is an input). Every decision
 //! the controllers make lives here and is tested with tables.
+pub mod capi_machine;
 pub mod cluster;
 pub mod cpms;
 pub mod credentials;

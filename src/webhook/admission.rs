@@ -6,12 +6,13 @@
 
 use serde_json::Value;
 
+use super::vsphere_machine as vm;
 use super::{Ctx, FieldError, dedup, schema};
 use crate::api::ipam;
 use crate::api::manifest::{LoadedObject, ObjectType, object_type};
 use crate::api::{
     ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
-    VSphereDeploymentZone, VSphereFailureDomain,
+    VSphereDeploymentZone, VSphereFailureDomain, VSphereMachine, VSphereMachineTemplate, VSphereVM,
 };
 
 /// What admission decided about one object.
@@ -194,6 +195,8 @@ fn default_layers(kind: Kind, obj: &mut Value, layers: Layers) -> Vec<String> {
         }
         Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
         Kind::Machine => defaulted.extend(super::machine::default(obj)),
+        Kind::VSphereMachine => defaulted.extend(super::vsphere_machine::default_machine(obj)),
+        Kind::VSphereVM => defaulted.extend(super::vsphere_machine::default_vm(obj)),
         _ => {}
     }
     defaulted
@@ -359,6 +362,30 @@ fn run_rules(
         }
         // CAPV has no webhook for it: the CRD schema is all there is to check.
         Kind::VSphereClusterIdentity => {}
+        Kind::VSphereMachine => {
+            let n: VSphereMachine = decode(new)?;
+            match old {
+                Some(o) => errors.extend(vm::validate_machine_update(&n, new, o)),
+                None => errors.extend(vm::validate_machine_create(&n, ctx)),
+            }
+        }
+        Kind::VSphereMachineTemplate => {
+            let n: VSphereMachineTemplate = decode(new)?;
+            match old.map(decode::<VSphereMachineTemplate>).transpose()? {
+                Some(o) => errors.extend(vm::validate_template_update(&o, &n, new, ctx)),
+                None => errors.extend(vm::validate_template_create(&n, ctx)),
+            }
+        }
+        Kind::VSphereVM => {
+            let n: VSphereVM = decode(new)?;
+            match old {
+                Some(o) => {
+                    let typed_old: VSphereVM = decode(o)?;
+                    errors.extend(vm::validate_vm_update(&typed_old, &n, new, o))
+                }
+                None => errors.extend(vm::validate_vm_create(&n, ctx)),
+            }
+        }
         Kind::Machine => {
             let n: Machine = decode(new)?;
             match old.map(decode::<Machine>).transpose()? {

@@ -233,7 +233,8 @@ mod tests {
             validate_create(
                 &templ,
                 &Ctx {
-                    allow_placeholders: true
+                    allow_placeholders: true,
+                    ..Ctx::default()
                 }
             )
             .is_empty()

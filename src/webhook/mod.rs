@@ -25,6 +25,7 @@ pub mod provider_spec;
 pub mod schema;
 pub mod server;
 pub mod vsphere_cluster;
+pub mod vsphere_machine;
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -213,6 +214,9 @@ pub struct Ctx {
     /// Accept `${VAR}` placeholders: values containing one skip format, pattern, enum and length
     /// checks (offline `validate` of clusterctl templates). The admission server never sets this.
     pub allow_placeholders: bool,
+    /// The request is a dry run (`?dryRun=All`): Cluster API's topology controller may then
+    /// change an immutable VSphereMachineTemplate to compute a diff.
+    pub dry_run: bool,
 }
 
 impl Ctx {

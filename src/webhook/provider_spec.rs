@@ -579,6 +579,7 @@ mod tests {
         v["dataDisks"] = json!([{"name": "${DISK}", "sizeGiB": 10, "provisioningMode": "${MODE}"}]);
         let ctx = Ctx {
             allow_placeholders: true,
+            ..Ctx::default()
         };
         assert!(
             check(&v, "p", ProviderSpecUse::Machine, &ctx)

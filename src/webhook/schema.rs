@@ -563,6 +563,7 @@ mod tests {
             "spec",
             &Ctx {
                 allow_placeholders: true,
+                ..Ctx::default()
             },
             &mut e,
         );
@@ -616,6 +617,7 @@ mod tests {
             true,
             &Ctx {
                 allow_placeholders: true,
+                ..Ctx::default()
             },
             &mut e,
         );

@@ -204,7 +204,10 @@ pub fn review_response(
         ));
     }
     let old = old_value;
-    let ctx = Ctx::default();
+    let ctx = Ctx {
+        dry_run: req.dry_run,
+        ..Ctx::default()
+    };
     match endpoint {
         Endpoint::Mutate => {
             let mut defaulted = object.clone();

@@ -29,6 +29,12 @@ impl Payload {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Raw bytes, base64-decoded while they decode and encoded once (how both the Ignition of
+    /// OpenShift Machines and the bootstrap data of Cluster API machines reach the guest).
+    pub fn from_bytes(bytes: Vec<u8>) -> Payload {
+        encode(bytes)
+    }
 }
 
 impl std::fmt::Debug for Payload {

@@ -1,0 +1,127 @@
+//! Read-only views of the two Cluster API core objects a VSphereMachine depends on:
+//! `cluster.x-k8s.io/v1beta1` `Machine` and `Cluster`. Only the fields the infra-machine
+//! contract reads are decoded; everything else is ignored, so these parse v1beta1 objects and
+//! the v1beta2 objects CAPI ≥ 1.11 serves alike (where a field moved, both places are read).
+//! This provider serves neither kind: CAPI owns them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `cluster.x-k8s.io/cluster-name`: the cluster a CAPI object belongs to.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// `cluster.x-k8s.io/control-plane`: set on control-plane Machines.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// `cluster.x-k8s.io/paused`: an object so annotated is not reconciled.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// A Cluster API Machine (the fields an infrastructure provider reads).
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CapiMachine {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The Machine's spec.
+    #[serde(default)]
+    pub spec: CapiMachineSpec,
+}
+
+/// The part of `Machine.spec` read here.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapiMachineSpec {
+    /// The Cluster this Machine belongs to.
+    #[serde(default)]
+    pub cluster_name: String,
+    /// The bootstrap configuration and its data Secret.
+    #[serde(default)]
+    pub bootstrap: CapiBootstrap,
+    /// The failure domain (a VSphereDeploymentZone name) the Machine must be placed in.
+    #[serde(default)]
+    pub failure_domain: Option<String>,
+    /// The provider ID, once CAPI copied it from the infra machine.
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<String>,
+}
+
+/// `Machine.spec.bootstrap`.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapiBootstrap {
+    /// The Secret holding the bootstrap data (`value`, `format`), once the bootstrap provider
+    /// produced it.
+    #[serde(default)]
+    pub data_secret_name: Option<String>,
+}
+
+/// A Cluster API Cluster (the fields an infrastructure provider reads).
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CapiCluster {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec.paused` and the rest, as JSON.
+    #[serde(default)]
+    pub spec: Value,
+    /// `status`, as JSON (its layout differs between v1beta1 and v1beta2).
+    #[serde(default)]
+    pub status: Value,
+}
+
+impl CapiMachine {
+    /// `metadata.labels`, empty when unset.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.metadata.labels.clone().unwrap_or_default()
+    }
+
+    /// True for a control-plane Machine (labelled [`CONTROL_PLANE_LABEL`]).
+    pub fn is_control_plane(&self) -> bool {
+        self.labels().contains_key(CONTROL_PLANE_LABEL)
+    }
+}
+
+impl CapiCluster {
+    /// `spec.paused`, or the paused annotation.
+    pub fn paused(&self) -> bool {
+        self.spec.get("paused").and_then(Value::as_bool) == Some(true)
+            || self
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+    }
+
+    /// The cluster infrastructure is provisioned: v1beta1 `status.infrastructureReady`, or
+    /// v1beta2 `status.initialization.infrastructureProvisioned`.
+    pub fn infrastructure_ready(&self) -> bool {
+        self.status
+            .get("infrastructureReady")
+            .and_then(Value::as_bool)
+            == Some(true)
+            || self
+                .status
+                .pointer("/initialization/infrastructureProvisioned")
+                .and_then(Value::as_bool)
+                == Some(true)
+    }
+
+    /// The control plane is initialized: v1beta1 condition `ControlPlaneInitialized` True, or
+    /// v1beta2 `status.initialization.controlPlaneInitialized` (also a v1beta2 condition).
+    pub fn control_plane_initialized(&self) -> bool {
+        let true_in = |conditions: Option<&Value>| {
+            conditions
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True")
+        };
+        self.status
+            .pointer("/initialization/controlPlaneInitialized")
+            .and_then(Value::as_bool)
+            == Some(true)
+            || true_in(self.status.get("conditions"))
+            || true_in(self.status.pointer("/v1beta2/conditions"))
+    }
+}

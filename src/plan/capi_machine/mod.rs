@@ -1,0 +1,13 @@
+//! Cluster API machines (`VSphereMachine`): from a CAPI Machine, its VSphereMachine and the
+//! failure domain it is placed in to the VM to clone — the same provider-spec shape the
+//! OpenShift Machine planners consume, so there is one clone/group/power/destroy path.
+//!
+//! * [`resolve`] — Machine + Cluster + VSphereMachine + failure domain → the VSphereVM spec and
+//!   the provider spec the placement resolver reads, or why the machine waits;
+//! * [`bootstrap`] — the bootstrap data Secret and cloud-init metadata → guestinfo keys;
+//! * [`status`] — the VSphereMachine's finalizer, providerID, ready, addresses and conditions;
+//! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut).
+pub mod bootstrap;
+pub mod naming;
+pub mod resolve;
+pub mod status;

@@ -1,0 +1,241 @@
+//! What a VSphereMachine says about itself (the InfraMachine contract, v1beta1): the finalizer
+//! first, then `spec.providerID` (`vsphere://<BIOS UUID>`), `status.ready`, `status.addresses`
+//! and the `VirtualMachineProvisioned` / `Ready` conditions, from the resolution
+//! ([`super::resolve`]) and the VM the machine sweep observed. Pure: the controller writes the
+//! object it returns.
+//!
+//! Ready means what CAPV means: the VM exists, has a BIOS UUID, is powered on and reports an IP
+//! address; CAPI then copies providerID and addresses to the Machine. Once ready, a machine is
+//! not made un-ready by a transient read (the contract never resets readiness).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::resolve::{Desired, Wait, provisioned};
+use crate::api::conditions::{ConditionUpdate, set_capi_condition, severity};
+use crate::api::vsphere_machine::{MACHINE_FINALIZER, VSphereMachine};
+use crate::plan::machine::VmObs;
+
+/// The condition CAPV reports the VM's provisioning in.
+pub const VM_PROVISIONED: &str = "VirtualMachineProvisioned";
+/// The summary condition.
+pub const READY: &str = "Ready";
+/// Reasons while the VM exists but is not ready yet (CAPV's).
+pub const POWERING_ON: &str = "PoweringOn";
+/// The VM runs but reports no address yet.
+pub const WAITING_FOR_NETWORK_ADDRESS: &str = "WaitingForNetworkAddress";
+/// Cloning in progress.
+pub const WAITING_FOR_CLONE: &str = "WaitingForClone";
+
+/// The VSphereMachine after this pass (finalizer, providerID, status).
+pub fn plan_status(
+    vsm: &VSphereMachine,
+    resolved: &Result<Desired, Wait>,
+    vm: Option<&VmObs>,
+    now: &Time,
+) -> VSphereMachine {
+    let mut out = vsm.clone();
+    if out.metadata.deletion_timestamp.is_none() {
+        let f = out.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !f.iter().any(|f| f == MACHINE_FINALIZER) {
+            f.push(MACHINE_FINALIZER.to_string());
+        }
+    }
+    let was_ready = vsm.status.as_ref().and_then(|s| s.ready) == Some(true);
+    let st = out.status.get_or_insert_with(Default::default);
+    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    let not_yet = |conditions: &mut Vec<_>, reason: &str, sev: &str, msg: &str| {
+        for t in [VM_PROVISIONED, READY] {
+            set_capi_condition(
+                conditions,
+                &ConditionUpdate::false_(t, reason, sev, msg),
+                now,
+            );
+        }
+    };
+    match (resolved, vm) {
+        (Err(w), None) => not_yet(conditions, w.reason, severity::INFO, &w.message),
+        (Ok(_), None) => not_yet(
+            conditions,
+            WAITING_FOR_CLONE,
+            severity::INFO,
+            "the VM is being cloned",
+        ),
+        (_, Some(obs)) => {
+            let name = resolved
+                .as_ref()
+                .ok()
+                .and_then(|d| d.vm.metadata.name.clone())
+                .or_else(|| vsm.metadata.name.clone())
+                .unwrap_or_default();
+            let bios = obs.bios_uuid.clone().filter(|b| !b.is_empty());
+            let ip = obs.ip_address.clone().filter(|i| !i.is_empty());
+            match (bios, obs.powered_on(), ip) {
+                (Some(bios), true, Some(ip)) => {
+                    let (id, addresses) = provisioned(&name, &bios, &[ip]);
+                    for t in [VM_PROVISIONED, READY] {
+                        set_capi_condition(conditions, &ConditionUpdate::true_(t), now);
+                    }
+                    st.addresses = Some(addresses);
+                    st.ready = Some(true);
+                    out.spec.provider_id.get_or_insert(id);
+                }
+                (_, false, _) if !was_ready => not_yet(
+                    conditions,
+                    POWERING_ON,
+                    severity::INFO,
+                    &format!("VM {} is not powered on yet", obs.path),
+                ),
+                _ if !was_ready => not_yet(
+                    conditions,
+                    WAITING_FOR_NETWORK_ADDRESS,
+                    severity::INFO,
+                    &format!("VM {} reports no IP address yet", obs.path),
+                ),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// On deletion: the finalizer goes once the VM is gone (`vm_exists` false), never before.
+pub fn plan_deleted(vsm: &VSphereMachine, vm_exists: bool) -> VSphereMachine {
+    let mut out = vsm.clone();
+    if !vm_exists && let Some(f) = out.metadata.finalizers.as_mut() {
+        f.retain(|f| f != MACHINE_FINALIZER);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::plan::capi_machine::resolve::reason;
+
+    fn vsm() -> VSphereMachine {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+            "metadata": {"name": "m-0", "namespace": "ns"}, "spec": {"template": "t"}
+        }))
+        .unwrap()
+    }
+
+    fn obs(bios: Option<&str>, power: &str, ip: Option<&str>) -> VmObs {
+        VmObs {
+            moref: None,
+            bios_uuid: bios.map(Into::into),
+            power_state: Some(power.into()),
+            ip_address: ip.map(Into::into),
+            path: "/DC0/vm/m-0".into(),
+        }
+    }
+
+    fn now() -> Time {
+        Time(jiff::Timestamp::from_second(1_700_000_000).unwrap())
+    }
+
+    fn reason_of(m: &VSphereMachine, t: &str) -> (String, Option<String>) {
+        let c = m
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap();
+        (c.status.clone(), c.reason.clone())
+    }
+
+    #[test]
+    fn waiting_provisioning_and_ready() {
+        let wait: Result<Desired, Wait> = Err(Wait {
+            reason: reason::WAITING_FOR_FAILURE_DOMAIN,
+            message: "VSphereDeploymentZone zone-a is not ready".into(),
+        });
+        let m = plan_status(&vsm(), &wait, None, &now());
+        assert_eq!(
+            m.metadata.finalizers.as_deref(),
+            Some(&[MACHINE_FINALIZER.to_string()][..])
+        );
+        assert_eq!(
+            reason_of(&m, VM_PROVISIONED),
+            (
+                "False".into(),
+                Some(reason::WAITING_FOR_FAILURE_DOMAIN.into())
+            )
+        );
+        assert_eq!(m.status.as_ref().unwrap().ready, None);
+        assert_eq!(m.spec.provider_id, None);
+
+        for (o, want) in [
+            (obs(Some("4230-1"), "poweredOff", None), POWERING_ON),
+            (
+                obs(Some("4230-1"), "poweredOn", None),
+                WAITING_FOR_NETWORK_ADDRESS,
+            ),
+        ] {
+            let m = plan_status(&vsm(), &wait, Some(&o), &now());
+            assert_eq!(reason_of(&m, READY).1.as_deref(), Some(want));
+            assert_eq!(m.spec.provider_id, None);
+        }
+
+        let ready = plan_status(
+            &vsm(),
+            &wait,
+            Some(&obs(Some("4230-1"), "poweredOn", Some("10.0.0.5"))),
+            &now(),
+        );
+        let st = ready.status.clone().unwrap();
+        assert_eq!(st.ready, Some(true));
+        assert_eq!(ready.spec.provider_id.as_deref(), Some("vsphere://4230-1"));
+        let addrs: Vec<&str> = st
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| a.address.as_str())
+            .collect();
+        assert_eq!(addrs, ["10.0.0.5", "m-0"]);
+        assert_eq!(reason_of(&ready, READY).0, "True");
+        // A later read without an IP does not make it un-ready.
+        let again = plan_status(
+            &ready,
+            &wait,
+            Some(&obs(Some("4230-1"), "poweredOn", None)),
+            &now(),
+        );
+        assert_eq!(reason_of(&again, READY).0, "True");
+        assert_eq!(again.status.unwrap().ready, Some(true));
+    }
+
+    #[test]
+    fn the_finalizer_stays_until_the_vm_is_gone() {
+        let mut m = plan_status(
+            &vsm(),
+            &Err(Wait {
+                reason: reason::PAUSED,
+                message: String::new(),
+            }),
+            None,
+            &now(),
+        );
+        m.metadata.deletion_timestamp = Some(now());
+        assert!(
+            plan_deleted(&m, true)
+                .metadata
+                .finalizers
+                .unwrap()
+                .contains(&MACHINE_FINALIZER.to_string())
+        );
+        assert!(
+            plan_deleted(&m, false)
+                .metadata
+                .finalizers
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

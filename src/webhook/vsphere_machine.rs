@@ -1,0 +1,421 @@
+//! Admission of the Cluster API machine kinds, with CAPV v1.15.0's rules
+//! (`internal/webhooks/{vspheremachine,vspheremachinetemplate,vspherevm}.go`), registered under
+//! CAPV's webhook names (`validation.vspheremachine.infrastructure.cluster.x-k8s.io`, …).
+//!
+//! * VSphereMachine: defaults `spec.datacenter` to `*`; rejects `preferredAPIServerCidr`,
+//!   addresses not in CIDR form, a `guestSoftPowerOffTimeout` unless the mode is trySoft or one
+//!   that is not positive, a PCI device that is neither deviceId+vendorId nor a vGPU profile;
+//!   on update only `providerID`, `powerOffMode`, `guestSoftPowerOffTimeout` and
+//!   `network.devices` may change.
+//! * VSphereMachineTemplate: no providerID or ipAddrs in templates, `hardwareVersion` `vmx-N`,
+//!   the power-off rules, the PCI rule, a naming template that renders a valid object name; the
+//!   template's spec is immutable except for Cluster API topology dry-runs (a dry-run request
+//!   whose object carries `topology.cluster.x-k8s.io/dry-run`), which the topology controller
+//!   uses to compute its server-side-apply diffs.
+//! * VSphereVM: defaults `spec.os` to Linux; a Windows VM's name has at most 15 characters;
+//!   on update only `bootstrapRef`, `thumbprint`, the power-off fields, `network.devices`, and
+//!   `os` and `biosUUID` while unset may change.
+//!
+//! Paths use JSON names and, where CAPV's are vague (`spec.PreferredAPIServerCIDR`,
+//! `spec.template.spec.pciDevices` on a VSphereMachine, `devices.ipAddrs` without an index),
+//! name the field exactly. Messages keep CAPV's text.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::{Ctx, FieldError, child, index};
+use crate::api::vsphere_machine::{
+    NetworkSpec, PciDeviceSpec, PowerOffMode, VSphereMachine, VSphereMachineSpec,
+    VSphereMachineTemplate, VSphereVM,
+};
+use crate::plan::capi_machine::naming;
+
+/// The annotation Cluster API's topology controller puts on its dry-run objects.
+pub const TOPOLOGY_DRY_RUN_ANNOTATION: &str = "topology.cluster.x-k8s.io/dry-run";
+
+const TEMPLATE_IMMUTABLE: &str = "VSphereMachineTemplate spec.template.spec field is immutable. Please create a new resource instead.";
+const NOT_TRY_SOFT: &str = "should not be set in templates unless the powerOffMode is trySoft";
+
+static HARDWARE_VERSION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^vmx-[1-9][0-9]?$").expect("regex"));
+
+/// Sets `spec.<key>` to `value` when it is missing or empty; returns the path set, if any.
+fn default_spec_string(obj: &mut Value, key: &str, value: &str) -> Vec<String> {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Vec::new();
+    };
+    if spec
+        .get(key)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        spec.insert(key.into(), value.into());
+        return vec![format!("spec.{key}")];
+    }
+    Vec::new()
+}
+
+/// `spec.datacenter` ← `*` when empty (CAPV's VSphereMachine defaulter). Returns the set paths.
+pub fn default_machine(obj: &mut Value) -> Vec<String> {
+    default_spec_string(obj, "datacenter", "*")
+}
+
+/// `spec.os` ← `Linux` when empty (CAPV's VSphereVM defaulter).
+pub fn default_vm(obj: &mut Value) -> Vec<String> {
+    default_spec_string(obj, "os", "Linux")
+}
+
+/// Parses a signed Go `time.Duration` string (`5m`, `-1.234µs`) into nanoseconds: the sign
+/// here, the rest by the MachineHealthCheck parser, so both read durations alike.
+pub fn parse_go_duration(s: &str) -> Result<i128, String> {
+    let (neg, rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let ns = crate::api::health_values::parse_go_duration(rest)? as i128;
+    Ok(if neg { -ns } else { ns })
+}
+
+fn is_cidr(s: &str) -> bool {
+    let Some((ip, len)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(len) = len.parse::<u8>() else {
+        return false;
+    };
+    if len.to_string().len() != s.split_once('/').map_or(0, |(_, l)| l.len()) {
+        return false;
+    }
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => len <= 32,
+        Ok(std::net::IpAddr::V6(_)) => len <= 128,
+        Err(_) => false,
+    }
+}
+
+fn check_power_off(
+    base: &str,
+    mode: Option<PowerOffMode>,
+    timeout: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(t) = timeout else {
+        return;
+    };
+    let path = child(base, "guestSoftPowerOffTimeout");
+    if mode.unwrap_or_default() != PowerOffMode::TrySoft {
+        errors.push(FieldError::invalid_str(&path, t, NOT_TRY_SOFT));
+    }
+    match parse_go_duration(t) {
+        Ok(ns) if ns <= 0 => errors.push(FieldError::invalid_str(
+            &path,
+            t,
+            "should be greater than 0",
+        )),
+        Ok(_) => {}
+        Err(e) => errors.push(FieldError::invalid_str(&path, t, e)),
+    }
+}
+
+fn check_cidrs(base: &str, network: Option<&NetworkSpec>, errors: &mut Vec<FieldError>) {
+    for (i, d) in network.iter().flat_map(|n| &n.devices).enumerate() {
+        for (j, ip) in d.ip_addrs.iter().flatten().enumerate() {
+            if !is_cidr(ip) {
+                let path = index(
+                    &child(&index(&child(base, "network.devices"), i), "ipAddrs"),
+                    j,
+                );
+                errors.push(FieldError::invalid_str(
+                    path,
+                    ip,
+                    "ip addresses should be in the CIDR format",
+                ));
+            }
+        }
+    }
+}
+
+fn check_preferred_cidr(base: &str, network: Option<&NetworkSpec>, errors: &mut Vec<FieldError>) {
+    if let Some(c) = network
+        .and_then(|n| n.preferred_api_server_cidr.as_deref())
+        .filter(|c| !c.is_empty())
+    {
+        errors.push(FieldError::invalid_str(
+            child(base, "network.preferredAPIServerCidr"),
+            c,
+            "cannot be set, as it will be removed and is no longer used",
+        ));
+    }
+}
+
+fn check_pci(base: &str, devices: Option<&Vec<PciDeviceSpec>>, errors: &mut Vec<FieldError>) {
+    for (i, d) in devices.into_iter().flatten().enumerate() {
+        let vgpu = d.vgpu_profile.as_deref().is_some_and(|p| !p.is_empty());
+        let ids = (d.device_id.is_some(), d.vendor_id.is_some());
+        let ok = (vgpu && ids == (false, false)) || (!vgpu && ids == (true, true));
+        if !ok {
+            errors.push(FieldError::invalid(
+                index(&child(base, "pciDevices"), i),
+                &serde_json::to_value(d).unwrap_or_default(),
+                "should have either deviceId + vendorId or vGPUProfile set",
+            ));
+        }
+    }
+}
+
+/// The spec as JSON without the keys an update may change (and `network` when nothing else of
+/// it is left), for the "cannot be modified" comparison.
+fn frozen(spec: Option<&Value>, keys: &[&str]) -> Value {
+    let mut spec = spec
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(map) = spec.as_object_mut() {
+        for k in keys {
+            map.remove(*k);
+        }
+        if let Some(net) = map.get_mut("network").and_then(Value::as_object_mut) {
+            net.remove("devices");
+            if net.is_empty() {
+                map.remove("network");
+            }
+        }
+    }
+    spec
+}
+
+/// VSphereMachine on create.
+pub fn validate_machine_create(m: &VSphereMachine, _ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let s = &m.spec;
+    check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
+    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    check_power_off(
+        "spec",
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout.as_deref(),
+        &mut errors,
+    );
+    check_pci("spec", s.clone.pci_devices.as_ref(), &mut errors);
+    errors
+}
+
+/// VSphereMachine on update (`new_value`/`old_value`: the objects as JSON, for the comparison).
+pub fn validate_machine_update(
+    new: &VSphereMachine,
+    new_value: &Value,
+    old_value: &Value,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let s = &new.spec;
+    check_power_off(
+        "spec",
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout.as_deref(),
+        &mut errors,
+    );
+    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    let keys = ["providerID", "powerOffMode", "guestSoftPowerOffTimeout"];
+    if frozen(new_value.get("spec"), &keys) != frozen(old_value.get("spec"), &keys) {
+        errors.push(FieldError::forbidden("spec", "cannot be modified"));
+    }
+    errors
+}
+
+fn check_naming(base: &str, spec: &VSphereMachineSpec, errors: &mut Vec<FieldError>) {
+    let Some(tpl) = spec
+        .naming_strategy
+        .as_ref()
+        .and_then(|n| n.template.as_deref())
+    else {
+        return;
+    };
+    let path = child(base, "namingStrategy.template");
+    match naming::render_name("machine", Some(tpl)) {
+        Err(e) => errors.push(FieldError::invalid_str(
+            path,
+            tpl,
+            format!("invalid VSphereVM name template: {e}"),
+        )),
+        Ok(name) if !super::is_dns1123_subdomain(&name) => {
+            errors.push(FieldError::invalid_str(
+                path,
+                tpl,
+                format!(
+                    "invalid VSphereVM name template, generated name is not a valid Kubernetes object name: {}",
+                    super::DNS1123_SUBDOMAIN_MESSAGE
+                ),
+            ))
+        }
+        Ok(_) => {}
+    }
+}
+
+/// VSphereMachineTemplate on create.
+pub fn validate_template_create(t: &VSphereMachineTemplate, _ctx: &Ctx) -> Vec<FieldError> {
+    let base = "spec.template.spec";
+    let mut errors = Vec::new();
+    let s = &t.spec.template.spec;
+    check_preferred_cidr(base, s.clone.network.as_ref(), &mut errors);
+    if s.provider_id.is_some() {
+        errors.push(FieldError::forbidden(
+            child(base, "providerID"),
+            "cannot be set in templates",
+        ));
+    }
+    for (i, d) in s.clone.network.iter().flat_map(|n| &n.devices).enumerate() {
+        if d.ip_addrs.as_ref().is_some_and(|a| !a.is_empty()) {
+            errors.push(FieldError::forbidden(
+                child(&index(&child(base, "network.devices"), i), "ipAddrs"),
+                "cannot be set in templates",
+            ));
+        }
+    }
+    if let Some(hw) = s
+        .clone
+        .hardware_version
+        .as_deref()
+        .filter(|h| !h.is_empty())
+        && !HARDWARE_VERSION.is_match(hw)
+    {
+        errors.push(FieldError::invalid_str(
+            child(base, "hardwareVersion"),
+            hw,
+            "should be a valid VM hardware version, example vmx-17",
+        ));
+    }
+    check_power_off(
+        base,
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout.as_deref(),
+        &mut errors,
+    );
+    check_pci(base, s.clone.pci_devices.as_ref(), &mut errors);
+    check_naming(base, s, &mut errors);
+    errors
+}
+
+/// True for Cluster API's topology dry-run: a dry-run request for an object annotated
+/// [`TOPOLOGY_DRY_RUN_ANNOTATION`].
+pub fn is_topology_dry_run(obj: &Value, ctx: &Ctx) -> bool {
+    ctx.dry_run
+        && obj
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(TOPOLOGY_DRY_RUN_ANNOTATION))
+}
+
+/// VSphereMachineTemplate on update.
+pub fn validate_template_update(
+    old: &VSphereMachineTemplate,
+    new: &VSphereMachineTemplate,
+    new_value: &Value,
+    ctx: &Ctx,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if !is_topology_dry_run(new_value, ctx) && old.spec.template.spec != new.spec.template.spec {
+        errors.push(FieldError::forbidden(
+            "spec.template.spec",
+            TEMPLATE_IMMUTABLE,
+        ));
+    }
+    check_naming("spec.template.spec", &new.spec.template.spec, &mut errors);
+    errors
+}
+
+/// VSphereVM on create.
+pub fn validate_vm_create(vm: &VSphereVM, _ctx: &Ctx) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let s = &vm.spec;
+    check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
+    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    let name = vm.metadata.name.as_deref().unwrap_or_default();
+    if s.clone.is_windows() && name.len() > 15 {
+        errors.push(FieldError::invalid_str(
+            "metadata.name",
+            name,
+            "name has to be less than 16 characters for Windows VM",
+        ));
+    }
+    check_power_off(
+        "spec",
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout.as_deref(),
+        &mut errors,
+    );
+    errors
+}
+
+/// VSphereVM on update.
+pub fn validate_vm_update(
+    old: &VSphereVM,
+    new: &VSphereVM,
+    new_value: &Value,
+    old_value: &Value,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let s = &new.spec;
+    check_power_off(
+        "spec",
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout.as_deref(),
+        &mut errors,
+    );
+    let mut keys = vec![
+        "bootstrapRef",
+        "thumbprint",
+        "powerOffMode",
+        "guestSoftPowerOffTimeout",
+    ];
+    if old.spec.clone.os.is_none() {
+        keys.push("os");
+    }
+    if old.spec.bios_uuid.as_deref().is_none_or(str::is_empty) {
+        keys.push("biosUUID");
+    }
+    if frozen(new_value.get("spec"), &keys) != frozen(old_value.get("spec"), &keys) {
+        errors.push(FieldError::forbidden("spec", "cannot be modified"));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        for (s, ns) in [
+            ("5m", 300_000_000_000),
+            ("1h2m3.5s", 3_723_500_000_000),
+            ("1.234µs", 1234),
+            ("-1.234µs", -1234),
+            ("0", 0),
+            ("0s", 0),
+            ("10ms", 10_000_000),
+        ] {
+            assert_eq!(parse_go_duration(s), Ok(ns), "{s}");
+        }
+        for bad in ["", "5", "m", "5 m", "1d"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cidrs() {
+        for ok in ["192.168.0.1/32", "10.0.0.0/8", "fd00::1/64"] {
+            assert!(is_cidr(ok), "{ok}");
+        }
+        for bad in [
+            "192.168.0.3",
+            "<nil>/32",
+            "192.168.0.644/33",
+            "10.0.0.1/33",
+            "10.0.0.1/+8",
+            "::1/129",
+        ] {
+            assert!(!is_cidr(bad), "{bad}");
+        }
+    }
+}
