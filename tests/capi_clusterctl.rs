@@ -532,10 +532,10 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
     }
     let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
     let names: Vec<String> = (0..3).map(|i| format!("{ns}-zone-{i}")).collect();
-    let (user, password) = sim.credentials();
+    let (sim_user, sim_password) = sim.credentials();
     let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
     let domains = list(samples::zones(sim.url(), &names, None));
-    let infra = list(samples::cluster(&ns, sim.url(), user, password));
+    let infra = list(samples::cluster(&ns, sim.url(), sim_user, sim_password));
     let apply = |objects: &Value| {
         let deadline = Instant::now() + Duration::from_secs(30);
         // The webhook configurations just changed; the server takes a moment to use them.
