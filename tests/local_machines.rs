@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use vcsim::Vcsim;
+use vcsim::{FaultKind, FaultSpec, Vcsim};
 use vsphere_provider::vcenter::model::cluster::{ClusterGroup, GroupChange};
 
 use local_run::{BIN, Run, admin, command, reconcile, workdir};
@@ -625,7 +625,7 @@ spec:
     }
     std::fs::write(manifests.join("machines.yaml"), y).unwrap();
     sim.inject(
-        vcsim::FaultSpec::new(vcsim::FaultKind::Http503)
+        FaultSpec::new(FaultKind::Http503)
             .method("RetrievePropertiesEx")
             .count(10_000),
     )
@@ -970,8 +970,7 @@ async fn a_missing_user_data_secret_holds_the_clone_and_names_the_secret() {
 /// still reaches Running. (vcsim's clone tasks finish at their own pace, so the three VMs may be
 /// ready in one sweep or two: fewer tasks than VMs, never a per-VM `PowerOnVM_Task`.) (vcsim returns per-VM
 /// results but has no DRS: the override option is asserted on the wire in the client's tests;
-/// a VM it did not power on is covered by the sweep's unit test — vcsim cannot be made to
-/// refuse one VM of a batch without crashing on a template.)
+/// a VM the batch did not power on is the next test, with hack/vcsim's `poweron-refuse` fault.)
 #[tokio::test]
 async fn new_vms_of_a_datacenter_are_powered_on_by_one_task() {
     let sim = sim().await;
@@ -994,6 +993,92 @@ async fn new_vms_of_a_datacenter_are_powered_on_by_one_task() {
     );
     assert_eq!(stats.soap("PowerOnVM_Task"), 0);
     for m in ["p-a", "p-b", "p-c"] {
+        assert_eq!(
+            run.object("Machine", m).unwrap()["status"]["phase"],
+            "Running"
+        );
+    }
+}
+
+/// A batch power-on that leaves one VM not attempted (vCenter's `notAttempted`, here vcsim's
+/// `poweron-refuse` fault standing in for DRS finding no host: the task succeeds with an
+/// `InsufficientResourcesFault` for that VM) fails that machine only, with vCenter's reason, and
+/// retries it: it is neither Running nor Failed, while the batch's other machines are Running
+/// after the same run. Once vCenter admits the VM, the next run powers it on, still in a batch.
+#[tokio::test]
+async fn a_vm_a_batch_power_on_refuses_is_retried_and_the_others_run() {
+    let sim = sim().await;
+    let w = workdir();
+    let (manifests, state) = (w.manifests.clone(), w.state.clone());
+    estate(&sim, &manifests).await;
+    let mut y = String::new();
+    for (m, z) in [("r-a", "dz-a"), ("r-b", "dz-b"), ("r-c", "dz-a")] {
+        y += &machine(m, z, "DC0_H0_VM0", "");
+    }
+    std::fs::write(manifests.join("machines.yaml"), y).unwrap();
+    // Every batch of this run that names r-b refuses it.
+    sim.inject(FaultSpec::new(FaultKind::RefusePowerOn { vm: "r-b".into() }).count(100))
+        .await;
+    sim.reset_stats().await;
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 1, "a machine failed this run: {}", run.stderr);
+    let stats = sim.stats().await;
+    assert!(stats.soap("PowerOnMultiVM_Task") >= 1);
+    assert_eq!(stats.soap("PowerOnVM_Task"), 0, "no per-VM power-on");
+    for m in ["r-a", "r-c"] {
+        assert_eq!(
+            run.object("Machine", m).unwrap()["status"]["phase"],
+            "Running"
+        );
+    }
+    // r-b: not Running, and retried rather than Failed: local mode prints a machine that backs
+    // off as "is <phase>: <what failed>", a Failed one as "is Failed: <reason>: <message>".
+    let refused = run.object("Machine", "r-b").unwrap();
+    assert_eq!(refused["status"]["phase"], "Provisioned", "{refused:#}");
+    assert!(refused["status"]["errorReason"].is_null(), "{refused:#}");
+    assert_eq!(
+        refused["status"]["providerStatus"]["instanceState"], "poweredOff",
+        "{refused:#}"
+    );
+    let c = refused["status"]["providerStatus"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "MachineCreation"))
+        .unwrap_or_else(|| panic!("{refused:#}"));
+    assert_eq!(c["status"], "False", "{c:#}");
+    let why = c["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("InsufficientResourcesFault")
+            && why.contains("resources in the parent resource pool are insufficient"),
+        "{why}"
+    );
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("machine openshift-machine-api/r-b is "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(
+        line.starts_with("machine openshift-machine-api/r-b is Provisioned: ")
+            && line.contains("InsufficientResourcesFault"),
+        "{line}"
+    );
+
+    sim.clear_faults().await;
+    sim.reset_stats().await;
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let stats = sim.stats().await;
+    assert_eq!(
+        stats.soap("PowerOnMultiVM_Task"),
+        1,
+        "r-b alone, in a batch"
+    );
+    assert_eq!(stats.soap("PowerOnVM_Task"), 0);
+    assert_eq!(
+        stats.soap("CloneVM_Task"),
+        0,
+        "the refused VM is kept, not re-cloned"
+    );
+    for m in ["r-a", "r-b", "r-c"] {
         assert_eq!(
             run.object("Machine", m).unwrap()["status"]["phase"],
             "Running"

@@ -148,6 +148,65 @@ impl Soap {
     }
 }
 
+impl Soap {
+    /// Start a `*_Task` call and return its `info.result` once the task succeeded (polled; a
+    /// task still running after 10 s fails the test).
+    async fn task_result(&mut self, call: &str) -> String {
+        let r = self.call(call).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let task = between(&r.body, r#"<returnval type="Task">"#, "</returnval>")
+            .expect("task moref")
+            .to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = self.property("Task", &task, "info").await;
+            if info.contains("<state>success</state>") {
+                return between(&info, "<result", "</result>")
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            assert!(!info.contains("<state>error</state>"), "{info}");
+            assert!(
+                Instant::now() < deadline,
+                "task {task} still running: {info}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A VM's `runtime.powerState`, polled until it is `want` (the batch's per-VM power-on
+    /// tasks run on their own) or 10 s have passed; the last state read.
+    async fn power_state(&mut self, vm: &str, want: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = self
+                .property("VirtualMachine", vm, "runtime.powerState")
+                .await;
+            let state = body
+                .split("</val>")
+                .next()
+                .and_then(|s| s.rsplit('>').next())
+                .unwrap_or_default()
+                .to_string();
+            if state == want || Instant::now() >= deadline {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// One property of one object (RetrievePropertiesEx), the raw response body.
+    async fn property(&mut self, ty: &str, obj: &str, path: &str) -> String {
+        let r = self
+            .call(&format!(
+                r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>{ty}</type><pathSet>{path}</pathSet></propSet><objectSet><obj type="{ty}">{obj}</obj></objectSet></specSet><options/></RetrievePropertiesEx>"#
+            ))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        r.body
+    }
+}
+
 fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
     let i = s.find(start)? + start.len();
     let j = s[i..].find(end)? + i;
@@ -722,6 +781,9 @@ async fn control_api_rejects_bad_fault_specs() {
         r#"{"kind":"explode"}"#,
         r#"{"kind":"http503","count":-1}"#,
         r#"{"kind":"http503","bogus":1}"#,
+        r#"{"kind":"http503","vm":"DC0_H0_VM0"}"#,
+        r#"{"kind":"poweron-refuse"}"#,
+        r#"{"kind":"poweron-refuse","vm":"DC0_H0_VM0","method":"PowerOnVM_Task"}"#,
         "not json",
     ] {
         let resp = http
@@ -739,6 +801,48 @@ async fn control_api_rejects_bad_fault_specs() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+}
+
+/// `poweron-refuse`: a `PowerOnMultiVM_Task` naming the VM succeeds with the VM under
+/// `notAttempted` (an `InsufficientResourcesFault` with vCenter's message) and powers the other
+/// VM on; the next batch, the entry used up, powers the refused VM on as upstream vcsim does.
+#[tokio::test]
+async fn poweron_refuse_leaves_the_named_vm_not_attempted() {
+    let sim = Vcsim::builder().autostart(false).start().await;
+    let mut soap = Soap::new(&sim);
+    soap.login().await;
+    let dc = soap.find("DC0").await.expect("DC0");
+    let a = soap.find("DC0/vm/DC0_H0_VM0").await.expect("VM0");
+    let b = soap.find("DC0/vm/DC0_H0_VM1").await.expect("VM1");
+    sim.inject(FaultSpec::new(FaultKind::RefusePowerOn {
+        vm: "DC0_H0_VM1".into(),
+    }))
+    .await;
+    let power_on = format!(
+        r#"<PowerOnMultiVM_Task xmlns="urn:vim25"><_this type="Datacenter">{dc}</_this><vm type="VirtualMachine">{a}</vm><vm type="VirtualMachine">{b}</vm></PowerOnMultiVM_Task>"#
+    );
+    let result = soap.task_result(&power_on).await;
+    assert!(
+        result.contains(&format!(
+            r#"<attempted><vm type="VirtualMachine">{a}</vm><task type="Task">"#
+        )),
+        "{result}"
+    );
+    assert!(
+        result.contains(&format!(
+            r#"<notAttempted><vm type="VirtualMachine">{b}</vm><fault><fault _XMLSchema-instance:type="InsufficientResourcesFault"></fault><localizedMessage>The available Memory resources in the parent resource pool are insufficient for the operation.</localizedMessage></fault></notAttempted>"#
+        )),
+        "{result}"
+    );
+    assert_eq!(sim.pending_faults().await, 0, "the entry is used up");
+    assert_eq!(soap.power_state(&a, "poweredOn").await, "poweredOn");
+    assert_eq!(soap.power_state(&b, "poweredOff").await, "poweredOff");
+    let stats = sim.stats().await;
+    assert_eq!(stats.soap("PowerOnVM_Task"), 0);
+
+    let result = soap.task_result(&power_on).await;
+    assert!(!result.contains("notAttempted"), "{result}");
+    assert_eq!(soap.power_state(&b, "poweredOn").await, "poweredOn");
 }
 
 #[tokio::test]

@@ -9,6 +9,9 @@
 //
 //	POST /__vcsim/fault            queue a fault: {"kind":"http503|drop|notauthenticated|delay",
 //	                               "count":N, "method":"RetrievePropertiesEx", "delay_ms":500}
+//	                               or {"kind":"poweron-refuse","vm":"NAME","count":N,"message":"..."}:
+//	                               the next N PowerOnMultiVM_Task batches naming VM NAME leave it
+//	                               not attempted (InsufficientResourcesFault), see poweron.go
 //	GET  /__vcsim/fault            list the queued faults
 //	DELETE /__vcsim/fault          clear the queue
 //	POST /__vcsim/sessions/expire  terminate every SOAP and REST session
@@ -152,6 +155,8 @@ func main() {
 	}
 
 	ctl := newControl(model)
+	// Set before serving: the simulator reads it on every SOAP call.
+	model.Map().Handler = ctl.dispatch
 	server := svc.NewServer()
 	// NewServer has already started serving, but nobody knows the port until the URL is
 	// published below, so swapping the handler here is safe in practice.
@@ -321,6 +326,9 @@ type faultSpec struct {
 	Count   int    `json:"count"`
 	Method  string `json:"method,omitempty"`
 	DelayMs int    `json:"delay_ms,omitempty"`
+	// poweron-refuse only: the VM's name, and the fault's message (a default when empty).
+	VM      string `json:"vm,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 type stats struct {
@@ -502,6 +510,8 @@ func (c *control) takeFault(class requestClass, op, requestURI string) *faultSpe
 	for i, f := range c.faults {
 		match := false
 		switch {
+		case f.Kind == kindPowerOnRefuse:
+			// taken by dispatch, inside the simulator, per VM of a batch
 		case f.Method == "":
 			match = true
 		case class == classSOAP:
@@ -670,8 +680,22 @@ func (c *control) serveControl(w http.ResponseWriter, r *http.Request) {
 		}
 		switch spec.Kind {
 		case "http503", "drop", "notauthenticated", "delay":
+			if spec.VM != "" || spec.Message != "" {
+				jsonError(w, http.StatusBadRequest, fmt.Sprintf("vm and message are for %s faults only, not %q", kindPowerOnRefuse, spec.Kind))
+				return
+			}
+		case kindPowerOnRefuse:
+			if spec.VM == "" {
+				jsonError(w, http.StatusBadRequest, kindPowerOnRefuse+" needs the name of the VM to refuse in \"vm\"")
+				return
+			}
+			if spec.Method != "" && spec.Method != powerOnMultiOp {
+				jsonError(w, http.StatusBadRequest, fmt.Sprintf("%s applies to %s only, not method %q", kindPowerOnRefuse, powerOnMultiOp, spec.Method))
+				return
+			}
+			spec.Method = powerOnMultiOp
 		default:
-			jsonError(w, http.StatusBadRequest, fmt.Sprintf("unknown fault kind %q (http503|drop|notauthenticated|delay)", spec.Kind))
+			jsonError(w, http.StatusBadRequest, fmt.Sprintf("unknown fault kind %q (http503|drop|notauthenticated|delay|%s)", spec.Kind, kindPowerOnRefuse))
 			return
 		}
 		if spec.Count < 0 || spec.DelayMs < 0 {

@@ -467,6 +467,12 @@ pub enum FaultKind {
     NotAuthenticated,
     /// Sleep, then serve normally.
     Delay(Duration),
+    /// Not a request fault: the next `count` `PowerOnMultiVM_Task` batches that name the VM
+    /// `vm` leave it not attempted, as vCenter does when DRS finds no host for it — the task
+    /// succeeds, its `ClusterPowerOnVmResult.notAttempted` lists the VM with an
+    /// `InsufficientResourcesFault`, and the batch's other VMs are powered on. (The spec's
+    /// `method` must stay unset; it is always `PowerOnMultiVM_Task`.)
+    RefusePowerOn { vm: String },
 }
 
 /// What [`Vcsim::inject`] queues: the next `count` requests matching `method` fail with `kind`.
@@ -503,8 +509,12 @@ impl FaultSpec {
             FaultKind::Drop => ("drop", 0),
             FaultKind::NotAuthenticated => ("notauthenticated", 0),
             FaultKind::Delay(d) => ("delay", d.as_millis() as u64),
+            FaultKind::RefusePowerOn { .. } => ("poweron-refuse", 0),
         };
         let mut v = serde_json::json!({ "kind": kind, "count": self.count, "delay_ms": delay_ms });
+        if let FaultKind::RefusePowerOn { vm } = &self.kind {
+            v["vm"] = serde_json::Value::String(vm.clone());
+        }
         if let Some(m) = &self.method {
             v["method"] = serde_json::Value::String(m.clone());
         }
