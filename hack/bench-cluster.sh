@@ -18,7 +18,7 @@
 # (autoConfigure: the controller tags vCenter itself) and deployment zones, one per cluster; a
 # VSphereCluster publishing them all; a CPMS of 3 over zone-0..2, then MACHINES-3 Machines placed
 # round-robin by zone name. No webhooks (they are calls from the API server to the controller,
-# not the controller's requests). What is simulated: vCenter (vcsim) and the kubelets: this script
+# not the controller's requests), so the CRDs are crds/ (no conversion webhook). What is simulated: vCenter (vcsim) and the kubelets: this script
 # registers a Node with each Machine's providerID and posts Ready=True (simulate_kubelets in
 # hack/lib.sh), polling every 0.5 s, so the CPMS time includes up to 0.5 s of that.
 # Exits non-zero when the idle window or the restart resync wrote anything but the Lease.
@@ -207,7 +207,7 @@ wait_running() {
 
 # --- run ----------------------------------------------------------------------------------------
 log "API server with the audit log of $SA_USER"
-kube_up "$work/kube" --audit-user "$SA_USER"
+kube_up "$work/kube" crds --audit-user "$SA_USER"
 log "vcsim with $zones compute clusters"
 vcsim_start "$work" -cluster "$zones" -host 1 -pool 1 -vm 1
 controller_start "$work/controller.log"

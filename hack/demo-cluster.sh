@@ -6,8 +6,9 @@
 #   2. vcsim with the samples' topology (3 compute clusters), tagged by the admin;
 #   3. `vsphere-provider run` as that ServiceAccount (its token, so exactly config/rbac's role is
 #      enforced), serving its admission webhooks on 127.0.0.1;
-#   4. config/webhook registered with the API server (clientConfig.url + caBundle instead of the
-#      Service and cert-manager: a local overlay, as tests/realapi_controller.rs does);
+#   4. config/webhook and config/crd's conversion webhook registered with the API server
+#      (clientConfig.url + caBundle instead of the Service and cert-manager: a local overlay, as
+#      tests/realapi_controller.rs does);
 #   5. config/samples (kubectl apply -k): zones verified and published as failure domains, the
 #      ControlPlaneMachineSet creating three Machines in the three zones, a worker Machine;
 #   6. waits, with progress, until every zone is ready and every Machine Running, then shows
@@ -37,7 +38,9 @@ esac
 
 command -v jq >/dev/null 2>&1 || ensure_apt_packages jq
 command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
+export VCSIM_BIN
 VCSIM_BIN="$(hack/setup.sh | tail -n1)"
+export PROVIDER_BIN
 PROVIDER_BIN="$(provider_bin)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/vsphere-provider-demo-cluster.XXXXXX")"
@@ -61,7 +64,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 banner "Kubernetes' own kube-apiserver + etcd on 127.0.0.1 (hack/kube/up.sh): config/crd and config/rbac applied"
-kube_up "$work/kube"
+kube_up "$work/kube" config/crd
 echo "API server: $(k config view -o jsonpath='{.clusters[0].cluster.server}') ($(k version -o json | jq -r .serverVersion.gitVersion))"
 echo "controller identity: $(k --kubeconfig "$CONTROLLER_KUBECONFIG" auth whoami -o jsonpath='{.status.userInfo.username}')"
 k get crds
@@ -78,8 +81,9 @@ webhook_addr="$(sed -n 's/.*admission webhooks listening.*addr=\([0-9.:]*\).*/\1
 [ -n "$webhook_addr" ] || die "the controller did not say where its webhooks listen"
 grep -E 'became leader|caches synced|controllers started|webhooks listening' "$work/controller.log" | cut -c1-160
 
-banner "config/webhook registered with the API server, pointed at https://$webhook_addr"
+banner "config/webhook and config/crd's conversion webhook registered with the API server, pointed at https://$webhook_addr"
 apply_webhooks "$webhook_addr"
+apply_conversion "$webhook_addr"
 k get mutatingwebhookconfigurations,validatingwebhookconfigurations
 
 banner "config/samples (kubectl apply -k), their vCenter server set to vcsim's URL"

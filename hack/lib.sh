@@ -106,6 +106,7 @@ vcsim_start() {
 		sleep 0.05
 	done
 	[ -s "$dir/vcsim.url" ] || die "vcsim did not start: $(tail -n5 "$dir/vcsim.log")"
+	# shellcheck disable=SC2034 # read by the caller
 	VCSIM_URL="$(head -n1 "$dir/vcsim.url")"
 }
 
@@ -142,19 +143,20 @@ vcsim_tag_samples() {
 	_tag "$zone" zone-c ClusterComputeResource /DC0/host/DC0_C2
 }
 
-# kube_up DIR UP_FLAGS...: Kubernetes' own etcd + kube-apiserver (hack/kube/up.sh --background)
-# with state in DIR, the controller's ServiceAccount created and CRDs + config/rbac applied
-# unmodified. Sets KUBE_DIR, KUBECTL, exports KUBECONFIG (admin), sets CONTROLLER_KUBECONFIG (the
-# ServiceAccount's token). kube_down stops both servers.
+# kube_up DIR CRDS UP_FLAGS...: Kubernetes' own etcd + kube-apiserver (hack/kube/up.sh
+# --background) with state in DIR, the controller's ServiceAccount created, CRDS (config/crd, whose
+# conversion webhook apply_conversion then points at the controller, or crds/, without one) and
+# config/rbac applied unmodified. Sets KUBE_DIR, KUBECTL, exports KUBECONFIG (admin), sets
+# CONTROLLER_KUBECONFIG (the ServiceAccount's token). kube_down stops both servers.
 kube_up() {
-	local dir="$1"
-	shift
+	local dir="$1" crds="$2"
+	shift 2
 	[ -n "${KUBE_BIN_DIR:-}" ] || KUBE_BIN_DIR="$("$REPO_ROOT/hack/kube/build.sh" | tail -n1)"
 	export KUBE_BIN_DIR
 	export KUBECTL="${KUBECTL:-$KUBE_BIN_DIR/kubectl}"
 	KUBE_DIR="$dir"
 	"$REPO_ROOT/hack/kube/up.sh" --background --dir "$dir" --bin-dir "$KUBE_BIN_DIR" \
-		--sa "$CONTROLLER_SA" --apply "$REPO_ROOT/config/crd" --apply "$REPO_ROOT/config/rbac" "$@" >/dev/null ||
+		--sa "$CONTROLLER_SA" --apply "$REPO_ROOT/$crds" --apply "$REPO_ROOT/config/rbac" "$@" >/dev/null ||
 		die "hack/kube/up.sh failed (logs in $dir)"
 	export KUBECONFIG="$dir/admin.kubeconfig"
 	CONTROLLER_KUBECONFIG="$dir/${CONTROLLER_SA#*/}.kubeconfig"
@@ -193,6 +195,18 @@ apply_webhooks() {
 		k apply -f - >&2 || die "cannot apply the webhook configurations"
 }
 
+# apply_conversion ADDR: config/crd's conversion webhooks (clientConfig.service /convert) pointed
+# at https://ADDR/convert with the API server's CA, as apply_webhooks does for admission.
+apply_conversion() {
+	local addr="$1" ca crd
+	ca="$(base64 -w0 <"$KUBE_DIR/pki/ca.crt")"
+	for crd in $(k get crds -o json | jq -r '.items[] | select(.spec.conversion.strategy == "Webhook") | .metadata.name'); do
+		k patch crd "$crd" --type=merge -p "$(jq -cn --arg url "https://$addr/convert" --arg ca "$ca" \
+			'{spec: {conversion: {webhook: {clientConfig: {service: null, url: $url, caBundle: $ca}}}}}')" >&2 ||
+			die "cannot point the conversion webhook of $crd at $addr"
+	done
+}
+
 # controller_start LOG RUN_FLAGS...: `vsphere-provider run` ($PROVIDER_BIN) as the controller's
 # ServiceAccount, leader election in vsphere-provider-system, /metrics on a free port, log in LOG
 # (appended). Sets CONTROLLER_PID; returns once it leads and its caches are synced.
@@ -225,24 +239,30 @@ controller_stop() {
 # Machine and posts its status Ready=True, as a kubelet would once the VM booted. Prints the
 # names of the Nodes it registered.
 simulate_kubelets() {
-	local ns="$1" missing now
-	missing="$(jq -rn --argjson m "$(k get machines.machine.openshift.io -n "$ns" -o json)" \
-		--argjson n "$(k get nodes -o json)" '
-		($n.items | map(.spec.providerID) | map(select(. != null))) as $have
-		| $m.items[] | select(.spec.providerID != null and (.spec.providerID as $p | $have | index($p) | not))
-		| "\(.metadata.name) \(.spec.providerID)"')" || return 1
-	[ -n "$missing" ] || return 0
-	now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	jq -Rn --arg now "$now" '{apiVersion: "v1", kind: "List", items: [inputs | split(" ") |
-		{apiVersion: "v1", kind: "Node", metadata: {name: .[0]}, spec: {providerID: .[1]},
-		 status: {conditions: [{type: "Ready", status: "True", reason: "KubeletReady",
-		   message: "posted by simulate_kubelets (no kubelet here)", lastHeartbeatTime: $now, lastTransitionTime: $now}]}}]}' \
-		<<<"$missing" >"${TMPDIR:-/tmp}/nodes.$$.json"
-	k create -f "${TMPDIR:-/tmp}/nodes.$$.json" >/dev/null &&
-		k apply --server-side --field-manager=simulated-kubelet --subresource=status \
-			-f "${TMPDIR:-/tmp}/nodes.$$.json" >/dev/null
-	local rc=$?
-	rm -f "${TMPDIR:-/tmp}/nodes.$$.json"
-	[ "$rc" -eq 0 ] && cut -d' ' -f1 <<<"$missing"
+	local ns="$1" tmp missing now rc=0
+	tmp="$(mktemp -d)"
+	k get machines.machine.openshift.io -n "$ns" -o json >"$tmp/machines.json" &&
+		k get nodes -o json >"$tmp/nodes.json" || rc=1
+	if [ "$rc" = 0 ]; then
+		missing="$(jq -rn --slurpfile m "$tmp/machines.json" --slurpfile n "$tmp/nodes.json" '
+			($n[0].items | map(.spec.providerID) | map(select(. != null))) as $have
+			| $m[0].items[] | select(.spec.providerID != null and (.spec.providerID as $p | $have | index($p) | not))
+			| "\(.metadata.name) \(.spec.providerID)"')" || rc=1
+	fi
+	if [ "$rc" = 0 ] && [ -n "$missing" ]; then
+		now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		jq -Rn --arg now "$now" '{apiVersion: "v1", kind: "List", items: [inputs | split(" ") |
+			{apiVersion: "v1", kind: "Node", metadata: {name: .[0]}, spec: {providerID: .[1]},
+			 status: {conditions: [{type: "Ready", status: "True", reason: "KubeletReady",
+			   message: "posted by simulate_kubelets (no kubelet here)", lastHeartbeatTime: $now, lastTransitionTime: $now}]}}]}' \
+			<<<"$missing" >"$tmp/nodes-new.json"
+		if k create -f "$tmp/nodes-new.json" >/dev/null &&
+			k apply --server-side --field-manager=simulated-kubelet --subresource=status -f "$tmp/nodes-new.json" >/dev/null; then
+			cut -d' ' -f1 <<<"$missing"
+		else
+			rc=1
+		fi
+	fi
+	rm -rf "$tmp"
 	return "$rc"
 }
