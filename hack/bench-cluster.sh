@@ -46,7 +46,9 @@ for v in "$zones" "$machines" "$idle"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers
 [ "$machines" -ge 3 ] || die "--machines must be at least 3 (the CPMS's)"
 
 command -v jq >/dev/null 2>&1 || ensure_apt_packages jq
+export VCSIM_BIN
 VCSIM_BIN="$(hack/setup.sh | tail -n1)"
+export PROVIDER_BIN
 PROVIDER_BIN="$(provider_bin "$profile")"
 NS=bench
 SA_USER="system:serviceaccount:${CONTROLLER_SA%/*}:${CONTROLLER_SA#*/}"
