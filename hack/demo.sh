@@ -24,9 +24,7 @@ cd "$REPO_ROOT"
 VCSIM_BIN="$(hack/setup.sh | tail -n1)"
 command -v jq >/dev/null 2>&1 || ensure_apt_packages jq
 command -v curl >/dev/null 2>&1 || ensure_apt_packages curl
-log "building vsphere-provider"
-cargo build --quiet >&2
-BIN="$REPO_ROOT/target/debug/vsphere-provider"
+BIN="$(provider_bin)"
 
 work="$(mktemp -d)"
 vcsim_pid=""
@@ -37,8 +35,6 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-
-banner() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 banner "starting vcsim: 1 datacenter, 3 clusters x 3 hosts, 1 pool each, 2 datastores"
 "$VCSIM_BIN" -l 127.0.0.1:0 -cluster 3 -host 3 -pool 1 -ds 2 -vm 1 \
@@ -58,28 +54,7 @@ banner "vsphere-provider inventory (first 20 of $("$BIN" inventory 2>/dev/null |
 "$BIN" inventory 2>/dev/null | head -20
 
 banner "the admin tags the estate (REST tagging API, as with govc tags.*)"
-base="${VSPHERE_SERVER%/sdk}"
-session="$(curl -fsS -X POST -u "$VSPHERE_USERNAME:$VSPHERE_PASSWORD" "$base/rest/com/vmware/cis/session" | jq -r .value)"
-rest() { curl -fsS -H "vmware-api-session-id: $session" -H 'Content-Type: application/json' "$@"; }
-moref() { "$BIN" inventory -o json 2>/dev/null | jq -r --arg p "$1" '.[] | select(.path == $p) | .moref'; }
-category() { # NAME TYPE
-	rest -X POST "$base/rest/com/vmware/cis/tagging/category" \
-		-d "{\"create_spec\":{\"name\":\"$1\",\"description\":\"\",\"cardinality\":\"MULTIPLE\",\"associable_types\":[\"$2\"]}}" | jq -r .value
-}
-tag() { # CATEGORY_ID NAME TYPE PATH
-	local id
-	id="$(rest -X POST "$base/rest/com/vmware/cis/tagging/tag" \
-		-d "{\"create_spec\":{\"name\":\"$2\",\"description\":\"\",\"category_id\":\"$1\"}}" | jq -r .value)"
-	rest -X POST "$base/rest/com/vmware/cis/tagging/tag-association/id:$id?~action=attach" \
-		-d "{\"object_id\":{\"type\":\"$3\",\"id\":\"$(moref "$4")\"}}"
-	echo "  tag $2 -> $4"
-}
-region="$(category k8s-region Datacenter)"
-zone="$(category k8s-zone ClusterComputeResource)"
-tag "$region" region-a Datacenter /DC0
-tag "$zone" zone-a ClusterComputeResource /DC0/host/DC0_C0
-tag "$zone" zone-b ClusterComputeResource /DC0/host/DC0_C1
-tag "$zone" zone-c ClusterComputeResource /DC0/host/DC0_C2
+vcsim_tag_samples "$BIN" "$VSPHERE_SERVER" "$VSPHERE_USERNAME" "$VSPHERE_PASSWORD"
 
 banner "vsphere-provider reconcile -f config/samples (local mode; the sample machine too)"
 "$BIN" reconcile -f config/samples --state "$work/samples.json" --simulate-nodes

@@ -651,7 +651,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         !log.contains("forbidden"),
         "the installed RBAC refused a call:\n{log}"
     );
-    assert!(!log.contains(password), "the manager logged the password");
+    assert!(!log.contains(&password), "the manager logged the password");
     let _ = capi_manager.kill();
     let _ = capi_manager.wait();
 }

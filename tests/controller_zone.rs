@@ -19,7 +19,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 use vcsim::Vcsim;
 use vsphere_provider::api::deployment_zone::ZONE_FINALIZER;
-use vsphere_provider::api::{Machine, VSphereDeploymentZone, VSphereFailureDomain};
+use vsphere_provider::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 use vsphere_provider::controllers::{Cache, NOT_SYNCED_REQUEUE, Stores, zone as zone_controller};
 
 const ZONE_STATUS: &str = "/vspheredeploymentzones/a/status";
@@ -398,6 +398,64 @@ async fn a_zone_against_vcsim_becomes_ready_and_owns_its_failure_domain() {
     let patches = api.count("PATCH", ZONE_STATUS);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(api.count("PATCH", ZONE_STATUS), patches);
+    running.stop().await;
+}
+
+/// A VSphereCluster naming the zone's server wakes the zone when the cluster itself changes (it
+/// may bring the credentials), not when only its status does: every failure-domain publication
+/// is a status write, and waking every zone of the server on each one made 100 zones cost
+/// ~1,900 credential reads instead of ~200 on the real API server (hack/bench-cluster.sh).
+#[tokio::test]
+async fn a_cluster_status_change_does_not_wake_the_zones_of_its_server() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let api = FakeApiServer::new();
+    api.put(&failure_domain("fd-a", "DC0_C0", true));
+    api.put(&zone("a", sim.url(), "fd-a", &[]));
+    // No failureDomainSelector: the cluster controller leaves it alone, only the test writes it.
+    let cluster = |port: u16, published: &[&str]| {
+        let domains: serde_json::Map<String, serde_json::Value> = published
+            .iter()
+            .map(|z| (z.to_string(), json!({"controlPlane": true})))
+            .collect();
+        json!({
+            "metadata": {"name": "demo", "namespace": "ns"},
+            "spec": {"server": sim.url(), "controlPlaneEndpoint": {"host": "10.0.0.10", "port": port}},
+            "status": {"failureDomains": domains}
+        })
+    };
+    api.put_json::<VSphereCluster>(cluster(6443, &[]));
+    let running = Running::start(shared(&api, Some(manager(user, password))));
+    api.wait_for("the zone to be ready", Duration::from_secs(60), |api| {
+        zone_of(api, "a").filter(|z| z.status.as_ref().and_then(|s| s.ready) == Some(true))
+    })
+    .await;
+    let reconciles = || {
+        running.metric(
+            r#"vsphere_provider_reconciles_total{controller="vspheredeploymentzone",result="ok"}"#,
+        )
+    };
+    // Settled: nothing wakes the ready zone by itself.
+    let mut before = reconciles();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = reconciles();
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    assert!(before >= 1.0, "the zone was reconciled");
+    for published in [&["a"][..], &["a", "b"], &["b"]] {
+        api.put_json::<VSphereCluster>(cluster(6443, published));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciles(), before, "status-only changes woke the zone");
+    api.put_json::<VSphereCluster>(cluster(6444, &["b"]));
+    api.wait_for("the spec change to wake the zone", CONVERGE, |_| {
+        (reconciles() > before).then_some(())
+    })
+    .await;
     running.stop().await;
 }
 

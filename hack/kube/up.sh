@@ -38,6 +38,13 @@ Options:
                        --sa vsphere-provider-system/vsphere-provider-controller-manager \
                        --apply crds --apply config/rbac
   --token-duration D token lifetime for --sa (kubectl duration, default 24h).
+  --audit-user USER  record every request USER makes (e.g.
+                     system:serviceaccount:vsphere-provider-system:vsphere-provider-controller-manager)
+                     in DIR/audit.log: one JSON line per finished request at the Metadata level
+                     (verb, resource, namespace, name, response code; never a body). Nobody
+                     else's requests are recorded. Repeatable. Used by hack/bench-cluster.sh to
+                     count the controller's requests by verb.
+  --audit-policy FILE  audit with this policy file instead (also into DIR/audit.log).
   --foreground       (default) stay running until Ctrl-C (or SIGTERM), then stop both.
   --background       leave both running and exit; pids go to DIR/etcd.pid and
                      DIR/kube-apiserver.pid, and DIR/down.sh stops them.
@@ -58,6 +65,8 @@ BIN_DIR="${KUBE_BIN_DIR:-}"
 TIMEOUT=60
 TOKEN_DURATION=24h
 EXTRA_APISERVER_ARGS=()
+AUDIT_USERS=()
+AUDIT_POLICY=""
 KUBECTL="${KUBECTL:-kubectl}"
 
 need_arg() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs an argument (try --help)"; fi; }
@@ -75,6 +84,10 @@ while [ $# -gt 0 ]; do
 	--bin-dir=*) BIN_DIR="${1#*=}"; shift ;;
 	--timeout) need_arg "$@"; TIMEOUT="$2"; shift 2 ;;
 	--timeout=*) TIMEOUT="${1#*=}"; shift ;;
+	--audit-user) need_arg "$@"; AUDIT_USERS+=("$2"); shift 2 ;;
+	--audit-user=*) AUDIT_USERS+=("${1#*=}"); shift ;;
+	--audit-policy) need_arg "$@"; AUDIT_POLICY="$2"; shift 2 ;;
+	--audit-policy=*) AUDIT_POLICY="${1#*=}"; shift ;;
 	--foreground) MODE=foreground; shift ;;
 	--background) MODE=background; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -92,6 +105,14 @@ for sa in "${SAS[@]}"; do
 done
 for p in "${APPLY[@]}"; do
 	[ -e "$p" ] || die "--apply $p: no such file or directory"
+done
+if [ -n "$AUDIT_POLICY" ]; then
+	[ -f "$AUDIT_POLICY" ] || die "--audit-policy $AUDIT_POLICY: no such file"
+	[ "${#AUDIT_USERS[@]}" -eq 0 ] || die "--audit-user and --audit-policy exclude each other (put the users in the policy)"
+	AUDIT_POLICY="$(cd "$(dirname "$AUDIT_POLICY")" && pwd)/$(basename "$AUDIT_POLICY")"
+fi
+for u in "${AUDIT_USERS[@]}"; do
+	[[ "$u" =~ ^[A-Za-z0-9:._@-]+$ ]] || die "--audit-user wants a user name like system:serviceaccount:NS:NAME, got '$u'"
 done
 if [ "${#SAS[@]}" -gt 0 ] || [ "${#APPLY[@]}" -gt 0 ]; then
 	command -v "$KUBECTL" >/dev/null 2>&1 || die "--sa/--apply need kubectl (set KUBECTL=/path/to/kubectl)"
@@ -278,6 +299,29 @@ until curl -fsS --max-time 2 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":
 done
 log "etcd (pid $ETCD_PID) healthy at $ETCD_URL in $(since "$t0")s; data in $ETCD_DATA"
 
+# --- audit --------------------------------------------------------------------------------------
+AUDIT_ARGS=()
+if [ "${#AUDIT_USERS[@]}" -gt 0 ]; then
+	AUDIT_POLICY="$DIR/audit-policy.yaml"
+	{
+		echo "# Written by hack/kube/up.sh --audit-user: who is recorded, at the Metadata level."
+		echo "apiVersion: audit.k8s.io/v1"
+		echo "kind: Policy"
+		echo "omitStages: [RequestReceived, ResponseStarted]"
+		echo "rules:"
+		echo "  - level: Metadata"
+		echo "    users:"
+		for u in "${AUDIT_USERS[@]}"; do echo "      - \"$u\""; done
+		echo "  - level: None"
+	} >"$AUDIT_POLICY"
+fi
+if [ -n "$AUDIT_POLICY" ]; then
+	: >"$DIR/audit.log"
+	AUDIT_ARGS=(--audit-policy-file="$AUDIT_POLICY" --audit-log-path="$DIR/audit.log"
+		--audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0)
+	log "audit log: $DIR/audit.log (policy $AUDIT_POLICY)"
+fi
+
 # --- kube-apiserver -----------------------------------------------------------------------------
 t0="$(now)"
 setsid "$APISERVER_BIN" \
@@ -297,6 +341,7 @@ setsid "$APISERVER_BIN" \
 	--service-cluster-ip-range=10.0.0.0/24 \
 	--allow-privileged=true \
 	--endpoint-reconciler-type=none \
+	"${AUDIT_ARGS[@]}" \
 	"${EXTRA_APISERVER_ARGS[@]}" \
 	</dev/null >"$DIR/kube-apiserver.log" 2>&1 &
 API_PID=$!

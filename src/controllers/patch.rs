@@ -51,7 +51,8 @@ pub const CLUSTER_META_CONDITIONS: [&str; 4] = [
 /// writer set stays theirs.
 pub fn cluster_status_body(status: &VSphereClusterStatus) -> serde_json::Value {
     let mut owned = serde_json::Map::new();
-    if let Some(fds) = &status.failure_domains {
+    // An empty map is never applied: see `apply_cluster_status`.
+    if let Some(fds) = status.failure_domains.as_ref().filter(|f| !f.is_empty()) {
         owned.insert("failureDomains".into(), json!(fds));
     }
     if let Some(conditions) = &status.conditions {
@@ -87,11 +88,32 @@ pub fn cluster_status_body(status: &VSphereClusterStatus) -> serde_json::Value {
 /// Apply the status a VSphereCluster reconcile decided (server-side apply with our field
 /// manager, forced, sending only [`cluster_status_body`]): what we stop sending (all failure
 /// domains, a condition) is removed, what others wrote stays.
+///
+/// Publishing no failure domain is a merge patch deleting `status.failureDomains`, then the
+/// apply without it: kube-apiserver 1.37 turns an applied map whose last entries go away
+/// (`{}`, or the key no longer sent) into `null` and refuses it (422 "failureDomains in body
+/// must be of type object"; found on the real API server when a cluster's last zone stopped
+/// being published). The caller writes only when the status changed.
 pub async fn apply_cluster_status(
     api: &Api<VSphereCluster>,
     name: &str,
     status: &VSphereClusterStatus,
 ) -> kube::Result<()> {
+    if status
+        .failure_domains
+        .as_ref()
+        .is_some_and(|f| f.is_empty())
+    {
+        api.patch_status(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&json!({"status": {"failureDomains": null}})),
+        )
+        .await?;
+    }
     let body = cluster_status_body(status);
     api.patch_status(
         name,
@@ -175,4 +197,30 @@ pub async fn delete_failure_domain(
 /// A 404 from the API server.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vsphere_cluster::FailureDomainSpec;
+
+    /// Failure domains are applied when there are some; an empty map is never applied (the real
+    /// API server turns it into `null` and refuses the write), `apply_cluster_status`
+    /// deletes the field instead.
+    #[test]
+    fn an_empty_publication_sends_no_failure_domains_map() {
+        let mut status = VSphereClusterStatus {
+            failure_domains: Some([("zone-a".to_string(), FailureDomainSpec::default())].into()),
+            ..VSphereClusterStatus::default()
+        };
+        let body = cluster_status_body(&status);
+        assert!(
+            body["status"]["failureDomains"]["zone-a"].is_object(),
+            "{body}"
+        );
+        status.failure_domains = Some(Default::default());
+        let body = cluster_status_body(&status);
+        assert!(body["status"].get("failureDomains").is_none(), "{body}");
+        assert_eq!(body["kind"], "VSphereCluster");
+    }
 }

@@ -25,11 +25,11 @@ pub fn default(obj: &mut Value) -> Vec<String> {
 }
 
 /// How a Machine's provider spec is judged: complete, unless the Machine is placed in a
-/// deployment zone (`vsphere-provider.io/deployment-zone`), which then supplies the workspace
-/// and the networks as a control plane machine set's failure domain would.
+/// deployment zone (`vsphere-provider.io/deployment-zone`), which then fills in the workspace
+/// and the networks it leaves out.
 fn machine_use(m: &Machine) -> ProviderSpecUse {
     if crate::plan::placement::named_zone(m).is_some() {
-        ProviderSpecUse::CpmsTemplateWithFailureDomains
+        ProviderSpecUse::MachineInZone
     } else {
         ProviderSpecUse::Machine
     }
@@ -466,6 +466,54 @@ mod tests {
             &Ctx::default(),
         );
         assert!(r.errors.is_empty(), "{:?}", r.errors);
+    }
+
+    /// A Machine in a deployment zone, as a control plane machine set creates it: the zone label
+    /// and the failure domain's workspace and networks injected. Admitted (the machine's own
+    /// values win over the zone's); a bare one, which the zone completes, is admitted too; the
+    /// rules every spec meets still apply.
+    #[test]
+    fn machine_in_a_zone_may_carry_what_its_set_injected() {
+        let mut m = machine(vec![], vec![]);
+        m.metadata.labels = Some(
+            [(
+                crate::plan::placement::DEPLOYMENT_ZONE_LABEL.to_string(),
+                "zone-a".to_string(),
+            )]
+            .into(),
+        );
+        let value = |m: &mut Machine| {
+            m.spec
+                .provider_spec
+                .as_mut()
+                .unwrap()
+                .value
+                .as_mut()
+                .unwrap()
+                .clone()
+        };
+        let mut injected = value(&mut m);
+        injected["workspace"] = json!({"server": "https://127.0.0.1:4443/sdk", "datacenter": "/DC0",
+            "datastore": "/DC0/datastore/LocalDS_0", "folder": "/DC0/vm",
+            "resourcePool": "/DC0/host/DC0_C0/Resources/DC0_C0_RP1"});
+        m.spec.provider_spec.as_mut().unwrap().value = Some(injected.clone());
+        assert_eq!(
+            shown(&validate_create(&m, &Ctx::default())),
+            Vec::<String>::new()
+        );
+        let mut bare = injected.clone();
+        bare["workspace"] = json!({});
+        bare["network"] = json!({"devices": []});
+        m.spec.provider_spec.as_mut().unwrap().value = Some(bare);
+        assert_eq!(
+            shown(&validate_create(&m, &Ctx::default())),
+            Vec::<String>::new()
+        );
+        injected["numCPUs"] = json!("four");
+        m.spec.provider_spec.as_mut().unwrap().value = Some(injected);
+        let e = validate_create(&m, &Ctx::default());
+        assert_eq!(e.len(), 1, "{:?}", shown(&e));
+        assert_eq!(e[0].path, "spec.providerSpec.value.numCPUs");
     }
 
     #[test]

@@ -73,10 +73,15 @@ pub enum ProviderSpecUse {
     /// In a ControlPlaneMachineSet template without failure domains: complete, like a Machine,
     /// except the secrets, which the Machine defaulter fills in for every machine created.
     CpmsTemplate,
-    /// In a ControlPlaneMachineSet template with vSphere failure domains, or a Machine placed in
-    /// a deployment zone: the zone supplies the server, datacenter, datastore, networks, folder,
-    /// resource pool and VM group.
+    /// In a ControlPlaneMachineSet template with vSphere failure domains: the zone supplies the
+    /// server, datacenter, datastore, networks, folder, resource pool and VM group, so the
+    /// template must leave them out.
     CpmsTemplateWithFailureDomains,
+    /// In a Machine placed in a deployment zone: the zone fills what the spec leaves empty and
+    /// what the spec sets wins (`plan::placement::with_zone`), so it need not be complete and may
+    /// carry the workspace and networks — a control plane machine set injects exactly its failure
+    /// domain's (found on the real API server: forbidding them refused every machine a set made).
+    MachineInZone,
 }
 
 /// Errors and warnings about a provider spec.
@@ -186,10 +191,14 @@ pub fn check(value: &Value, path: &str, usage: ProviderSpecUse, ctx: &Ctx) -> Pr
         ProviderSpecUse::CpmsTemplateWithFailureDomains => {
             zone_supplied_rules(&spec, path, &mut report)
         }
+        ProviderSpecUse::MachineInZone => Vec::new(),
     };
     let mut errors = rules;
     errors.extend(common_rules(&spec, path, ctx));
-    if usage == ProviderSpecUse::Machine {
+    if matches!(
+        usage,
+        ProviderSpecUse::Machine | ProviderSpecUse::MachineInZone
+    ) {
         report.warnings.extend(sizing_warnings(&spec, path));
     }
     let overlaps = |p: &str| {
