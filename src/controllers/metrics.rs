@@ -53,6 +53,7 @@ pub struct Metrics {
     cpms_replicas: Family<SetCountLabels, Gauge>,
     cpms_degraded: Family<SetLabels, Gauge>,
     cpms_machines: Family<SetActionLabels, Counter>,
+    machine_sweeps: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -144,6 +145,12 @@ impl Metrics {
             "Machines a ControlPlaneMachineSet created or deleted",
             cpms_machines.clone(),
         );
+        let machine_sweeps = Counter::default();
+        registry.register(
+            "machine_sweeps",
+            "Sweeps of a vCenter's machines (one reads the inventory once and decides for every machine of the server)",
+            machine_sweeps.clone(),
+        );
         registry.register_collector(Box::new(VcenterCollector::new(stats)));
         Arc::new(Self {
             registry,
@@ -155,7 +162,13 @@ impl Metrics {
             cpms_replicas,
             cpms_degraded,
             cpms_machines,
+            machine_sweeps,
         })
+    }
+
+    /// Record one machine sweep of a server.
+    pub fn machine_swept(&self) {
+        self.machine_sweeps.inc();
     }
 
     /// Record one reconcile: `Err(category)` for a failure.

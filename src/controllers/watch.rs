@@ -78,7 +78,9 @@ fn spawn_reflector<K>(
     tasks.spawn(async move {
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(slim),
         );
         stream
             .for_each(|event| {
@@ -105,6 +107,24 @@ fn spawn_reflector<K>(
             })
             .await;
     });
+}
+
+/// The annotation `kubectl apply` keeps the whole applied manifest in.
+const KUBECTL_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops from a cached object what no reconcile reads and every copy would carry: the server's
+/// `managedFields` and kubectl's copy of the applied manifest (together more than the object
+/// itself for an applied Machine), as controller-runtime's default cache transform does.
+/// Writes are merge patches of the keys that changed and server-side applies of our own
+/// fields, so what is dropped here is never written back as missing.
+fn slim<K: Resource>(object: &mut DeserializeGuard<K>) {
+    if let Ok(o) = &mut object.0 {
+        let meta = o.meta_mut();
+        meta.managed_fields = None;
+        if let Some(a) = meta.annotations.as_mut() {
+            a.remove(KUBECTL_LAST_APPLIED);
+        }
+    }
 }
 
 /// What a change beyond the status touches: identity, generation (spec), labels, annotations,
@@ -202,6 +222,29 @@ mod tests {
         let mut z = VSphereDeploymentZone::new(name, VSphereDeploymentZoneSpec::default());
         z.metadata.uid = Some(uid.into());
         z
+    }
+
+    #[test]
+    fn cached_objects_carry_no_managed_fields_nor_kubectls_copy() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut z = zone("a", "u1");
+        z.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        z.metadata.annotations = Some(
+            [
+                (KUBECTL_LAST_APPLIED.to_string(), "{...}".to_string()),
+                ("team".to_string(), "x".to_string()),
+            ]
+            .into(),
+        );
+        let mut guard = DeserializeGuard(Ok(z));
+        slim(&mut guard);
+        let z = guard.0.unwrap();
+        assert_eq!(z.metadata.managed_fields, None);
+        assert_eq!(
+            z.metadata.annotations,
+            Some([("team".to_string(), "x".to_string())].into()),
+            "other annotations stay"
+        );
     }
 
     #[test]

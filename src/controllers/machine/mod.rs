@@ -208,21 +208,26 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
 }
 
 /// The machine's decision: the last sweep's if it still stands, else a new sweep's.
+///
+/// Nothing copied from the caches is held while waiting for the server's gate: every machine
+/// of a server may be queued behind one sweep (300 at a start), and each holding its own copy of
+/// the zones was most of the manager's memory.
 async fn decide(machine: &Machine, k: &str, ctx: &Context) -> Result<Requeue, Error> {
-    let zones = ctx.stores.zones_by_name();
-    let server = machine_server(machine, &zones).unwrap_or_default();
+    let server = machine_server(machine, &ctx.stores.zones_by_name()).unwrap_or_default();
     let gate = ctx.machine_sweeps.gate(&server);
     let mut decisions = gate.lock().await;
-    if let Some(d) = decisions.get(k)
+    if let Some(d) = decisions.get_mut(k)
         && d.covers(fingerprint(&machine.metadata))
     {
-        return Ok(d.requeue.clone());
+        return Ok(d.answer());
     }
+    let zones = ctx.stores.zones_by_name();
     let (outcome, fingerprints) = sweep_server(ctx, &server, &zones).await?;
+    ctx.metrics.machine_swept();
     gate::record(&mut decisions, &outcome.requeues, &fingerprints);
     Ok(decisions
-        .get(k)
-        .map(|d| d.requeue.clone())
+        .get_mut(k)
+        .map(gate::Decision::answer)
         .unwrap_or(Requeue::Idle))
 }
 
