@@ -253,6 +253,23 @@ async fn a_machine_is_created_linked_and_deleted_through_its_lifecycle() {
     running.stop().await;
 }
 
+/// A machine of a vCenter nobody has credentials for (`127.0.0.1:1`): every sweep fails it.
+fn unreachable_machine(name: &str) -> Machine {
+    let mut m = machine(name, "", json!({}));
+    m.metadata.labels = None;
+    m.spec.provider_spec = Some(
+        serde_json::from_value(json!({"value": {
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "VSphereMachineProviderSpec",
+            "template": "t",
+            "workspace": {"server": "127.0.0.1:1", "datacenter": "DC0"},
+            "network": {"devices": []}
+        }}))
+        .unwrap(),
+    );
+    m
+}
+
 /// One pass as kube-runtime runs it: the reconcile, and on an error the error policy.
 async fn pass(
     m: &Machine,
@@ -273,18 +290,7 @@ async fn pass(
 async fn a_failing_machine_backs_off_longer_each_time() {
     use kube::runtime::controller::Action;
     let api = FakeApiServer::new();
-    let mut m = machine("m-0", "", json!({}));
-    m.metadata.labels = None;
-    m.spec.provider_spec = Some(
-        serde_json::from_value(json!({"value": {
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "VSphereMachineProviderSpec",
-            "template": "t",
-            "workspace": {"server": "127.0.0.1:1", "datacenter": "DC0"},
-            "network": {"devices": []}
-        }}))
-        .unwrap(),
-    );
+    let m = unreachable_machine("m-0");
     api.put(&m);
     let ctx = context_with(&api, vec![], vec![], vec![], vec![m.clone()]);
     let delays: Vec<Action> = vec![
@@ -329,18 +335,7 @@ async fn machines_failing_on_one_server_share_one_sweep_per_round() {
     let api = FakeApiServer::new();
     let machines: Vec<Machine> = (0..5)
         .map(|i| {
-            let mut m = machine(&format!("m-{i}"), "", json!({}));
-            m.metadata.labels = None;
-            m.spec.provider_spec = Some(
-                serde_json::from_value(json!({"value": {
-                    "apiVersion": "machine.openshift.io/v1beta1",
-                    "kind": "VSphereMachineProviderSpec",
-                    "template": "t",
-                    "workspace": {"server": "127.0.0.1:1", "datacenter": "DC0"},
-                    "network": {"devices": []}
-                }}))
-                .unwrap(),
-            );
+            let m = unreachable_machine(&format!("m-{i}"));
             api.put(&m);
             m
         })
