@@ -72,6 +72,9 @@ pub mod condition {
     pub const VM_NAME_IN_USE: &str = "VMNameInUse";
     /// Ours: the user data Secret (or its `userData` key) is missing; nothing is cloned.
     pub const USER_DATA_UNAVAILABLE: &str = "UserDataUnavailable";
+    /// Ours: the machine's deployment zone, or that zone's failure domain, does not exist (yet);
+    /// nothing is cloned.
+    pub const WAITING_FOR_PLACEMENT: &str = "WaitingForPlacement";
     /// The provider status condition upstream records for the IP address claims.
     pub const IP_ADDRESS_CLAIMED: &str = "IPAddressClaimed";
     /// IPAddressClaimed: every claim is bound.

@@ -241,6 +241,15 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             fail(&mut plan, error_reason::INSTANCE_MISSING, &msg);
             return plan;
         }
+        if let Some(what) = &input.placement_pending {
+            // Not a configuration error: the zone may come (applied together with the machine,
+            // or not yet in the cache). Nothing is created meanwhile; the machine says what it
+            // waits for and looks again on its backoff.
+            set_phase(&mut plan.machine, ph::PROVISIONING);
+            let msg = format!("waiting for the machine's placement: {what}");
+            let reason = (cond::WAITING_FOR_PLACEMENT, event::FAILED_CREATE);
+            return hold_creation(plan, ps, reason, severity::WARNING, msg, now);
+        }
         let placement = match &input.placement {
             Some(Ok(p)) => p.clone(),
             Some(Err(e)) => {
@@ -545,6 +554,28 @@ mod tests {
         // Failed is terminal: the next pass changes nothing.
         let again = plan_machine(&input(&p.machine));
         assert!(again.is_noop(&p.machine));
+    }
+
+    /// A zone not (yet) there is no configuration error: the machine waits, naming it, and
+    /// creates nothing; once the zone is seen it goes on (it never went `Failed`).
+    #[test]
+    fn a_machine_whose_zone_is_not_there_yet_waits_and_creates_nothing() {
+        let m = machine("m-0");
+        let mut i = input(&m);
+        i.placement_pending = Some("VSphereDeploymentZone \"dz-a\" not found".into());
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none());
+        assert!(matches!(p.requeue, Requeue::Backoff(_)), "{:?}", p.requeue);
+        let st = p.machine.status.as_ref().unwrap();
+        assert_eq!(st.phase.as_deref(), Some(ph::PROVISIONING));
+        assert_eq!(st.error_reason, None);
+        let ps = st.provider_status.as_ref().unwrap().to_string();
+        assert!(ps.contains(cond::WAITING_FOR_PLACEMENT), "{ps}");
+        assert!(ps.contains("dz-a"), "{ps}");
+        let mut later = input(&p.machine);
+        later.placement = Some(Ok(placement(None)));
+        let created = plan_machine(&later);
+        assert!(created.vm.is_some(), "cloned once the zone is there");
     }
 
     #[test]

@@ -145,6 +145,8 @@ pub struct MachineInput<'a> {
     pub placement: Option<Result<Placement, ConfigError>>,
     /// Region and zone label values from the machine's deployment zone.
     pub zone_labels: Option<(String, String)>,
+    /// What the placement waits for (a zone or failure domain not found): nothing is created.
+    pub placement_pending: Option<String>,
     /// Why vCenter could not be read this pass (then nothing changes in vCenter).
     pub vcenter_error: Option<VcenterTrouble>,
     pub vm: Option<VmObs>,
@@ -433,6 +435,7 @@ pub(crate) mod tests {
             machine: m,
             placement: None,
             zone_labels: None,
+            placement_pending: None,
             vcenter_error: None,
             vm: None,
             task: TaskObs::None,

@@ -26,6 +26,10 @@ pub struct Placed {
     /// `None`: not a vSphere provider spec, or not needed (a deleting machine).
     pub placement: Option<Result<Placement, ConfigError>>,
     pub zone_labels: Option<(String, String)>,
+    /// The zone or failure domain the placement needs and that does not exist (yet): the machine
+    /// waits for it rather than failing, as one created with its zone (`kubectl apply -k`) may be
+    /// seen before the zone is.
+    pub pending: Option<String>,
 }
 
 /// The vCenter a machine's VM lives on: its workspace's server, else its deployment zone's.
@@ -56,6 +60,12 @@ pub fn machine_placement(
     let failed = |e: ConfigError| Placed {
         placement: Some(Err(e)),
         zone_labels: None,
+        pending: None,
+    };
+    let pending = |what: String| Placed {
+        placement: None,
+        zone_labels: None,
+        pending: Some(what),
     };
     let spec = match m.vsphere_provider_spec() {
         None => return Placed::default(),
@@ -71,11 +81,18 @@ pub fn machine_placement(
         None => (spec, None),
         Some(zname) => {
             let Some(zone) = zones.get(&zname) else {
-                return failed(ConfigError {
-                    field: format!("metadata.labels[{}]", placement::DEPLOYMENT_ZONE_LABEL),
-                    message: format!("VSphereDeploymentZone {zname:?} not found"),
-                });
+                return pending(format!(
+                    "VSphereDeploymentZone {zname:?} (metadata.labels[{}]) not found",
+                    placement::DEPLOYMENT_ZONE_LABEL
+                ));
             };
+            if let Some(f) = zone.spec.failure_domain.as_ref()
+                && !fds.contains_key(f)
+            {
+                return pending(format!(
+                    "VSphereFailureDomain {f:?} of VSphereDeploymentZone {zname:?} not found"
+                ));
+            }
             let fd = zone.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
             match placement::zone_fill(zone, fd, inv) {
                 Ok(fill) => {
@@ -89,6 +106,7 @@ pub fn machine_placement(
     Placed {
         placement: Some(placement::resolve(&spec, inv)),
         zone_labels,
+        pending: None,
     }
 }
 
@@ -227,6 +245,7 @@ pub fn base_input<'a>(
         machine: m,
         placement: None,
         zone_labels: None,
+        placement_pending: None,
         vcenter_error: trouble,
         vm: None,
         task: TaskObs::None,

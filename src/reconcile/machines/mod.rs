@@ -316,6 +316,7 @@ impl Sweep for MachineSweep<'_, '_> {
             i.name_holder = name_holder(m, &placed, vm.as_ref(), &view.inventory);
             i.placement = placed.placement;
             i.zone_labels = placed.zone_labels;
+            i.placement_pending = placed.pending;
             if let Some(vm) = &vm {
                 self.vm_paths.insert(key(m), vm.path.clone());
             }
