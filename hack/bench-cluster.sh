@@ -53,25 +53,7 @@ PROVIDER_BIN="$(provider_bin "$profile")"
 NS=bench
 SA_USER="system:serviceaccount:${CONTROLLER_SA%/*}:${CONTROLLER_SA#*/}"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/vsphere-provider-bench-cluster.XXXXXX")"
-VCSIM_PID=""
-CONTROLLER_PID=""
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [ "$rc" -ne 0 ] && [ -s "$work/controller.log" ]; then
-		log "last lines of the controller's log:"
-		tail -n 20 "$work/controller.log" >&2
-	fi
-	controller_stop
-	[ -z "$VCSIM_PID" ] || kill "$VCSIM_PID" 2>/dev/null || true
-	kube_down
-	rm -rf "$work"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+cluster_session bench-cluster
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }

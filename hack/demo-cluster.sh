@@ -43,25 +43,7 @@ VCSIM_BIN="$(hack/setup.sh | tail -n1)"
 export PROVIDER_BIN
 PROVIDER_BIN="$(provider_bin)"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/vsphere-provider-demo-cluster.XXXXXX")"
-VCSIM_PID=""
-CONTROLLER_PID=""
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [ "$rc" -ne 0 ] && [ -s "$work/controller.log" ]; then
-		log "last lines of the controller's log:"
-		tail -n 20 "$work/controller.log" >&2
-	fi
-	controller_stop
-	[ -z "$VCSIM_PID" ] || kill "$VCSIM_PID" 2>/dev/null || true
-	kube_down
-	rm -rf "$work"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+cluster_session demo-cluster
 
 banner "Kubernetes' own kube-apiserver + etcd on 127.0.0.1 (hack/kube/up.sh): config/crd and config/rbac applied"
 kube_up "$work/kube" config/crd

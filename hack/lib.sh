@@ -284,3 +284,28 @@ simulate_kubelets() {
 	rm -rf "$tmp"
 	return "$rc"
 }
+
+# cluster_session NAME: the work directory (sets `work`) of a script that starts the real API
+# server, vcsim and the controller, and the EXIT trap that stops all three and removes it (the
+# controller's last log lines shown when the script fails).
+cluster_session() {
+	work="$(mktemp -d "${TMPDIR:-/tmp}/vsphere-provider-$1.XXXXXX")"
+	VCSIM_PID=""
+	CONTROLLER_PID=""
+	trap _cluster_session_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+_cluster_session_cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ "$rc" -ne 0 ] && [ -s "$work/controller.log" ]; then
+		log "last lines of the controller's log:"
+		tail -n 20 "$work/controller.log" >&2
+	fi
+	controller_stop
+	[ -z "$VCSIM_PID" ] || kill "$VCSIM_PID" 2>/dev/null || true
+	kube_down
+	rm -rf "$work"
+	exit "$rc"
+}
