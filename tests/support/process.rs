@@ -200,6 +200,42 @@ pub struct Vm {
     pub instance_uuid: String,
 }
 
+/// A VM as [`Readback::vm_details`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmDetail {
+    pub moref: String,
+    pub name: String,
+    /// `config.uuid`: what a `vsphere://` providerID carries.
+    pub bios_uuid: String,
+    pub power_state: String,
+    /// The names of its resource pool, parent folder and datastores.
+    pub pool: String,
+    pub folder: String,
+    pub datastores: Vec<String>,
+    pub extra_config: std::collections::BTreeMap<String, String>,
+    pub ip: Option<String>,
+}
+
+/// The text of a simple `<val …>TEXT</val>` property.
+fn simple_value(raw: &str) -> String {
+    regex::Regex::new(r"(?s)<val[^>]*>([^<]*)</val>")
+        .unwrap()
+        .captures(raw)
+        .map(|c| unescape(&c[1]))
+        .unwrap_or_default()
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#34;", "\"")
+        .replace("&#xA;", "\n")
+        .replace("&#10;", "\n")
+        .replace("&amp;", "&")
+}
+
 /// A tag as vcsim reports it: its category's name, its name, the objects it is attached to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tag {
@@ -252,18 +288,35 @@ impl Readback {
         (text, cookie)
     }
 
-    /// Every VirtualMachine in the inventory, by a ContainerView over the root folder.
-    pub async fn vms(&self) -> Vec<Vm> {
+    /// A new session's cookie.
+    pub async fn login(&self) -> String {
         let login = format!(
             r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>{}</userName><password>{}</password></Login>"#,
             self.user, self.password
         );
         let (_, cookie) = self.soap(None, &login).await;
-        let cookie = cookie.expect("vcsim sets a session cookie on Login");
-        let (view, _) = self
-            .soap(
-                Some(&cookie),
-                r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">ViewManager</_this><container type="Folder">group-d1</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
+        cookie.expect("vcsim sets a session cookie on Login")
+    }
+
+    /// One SOAP call in session `cookie`; the answer's text (a fault fails the test).
+    pub async fn call(&self, cookie: &str, body: &str) -> String {
+        self.soap(Some(cookie), body).await.0
+    }
+
+    /// Every object of `kind` in the inventory (a ContainerView over the root folder) with the
+    /// properties `paths`: (moref, [(property, the XML inside its propSet after the name)]).
+    pub async fn objects(
+        &self,
+        cookie: &str,
+        kind: &str,
+        paths: &[&str],
+    ) -> Vec<(String, Vec<(String, String)>)> {
+        let view = self
+            .call(
+                cookie,
+                &format!(
+                    r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">ViewManager</_this><container type="Folder">group-d1</container><type>{kind}</type><recursive>true</recursive></CreateContainerView>"#
+                ),
             )
             .await;
         let view = regex::Regex::new(r#"<returnval type="ContainerView">([^<]+)</returnval>"#)
@@ -271,46 +324,172 @@ impl Readback {
             .captures(&view)
             .unwrap_or_else(|| panic!("no ContainerView in {view}"))[1]
             .to_string();
-        let (props, _) = self
-            .soap(
-                Some(&cookie),
+        let path_set: String = paths
+            .iter()
+            .map(|p| format!("<pathSet>{p}</pathSet>"))
+            .collect();
+        let props = self
+            .call(
+                cookie,
                 &format!(
-                    r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>config.instanceUuid</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>10000</maxObjects></options></RetrievePropertiesEx>"#
+                    r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>{kind}</type>{path_set}</propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>10000</maxObjects></options></RetrievePropertiesEx>"#
                 ),
             )
             .await;
         assert!(
             !props.contains("<token>"),
-            "more VMs than one page: {props}"
+            "more {kind} objects than one page: {props}"
         );
         let object = regex::Regex::new(r"(?s)<objects>(.*?)</objects>").unwrap();
-        let moref = regex::Regex::new(r#"<obj type="VirtualMachine">([^<]+)</obj>"#).unwrap();
-        let prop = regex::Regex::new(
-            r"(?s)<propSet><name>([^<]+)</name><val[^>]*>([^<]*)</val></propSet>",
-        )
-        .unwrap();
+        let moref = regex::Regex::new(&format!(r#"<obj type="{kind}">([^<]+)</obj>"#)).unwrap();
+        let prop = regex::Regex::new(r"(?s)<propSet><name>([^<]+)</name>(.*?)</propSet>").unwrap();
         object
             .captures_iter(&props)
             .map(|o| {
                 let o = &o[1];
-                let mut vm = Vm {
-                    moref: moref
-                        .captures(o)
-                        .map(|c| c[1].to_string())
-                        .unwrap_or_default(),
-                    name: String::new(),
-                    instance_uuid: String::new(),
-                };
-                for p in prop.captures_iter(o) {
-                    match &p[1] {
-                        "name" => vm.name = p[2].to_string(),
-                        "config.instanceUuid" => vm.instance_uuid = p[2].to_string(),
-                        _ => {}
-                    }
-                }
-                vm
+                let id = moref
+                    .captures(o)
+                    .map(|c| c[1].to_string())
+                    .unwrap_or_default();
+                let props = prop
+                    .captures_iter(o)
+                    .map(|p| (p[1].to_string(), p[2].to_string()))
+                    .collect();
+                (id, props)
             })
             .collect()
+    }
+
+    /// Every VirtualMachine in the inventory, by a ContainerView over the root folder.
+    pub async fn vms(&self) -> Vec<Vm> {
+        let cookie = self.login().await;
+        self.objects(&cookie, "VirtualMachine", &["name", "config.instanceUuid"])
+            .await
+            .into_iter()
+            .map(|(moref, props)| {
+                let get = |name: &str| {
+                    props
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| simple_value(v))
+                        .unwrap_or_default()
+                };
+                Vm {
+                    name: get("name"),
+                    instance_uuid: get("config.instanceUuid"),
+                    moref,
+                }
+            })
+            .collect()
+    }
+
+    /// Every VirtualMachine with what the CAPI end-to-end test checks: placement (pool, folder
+    /// and datastores by name), power state, BIOS UUID, extraConfig and the guest's IP.
+    pub async fn vm_details(&self) -> Vec<VmDetail> {
+        let cookie = self.login().await;
+        let vms = self
+            .objects(
+                &cookie,
+                "VirtualMachine",
+                &[
+                    "name",
+                    "config.uuid",
+                    "runtime.powerState",
+                    "resourcePool",
+                    "parent",
+                    "datastore",
+                    "config.extraConfig",
+                    "guest.ipAddress",
+                ],
+            )
+            .await;
+        let mut names = std::collections::HashMap::new();
+        for kind in ["ResourcePool", "Folder", "Datastore"] {
+            for (moref, props) in self.objects(&cookie, kind, &["name"]).await {
+                names.insert(moref, simple_value(&props[0].1));
+            }
+        }
+        let name_of = |moref: &str| names.get(moref).cloned().unwrap_or(moref.to_string());
+        let morefs =
+            regex::Regex::new(r"<ManagedObjectReference[^>]*>([^<]+)</ManagedObjectReference>")
+                .unwrap();
+        let option =
+            regex::Regex::new(r"(?s)<key>([^<]*)</key><value[^>]*>([^<]*)</value>").unwrap();
+        vms.into_iter()
+            .map(|(moref, props)| {
+                let raw = |name: &str| {
+                    props
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                VmDetail {
+                    moref,
+                    name: simple_value(&raw("name")),
+                    bios_uuid: simple_value(&raw("config.uuid")),
+                    power_state: simple_value(&raw("runtime.powerState")),
+                    pool: name_of(&simple_value(&raw("resourcePool"))),
+                    folder: name_of(&simple_value(&raw("parent"))),
+                    datastores: morefs
+                        .captures_iter(&raw("datastore"))
+                        .map(|c| name_of(&c[1]))
+                        .collect(),
+                    extra_config: option
+                        .captures_iter(&raw("config.extraConfig"))
+                        .map(|c| (c[1].to_string(), unescape(&c[2])))
+                        .collect(),
+                    ip: Some(simple_value(&raw("guest.ipAddress"))).filter(|ip| !ip.is_empty()),
+                }
+            })
+            .collect()
+    }
+
+    /// The VM groups of every compute cluster: (cluster name, group name) → member VM morefs.
+    pub async fn vm_groups(&self) -> std::collections::BTreeMap<(String, String), Vec<String>> {
+        let cookie = self.login().await;
+        let group = regex::Regex::new(
+            r#"(?s)<group [^>]*type="ClusterVmGroup"><name>([^<]+)</name>(.*?)</group>"#,
+        )
+        .unwrap();
+        let vm = regex::Regex::new(r#"<vm type="VirtualMachine">([^<]+)</vm>"#).unwrap();
+        let mut out = std::collections::BTreeMap::new();
+        for (_, props) in self
+            .objects(
+                &cookie,
+                "ClusterComputeResource",
+                &["name", "configurationEx"],
+            )
+            .await
+        {
+            let get = |name: &str| {
+                props
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            let cluster = simple_value(&get("name"));
+            for g in group.captures_iter(&get("configurationEx")) {
+                out.insert(
+                    (cluster.clone(), g[1].to_string()),
+                    vm.captures_iter(&g[2]).map(|c| c[1].to_string()).collect(),
+                );
+            }
+        }
+        out
+    }
+
+    /// ReconfigVM_Task setting one extraConfig key of VM `moref` (the task is not waited for).
+    pub async fn set_extra_config(&self, moref: &str, key: &str, value: &str) {
+        let cookie = self.login().await;
+        self.call(
+            &cookie,
+            &format!(
+                r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{moref}</_this><spec><extraConfig><key>{key}</key><value xsi:type="xsd:string">{value}</value></extraConfig></spec></ReconfigVM_Task>"#
+            ),
+        )
+        .await;
     }
 
     async fn rest(&self, token: &str, method: reqwest::Method, path: &str) -> Value {
