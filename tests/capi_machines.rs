@@ -1,0 +1,1017 @@
+//! Cluster API machines in our zones, end to end with Cluster API's own controllers (v1.10.10,
+//! hack/capi/build.sh) on the real kube-apiserver (tests/support/realapi.rs) and vcsim:
+//! `clusterctl init` of core, kubeadm bootstrap, kubeadm control plane and this provider from the
+//! offline repository; CAPI's three managers and ours running as processes (tests/support/capi.rs
+//! says why and as whom).
+//!
+//! * a. One CAPI Machine per zone, each with a ready bootstrap Secret and a VSphereMachine: each
+//!   VM is read back from vcsim over raw SOAP (not through our client) in its zone's pool,
+//!   folder, datastore and VM group, powered on, its guestinfo decoding to the Secret and to
+//!   metadata naming it; CAPI's Machine controller copies our providerID and the Machine
+//!   reaches `Provisioned`.
+//! * b. A KubeadmControlPlane over a VSphereMachineTemplate: KCP (its code) picks one of the
+//!   control-plane failure domains CAPI copied from us for its first Machine, the kubeadm
+//!   bootstrap provider writes its bootstrap data, and its VM lands in that zone.
+//! * c. Deleting the Cluster: CAPI deletes its machines, we destroy every VM and release every
+//!   VSphereMachine and VSphereVM.
+//! * CAPV's own cluster template with CAPV's e2e failure domain, applied unchanged after
+//!   `clusterctl generate` (see [`capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_its_zone`]).
+//!
+//! Where the flow stops: vcsim VMs never boot, so no kubelet ever registers a Node. CAPI's
+//! Machine phase therefore stops at `Provisioned` (Running needs a nodeRef), the Cluster's
+//! ControlPlaneInitialized never turns true, KCP stops after its first Machine (its preflight
+//! checks want that Machine's Node), and the kubeadm bootstrap provider holds worker joins.
+//! vcsim VMs report no IP on their own either: the test gives each VM one with a raw
+//! `ReconfigVM_Task` setting extraConfig `SET.guest.ipAddress`, vcsim's hook for guest
+//! properties, standing in for VMware Tools in a booted guest (CAPV's own simulator setup does
+//! the same job with a fixed-IP customization).
+//!
+//! Setup an admin would do with govc (host groups, folders, tags) uses this crate's vCenter
+//! client; every assertion on vCenter goes through [`process::Readback`] instead.
+//!
+//! Gated on `CAPI_BIN_DIR` like tests/capi_clusterctl.rs.
+#[path = "support/capi.rs"]
+mod capi;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/realapi.rs"]
+mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use capi::{
+    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, clusterctl, get, text,
+};
+use process::{Readback, VmDetail};
+use realapi::{ControlPlane, Identity, control_plane};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use vcsim::Vcsim;
+use vsphere_provider::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use vsphere_provider::vcenter::model::tags::CategorySpec;
+use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
+
+const ADMIN: &Identity = &Identity::Admin;
+const IMAGE: &str = "localhost/vsphere-provider:e2e";
+const V1BETA1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+/// What every VSphereMachine clones (vcsim's VM in DC0_C0's pool).
+const TEMPLATE: &str = "/DC0/vm/DC0_C0_RP1_VM0";
+/// The Kubernetes version KCP and the template ask for (nothing ever runs it).
+const KUBERNETES_VERSION: &str = "v1.32.0";
+const ZONES: usize = 3;
+/// One poll interval for everything: short, the test runs on 2 cores in CI.
+const POLL: Duration = Duration::from_millis(500);
+
+fn b64(s: &str) -> String {
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .unwrap_or_else(|e| panic!("not base64 ({e}): {s}")),
+    )
+    .unwrap()
+}
+
+/// The setup an admin does before zones can be declared (govc in CAPV's e2e): in each cluster
+/// `DC0_C{i}` a host group `hosts-{i}` of its host, a VM folder `zone-{i}-vms`.
+async fn estate(sim: &Vcsim) -> Client {
+    let (user, password) = sim.credentials();
+    let c = Client::new(
+        sim.url(),
+        Credentials::new(user, SecretString::from(password.to_string())),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let inv = c.inventory().await.unwrap();
+    for i in 0..ZONES {
+        let cluster = inv
+            .at_path(&format!("/DC0/host/DC0_C{i}"))
+            .unwrap()
+            .moref
+            .clone();
+        let host = inv
+            .at_path(&format!("/DC0/host/DC0_C{i}/DC0_C{i}_H0"))
+            .unwrap()
+            .moref
+            .clone();
+        let t = c
+            .reconfigure_cluster(
+                &cluster,
+                &[],
+                &[GroupChange::Add(ClusterGroup::Host {
+                    name: format!("hosts-{i}"),
+                    hosts: vec![host],
+                })],
+            )
+            .await
+            .unwrap();
+        c.wait_task(&t, Duration::from_secs(10)).await.unwrap();
+    }
+    let vm_folder = inv.at_path("/DC0/vm").unwrap().moref.clone();
+    let readback = readback(sim);
+    let cookie = readback.login().await;
+    for i in 0..ZONES {
+        readback
+            .call(
+                &cookie,
+                &format!(
+                    r#"<CreateFolder xmlns="urn:vim25"><_this type="Folder">{}</_this><name>zone-{i}-vms</name></CreateFolder>"#,
+                    vm_folder.value
+                ),
+            )
+            .await;
+    }
+    c
+}
+
+fn readback(sim: &Vcsim) -> Readback {
+    let (user, password) = sim.credentials();
+    Readback::new(sim.url(), sim.base_url(), user, password)
+}
+
+/// Zone `zone-{i}`: a HostGroup failure domain in cluster `DC0_C{i}` (host group `hosts-{i}`
+/// made by the admin, VM group `vms-{i}` and its rule made by autoConfigure), datastore
+/// `LocalDS_{i}`, and a deployment zone in pool `DC0_C{i}_RP1`, folder `zone-{i}-vms`.
+fn zone(server: &str, i: usize) -> Vec<Value> {
+    let name = format!("zone-{i}");
+    vec![
+        json!({
+            "apiVersion": V1BETA1, "kind": "VSphereFailureDomain",
+            "metadata": {"name": name},
+            "spec": {
+                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+                "zone": {"name": name, "type": "HostGroup", "tagCategory": "k8s-zone", "autoConfigure": true},
+                "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
+                             "hosts": {"vmGroupName": format!("vms-{i}"), "hostGroupName": format!("hosts-{i}")},
+                             "datastore": format!("LocalDS_{i}"), "networks": ["VM Network"]}
+            }
+        }),
+        json!({
+            "apiVersion": V1BETA1, "kind": "VSphereDeploymentZone",
+            "metadata": {"name": name},
+            "spec": {"server": server, "failureDomain": name, "controlPlane": true,
+                     "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"),
+                                             "folder": format!("/DC0/vm/zone-{i}-vms")}}
+        }),
+    ]
+}
+
+fn list(items: Vec<Value>) -> String {
+    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// The VSphereMachine spec every machine here clones with (the zone supplies the rest).
+fn clone_spec() -> Value {
+    json!({"template": TEMPLATE, "cloneMode": "fullClone", "numCPUs": 2, "memoryMiB": 2048,
+           "os": "Linux", "powerOffMode": "hard"})
+}
+
+/// The cloud-config a worker's bootstrap Secret carries.
+fn user_data(name: &str) -> String {
+    format!("#cloud-config\nhostname: {name}\nruncmd:\n- echo {name} joined\n")
+}
+
+/// Worker `worker-{i}` in zone `zone-{i}`: its bootstrap Secret (ready, as a bootstrap
+/// provider leaves it), its VSphereMachine and the CAPI Machine naming both.
+fn worker(ns: &str, i: usize) -> Vec<Value> {
+    let name = format!("worker-{i}");
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+            "metadata": {"name": format!("{name}-bootstrap"), "namespace": ns,
+                         "labels": {"cluster.x-k8s.io/cluster-name": "demo"}},
+            "stringData": {"value": user_data(&name), "format": "cloud-config"}
+        }),
+        json!({
+            "apiVersion": V1BETA1, "kind": "VSphereMachine",
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"cluster.x-k8s.io/cluster-name": "demo"}},
+            "spec": clone_spec()
+        }),
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"cluster.x-k8s.io/cluster-name": "demo"}},
+            "spec": {
+                "clusterName": "demo",
+                "failureDomain": format!("zone-{i}"),
+                "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                "infrastructureRef": {"apiVersion": V1BETA1, "kind": "VSphereMachine", "name": name}
+            }
+        }),
+    ]
+}
+
+/// The Cluster `demo` over our VSphereCluster `demo` (every zone, endpoint 10.0.0.10:6443: the
+/// kubeadm providers do nothing without one), a KubeadmControlPlane of one replica over the
+/// VSphereMachineTemplate `demo-control-plane`.
+fn cluster(ns: &str, server: &str, user: &str, password: &str) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "vsphere-credentials", "namespace": ns},
+            "stringData": {"username": user, "password": password}
+        }),
+        json!({
+            "apiVersion": V1BETA1, "kind": "VSphereCluster",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"server": server,
+                     "identityRef": {"kind": "Secret", "name": "vsphere-credentials"},
+                     "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
+                     "failureDomainSelector": {}}
+        }),
+        json!({
+            "apiVersion": V1BETA1, "kind": "VSphereMachineTemplate",
+            "metadata": {"name": "demo-control-plane", "namespace": ns},
+            "spec": {"template": {"spec": clone_spec()}}
+        }),
+        json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {
+                "replicas": 1,
+                "version": KUBERNETES_VERSION,
+                "machineTemplate": {"infrastructureRef": {"apiVersion": V1BETA1,
+                    "kind": "VSphereMachineTemplate", "name": "demo-control-plane"}},
+                "kubeadmConfigSpec": {}
+            }
+        }),
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {
+                "infrastructureRef": {"apiVersion": V1BETA1, "kind": "VSphereCluster", "name": "demo"},
+                "controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+                                    "kind": "KubeadmControlPlane", "name": "demo"}
+            }
+        }),
+    ]
+}
+
+/// Everything running: the API server with CAPI and this provider installed by clusterctl,
+/// CAPI's three managers, ours, and vcsim.
+struct World {
+    cp: &'static ControlPlane,
+    capi: std::path::PathBuf,
+    home: tempfile::TempDir,
+    ours: OurManager,
+    managers: Vec<CapiManager>,
+    sim: Vcsim,
+    admin: Client,
+}
+
+impl World {
+    /// The logs of every manager (tails of CAPI's), for failure messages.
+    fn logs(&self) -> String {
+        let mut out = format!("--- vsphere-provider:\n{}", self.ours.log());
+        for m in &self.managers {
+            out += &format!("\n--- {} (tail):\n{}", m.name, m.tail(40));
+        }
+        out
+    }
+
+    fn get(&self, args: &[&str]) -> Value {
+        get(self.cp, args)
+    }
+
+    /// The object, or None when it is not there.
+    fn find(&self, kind: &str, name: &str, ns: &str) -> Option<Value> {
+        let out = self
+            .cp
+            .kubectl(ADMIN, &["get", kind, name, "-n", ns, "-o", "json"]);
+        if out.stderr.contains("NotFound") {
+            return None;
+        }
+        Some(out.ok().json())
+    }
+
+    fn items(&self, kind: &str, ns: &str) -> Vec<Value> {
+        self.get(&[kind, "-n", ns])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Polls `f` (every [`POLL`], up to `limit`) until it gives a value; the failure names
+    /// `what`, the last state `f` described, and the managers' logs.
+    async fn until<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut f: impl AsyncFnMut() -> Result<T, String>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            match f().await {
+                Ok(v) => return v,
+                Err(state) if Instant::now() >= deadline => {
+                    panic!(
+                        "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
+                        self.logs()
+                    )
+                }
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+
+    /// The VM named `name` as vcsim has it (raw SOAP), once it exists.
+    async fn vm(&self, name: &str) -> Option<VmDetail> {
+        readback(&self.sim)
+            .vm_details()
+            .await
+            .into_iter()
+            .find(|v| v.name == name)
+    }
+}
+
+/// clusterctl init, vcsim and its estate, our manager and CAPI's three, every webhook wired.
+async fn world(capi: std::path::PathBuf) -> World {
+    let cp = control_plane();
+    let home = tempfile::tempdir().unwrap();
+    let config = capi::repository(&capi, home.path(), IMAGE);
+    let sim = Vcsim::builder()
+        .clusters(ZONES as u32)
+        .hosts(1)
+        .pools(1)
+        .datastores(ZONES as u32)
+        .start()
+        .await;
+    let (user, password) = sim.credentials();
+    let mut init = vec!["init", "--config", &config];
+    init.extend(INIT_PROVIDERS);
+    let o = clusterctl(
+        &capi,
+        cp,
+        home.path(),
+        &init,
+        &[("VSPHERE_USERNAME", user), ("VSPHERE_PASSWORD", password)],
+    );
+    assert!(o.status.success(), "clusterctl init failed:\n{}", text(&o));
+    let admin = estate(&sim).await;
+    let ours = OurManager::start(cp, home.path(), user, password);
+    ours.wire_webhooks(cp);
+    let managers = vec![
+        CapiManager::start(
+            &capi,
+            cp,
+            home.path(),
+            "manager",
+            "capi-validating-webhook-configuration",
+            "capi-mutating-webhook-configuration",
+        ),
+        CapiManager::start(
+            &capi,
+            cp,
+            home.path(),
+            "kubeadm-bootstrap-manager",
+            "capi-kubeadm-bootstrap-validating-webhook-configuration",
+            "capi-kubeadm-bootstrap-mutating-webhook-configuration",
+        ),
+        CapiManager::start(
+            &capi,
+            cp,
+            home.path(),
+            "kubeadm-control-plane-manager",
+            "capi-kubeadm-control-plane-validating-webhook-configuration",
+            "capi-kubeadm-control-plane-mutating-webhook-configuration",
+        ),
+    ];
+    World {
+        cp,
+        capi,
+        home,
+        ours,
+        managers,
+        sim,
+        admin,
+    }
+}
+
+/// The zone (`zone-{i}`) a VM must be in: pool, folder, datastore, cluster and VM group.
+fn assert_in_zone(w_groups: &BTreeMap<(String, String), Vec<String>>, vm: &VmDetail, i: usize) {
+    assert_eq!(vm.pool, format!("DC0_C{i}_RP1"), "{vm:?}");
+    assert_eq!(vm.folder, format!("zone-{i}-vms"), "{vm:?}");
+    assert_eq!(vm.datastores, vec![format!("LocalDS_{i}")], "{vm:?}");
+    let group = &w_groups[&(format!("DC0_C{i}"), format!("vms-{i}"))];
+    assert!(
+        group.contains(&vm.moref),
+        "{} not in VM group vms-{i} of DC0_C{i}: {w_groups:?}",
+        vm.name
+    );
+    assert_eq!(vm.power_state, "poweredOn", "{vm:?}");
+}
+
+/// The guestinfo CAPV writes: the bootstrap data and metadata naming the VM, base64.
+fn assert_guestinfo(vm: &VmDetail, user_data: &str) {
+    let x = &vm.extra_config;
+    assert_eq!(
+        x.get("guestinfo.userdata.encoding").map(String::as_str),
+        Some("base64"),
+        "{x:?}"
+    );
+    assert_eq!(b64(&x["guestinfo.userdata"]), user_data, "{}", vm.name);
+    assert_eq!(
+        x.get("guestinfo.metadata.encoding").map(String::as_str),
+        Some("base64"),
+        "{x:?}"
+    );
+    let metadata: Value = serde_saphyr::from_str(&b64(&x["guestinfo.metadata"]))
+        .unwrap_or_else(|e| panic!("{}: guestinfo.metadata is not YAML: {e}", vm.name));
+    assert_eq!(metadata["instance-id"], vm.name.as_str(), "{metadata}");
+    assert_eq!(metadata["local-hostname"], vm.name.as_str(), "{metadata}");
+}
+
+/// Gives VM `name` a guest IP (see the module doc: vcsim's stand-in for VMware Tools).
+async fn set_guest_ip(w: &World, name: &str, ip: &str) {
+    let vm = w.vm(name).await.unwrap();
+    readback(&w.sim)
+        .set_extra_config(&vm.moref, "SET.guest.ipAddress", ip)
+        .await;
+}
+
+/// Machine `name` once CAPI has copied our providerID and set phase Provisioned: the
+/// providerID is `vsphere://<the VM's BIOS UUID>` and the address ours.
+async fn assert_provisioned(w: &World, ns: &str, name: &str, ip: &str) {
+    let vm = w.vm(name).await.unwrap();
+    let machine = w
+        .until(
+            &format!("Machine {name} Provisioned"),
+            Duration::from_secs(90),
+            async || {
+                let m = w.find("machine.cluster.x-k8s.io", name, ns).unwrap();
+                if m["status"]["phase"] == "Provisioned" && m["spec"]["providerID"].is_string() {
+                    Ok(m)
+                } else {
+                    Err(format!(
+                        "Machine {}; VSphereMachine {}",
+                        m["status"],
+                        w.find("vspheremachine", name, ns)
+                            .map(|v| v["status"].clone())
+                            .unwrap_or_default()
+                    ))
+                }
+            },
+        )
+        .await;
+    assert_eq!(
+        machine["spec"]["providerID"],
+        format!("vsphere://{}", vm.bios_uuid),
+        "CAPI copied our providerID"
+    );
+    let vsm = w.find("vspheremachine", name, ns).unwrap();
+    assert_eq!(vsm["spec"]["providerID"], machine["spec"]["providerID"]);
+    assert_eq!(vsm["status"]["ready"], true, "{vsm}");
+    let addresses = machine["status"]["addresses"].as_array().cloned();
+    assert!(
+        addresses
+            .unwrap_or_default()
+            .iter()
+            .any(|a| a["address"] == ip),
+        "Machine {name} addresses (copied by CAPI from ours) lack {ip}: {machine}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with_the_cluster() {
+    let Some(capi) = capi_bin_dir() else {
+        eprintln!(
+            "skipped: CAPI_BIN_DIR is not set (hack/test.sh sets it from hack/capi/build.sh)"
+        );
+        return;
+    };
+    let w = world(capi).await;
+    let cp = w.cp;
+    let ns = cp.namespace("capi-machines");
+    let server = w.sim.url().to_string();
+    let (user, password) = w.sim.credentials();
+
+    // Three zones, verified against vcsim (autoConfigure makes the VM groups and rules).
+    apply_retrying(
+        cp,
+        &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
+    );
+    w.until("three ready zones", Duration::from_secs(90), async || {
+        let zones = w.get(&["vspheredeploymentzone"]);
+        let ready = zones["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|z| z["status"]["ready"] == true)
+            .count();
+        if ready == ZONES {
+            Ok(())
+        } else {
+            Err(zones["items"].to_string())
+        }
+    })
+    .await;
+
+    // The Cluster, the machines: every object admitted by its owner's webhooks (ours, CAPI's,
+    // KCP's).
+    apply_retrying(cp, &list(cluster(&ns, &server, user, password)));
+    apply_retrying(cp, &list((0..ZONES).flat_map(|i| worker(&ns, i)).collect()));
+    let cluster = w
+        .until(
+            "CAPI to take our failure domains",
+            Duration::from_secs(120),
+            async || {
+                let c = w.find("cluster.cluster.x-k8s.io", "demo", &ns).unwrap();
+                if c["status"]["infrastructureReady"] == true
+                    && c["status"]["failureDomains"]
+                        .as_object()
+                        .is_some_and(|f| f.len() == ZONES)
+                {
+                    Ok(c)
+                } else {
+                    Err(c["status"].to_string())
+                }
+            },
+        )
+        .await;
+
+    // a. One Machine per zone. CAPI makes each Machine its VSphereMachine's owner; we clone
+    // the VM into the zone, join its VM group, power it on.
+    let groups = w
+        .until(
+            "three worker VMs powered on",
+            Duration::from_secs(180),
+            async || {
+                let vms = readback(&w.sim).vm_details().await;
+                let on = (0..ZONES)
+                    .filter(|i| {
+                        vms.iter().any(|v| {
+                            v.name == format!("worker-{i}") && v.power_state == "poweredOn"
+                        })
+                    })
+                    .count();
+                if on == ZONES {
+                    Ok(readback(&w.sim).vm_groups().await)
+                } else {
+                    let states: Vec<_> = w
+                        .items("vspheremachine", &ns)
+                        .iter()
+                        .map(|v| (v["metadata"]["name"].clone(), v["status"].clone()))
+                        .collect();
+                    Err(format!(
+                        "{on} of {ZONES} powered on; VSphereMachines {states:?}"
+                    ))
+                }
+            },
+        )
+        .await;
+    for i in 0..ZONES {
+        let name = format!("worker-{i}");
+        let vm = w.vm(&name).await.unwrap();
+        assert_in_zone(&groups, &vm, i);
+        assert_guestinfo(&vm, &user_data(&name));
+        let vsm = w.find("vspheremachine", &name, &ns).unwrap();
+        assert!(
+            vsm["metadata"]["finalizers"].as_array().is_some_and(|f| f
+                .iter()
+                .any(|f| f == "vspheremachine.infrastructure.cluster.x-k8s.io")),
+            "{vsm}"
+        );
+        assert!(
+            vsm["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|o| o
+                    .iter()
+                    .any(|o| o["kind"] == "Machine" && o["name"] == name.as_str())),
+            "CAPI made the Machine the owner: {vsm}"
+        );
+        let vm_object = w
+            .find("vspherevm", &name, &ns)
+            .unwrap_or_else(|| panic!("no VSphereVM {name}"));
+        assert!(
+            vm_object["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|o| o
+                    .iter()
+                    .any(|o| o["kind"] == "VSphereMachine" && o["name"] == name.as_str())),
+            "{vm_object}"
+        );
+        assert!(
+            vm_object["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| f
+                    .iter()
+                    .any(|f| f == "vspherevm.infrastructure.cluster.x-k8s.io")),
+            "{vm_object}"
+        );
+        // No IP yet, so not ready: CAPI leaves the Machine Provisioning.
+        let m = w.find("machine.cluster.x-k8s.io", &name, &ns).unwrap();
+        assert_ne!(m["status"]["phase"], "Provisioned", "{m}");
+    }
+    for i in 0..ZONES {
+        set_guest_ip(&w, &format!("worker-{i}"), &format!("10.1.0.{}", 10 + i)).await;
+    }
+    // The flow stops at Provisioned: no kubelet ever joins, so there is no nodeRef and never
+    // Running.
+    for i in 0..ZONES {
+        assert_provisioned(
+            &w,
+            &ns,
+            &format!("worker-{i}"),
+            &format!("10.1.0.{}", 10 + i),
+        )
+        .await;
+    }
+
+    // b. KubeadmControlPlane: its first (and, without a Node, only) Machine gets a control-plane
+    // failure domain from those CAPI copied from us, CABPK writes its bootstrap data, and its
+    // VM lands in that zone with that data.
+    let cp_machine = w
+        .until(
+            "KCP's Machine with bootstrap data",
+            Duration::from_secs(120),
+            async || {
+                let machines = w.get(&[
+                    "machine.cluster.x-k8s.io",
+                    "-n",
+                    &ns,
+                    "-l",
+                    "cluster.x-k8s.io/control-plane",
+                ]);
+                match machines["items"].as_array().map(Vec::as_slice) {
+                    Some([m]) if m["spec"]["bootstrap"]["dataSecretName"].is_string() => {
+                        Ok(m.clone())
+                    }
+                    _ => Err(format!(
+                        "Machines {}; KCP {}",
+                        machines["items"],
+                        w.find("kubeadmcontrolplane", "demo", &ns)
+                            .map(|k| k["status"].clone())
+                            .unwrap_or_default()
+                    )),
+                }
+            },
+        )
+        .await;
+    let cp_name = cp_machine["metadata"]["name"].as_str().unwrap().to_string();
+    let fd = cp_machine["spec"]["failureDomain"]
+        .as_str()
+        .unwrap_or_else(|| panic!("KCP placed its Machine in no failure domain: {cp_machine}"))
+        .to_string();
+    assert_eq!(
+        cluster["status"]["failureDomains"][&fd]["controlPlane"], true,
+        "{fd}: {cluster}"
+    );
+    let zone_index: usize = fd
+        .strip_prefix("zone-")
+        .and_then(|i| i.parse().ok())
+        .unwrap_or_else(|| panic!("{fd} is not one of our zones"));
+    let vm = w
+        .until(
+            &format!("the VM of {cp_name}"),
+            Duration::from_secs(120),
+            async || match w.vm(&cp_name).await {
+                Some(vm) if vm.power_state == "poweredOn" => Ok(vm),
+                other => Err(format!(
+                    "{other:?}; VSphereMachines {:?}",
+                    w.items("vspheremachine", &ns)
+                        .iter()
+                        .map(|v| v["status"].clone())
+                        .collect::<Vec<_>>()
+                )),
+            },
+        )
+        .await;
+    let groups = readback(&w.sim).vm_groups().await;
+    assert_in_zone(&groups, &vm, zone_index);
+    let secret = w.get(&[
+        "secret",
+        cp_machine["spec"]["bootstrap"]["dataSecretName"]
+            .as_str()
+            .unwrap(),
+        "-n",
+        &ns,
+    ]);
+    let kubeadm_data = b64(secret["data"]["value"].as_str().unwrap());
+    assert!(
+        kubeadm_data.contains("kubeadm init"),
+        "CABPK's init data: {kubeadm_data}"
+    );
+    assert_guestinfo(&vm, &kubeadm_data);
+    set_guest_ip(&w, &cp_name, "10.1.0.100").await;
+    assert_provisioned(&w, &ns, &cp_name, "10.1.0.100").await;
+    assert_eq!(
+        w.get(&[
+            "machine.cluster.x-k8s.io",
+            "-n",
+            &ns,
+            "-l",
+            "cluster.x-k8s.io/control-plane"
+        ])["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "KCP stops at one Machine: its preflight checks want that Machine's Node"
+    );
+
+    // c. Deleting the Cluster: CAPI deletes the Machines and KCP, each Machine its
+    // VSphereMachine; we power off and destroy every VM, delete the VSphereVMs and release
+    // every finalizer, and CAPI lets the Cluster go.
+    let names: Vec<String> = (0..ZONES)
+        .map(|i| format!("worker-{i}"))
+        .chain([cp_name.clone()])
+        .collect();
+    cp.kubectl(
+        ADMIN,
+        &[
+            "delete",
+            "cluster.cluster.x-k8s.io",
+            "demo",
+            "-n",
+            &ns,
+            "--wait=false",
+        ],
+    )
+    .ok();
+    w.until(
+        "the Cluster gone",
+        Duration::from_secs(180),
+        async || match w.find("cluster.cluster.x-k8s.io", "demo", &ns) {
+            None => Ok(()),
+            Some(c) => Err(format!(
+                "Cluster {}; Machines {}",
+                c["status"],
+                w.get(&["machine.cluster.x-k8s.io", "-n", &ns])["items"]
+            )),
+        },
+    )
+    .await;
+    let left: Vec<String> = readback(&w.sim)
+        .vm_details()
+        .await
+        .into_iter()
+        .map(|v| v.name)
+        .filter(|n| names.contains(n))
+        .collect();
+    assert!(left.is_empty(), "VMs left in vCenter: {left:?}");
+    for kind in ["vspheremachine", "vspherevm", "machine.cluster.x-k8s.io"] {
+        let items = w.items(kind, &ns);
+        assert!(items.is_empty(), "{kind} left: {items:?}");
+    }
+
+    capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_its_zone(&w).await;
+
+    let mut ours = w.ours;
+    assert_eq!(ours.terminate(), Some(0), "{}", ours.log());
+    let log = ours.log();
+    assert!(!log.contains(password), "the manager logged the password");
+    for refusal in ["forbidden", "Forbidden"] {
+        assert!(
+            !log.contains(refusal),
+            "the installed RBAC refused a call:\n{log}"
+        );
+    }
+    drop(w.managers);
+}
+
+/// CAPV's own cluster template (templates/cluster-template.yaml of CAPV v1.13.1, the CAPV minor
+/// paired with CAPI v1.10) with the failure domain of CAPV's e2e flavor `ownerrefs-finalizers`
+/// (its failure-domains.yaml and its VSphereCluster `failureDomainSelector: {}` patch), all
+/// three files unchanged: `clusterctl generate` substitutes their variables with vcsim's values
+/// and kustomize applies the patch as upstream's kustomization does.
+///
+/// What cannot work against vcsim, and why:
+/// * Nothing boots: the KubeadmControlPlane's one Machine stops at Provisioned (after the
+///   test's guest IP), the kube-vip static pod and the ClusterResourceSet (CPI, CSI) never reach
+///   a workload cluster, and the MachineDeployment's worker waits for its bootstrap data (CABPK
+///   holds joins until the control plane is initialized), so no worker VM is cloned.
+/// * The tags: CAPV's failure-domains.yaml has `autoConfigure` commented out, so, as CAPV's e2e
+///   setup does with govc, the test creates the region tag (category k8s-region, named after the
+///   datacenter) and zone tag (k8s-zone, named after the compute cluster) first.
+/// * `${VSPHERE_STORAGE_POLICY}` is empty (the e2e base kustomization removes the field;
+///   vcsim's only policy would place nothing differently), `${VSPHERE_TLS_THUMBPRINT}` is empty
+///   (vcsim serves plain HTTP here), and `linkedClone` falls back to a full clone as CAPV does
+///   when the template has no snapshot.
+async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_its_zone(w: &World) {
+    let cp = w.cp;
+    // Only CAPV's zone in play: the selector `{}` takes every zone of the server.
+    for i in 0..ZONES {
+        cp.kubectl(
+            ADMIN,
+            &[
+                "delete",
+                "vspheredeploymentzone",
+                &format!("zone-{i}"),
+                "--wait=true",
+                "--timeout=60s",
+            ],
+        )
+        .ok();
+        cp.kubectl(
+            ADMIN,
+            &[
+                "delete",
+                "vspherefailuredomain",
+                &format!("zone-{i}"),
+                "--wait=true",
+                "--timeout=60s",
+            ],
+        )
+        .ok();
+    }
+    tag(&w.admin, "k8s-region", "DC0", "/DC0").await;
+    tag(&w.admin, "k8s-zone", "DC0_C1", "/DC0/host/DC0_C1").await;
+
+    let ns = cp.namespace("capv-template");
+    let (user, password) = w.sim.credentials();
+    let server = w.sim.url().to_string();
+    let vars: Vec<(&str, &str)> = vec![
+        ("NAMESPACE", &ns),
+        ("CLUSTER_NAME", "capv"),
+        ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.20"),
+        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
+        ("VSPHERE_SERVER", &server),
+        ("VSPHERE_TLS_THUMBPRINT", ""),
+        ("VSPHERE_USERNAME", user),
+        ("VSPHERE_PASSWORD", password),
+        ("VSPHERE_DATACENTER", "DC0"),
+        ("VSPHERE_COMPUTE_CLUSTER", "DC0_C1"),
+        ("VSPHERE_RESOURCE_POOL", "DC0_C1_RP1"),
+        ("VSPHERE_DATASTORE", "LocalDS_1"),
+        ("VSPHERE_FOLDER", "zone-1-vms"),
+        ("VSPHERE_NETWORK", "VM Network"),
+        ("VSPHERE_TEMPLATE", TEMPLATE),
+        ("VSPHERE_STORAGE_POLICY", ""),
+        (
+            "VSPHERE_SSH_AUTHORIZED_KEY",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
+        ),
+    ];
+    let fixtures = realapi::repo().join("tests/fixtures");
+    let dir = w.home.path().join("capv-template");
+    std::fs::create_dir_all(&dir).unwrap();
+    let generate = |args: &[&str], out: &str| {
+        let o = clusterctl(&w.capi, cp, w.home.path(), args, &vars);
+        assert!(o.status.success(), "clusterctl {args:?}:\n{}", text(&o));
+        std::fs::write(dir.join(out), &o.stdout).unwrap();
+    };
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    generate(
+        &[
+            "generate",
+            "cluster",
+            "capv",
+            "--from",
+            &path(&fixtures.join("capv/cluster-template.yaml")),
+            "--target-namespace",
+            &ns,
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--control-plane-machine-count",
+            "1",
+            "--worker-machine-count",
+            "1",
+        ],
+        "cluster-template.yaml",
+    );
+    generate(
+        &[
+            "generate",
+            "yaml",
+            "--from",
+            &path(&fixtures.join("capv-e2e-failure-domains.v1beta1.yaml")),
+        ],
+        "failure-domains.yaml",
+    );
+    generate(
+        &[
+            "generate",
+            "yaml",
+            "--from",
+            &path(&fixtures.join("capv/vspherecluster-failuredomainselector.yaml")),
+        ],
+        "vspherecluster-failuredomainselector.yaml",
+    );
+    // As upstream's ownerrefs-finalizers kustomization, without its identity patches.
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cluster-template.yaml\n  - failure-domains.yaml\npatchesStrategicMerge:\n  - vspherecluster-failuredomainselector.yaml\n",
+    )
+    .unwrap();
+    let rendered = cp
+        .kubectl(ADMIN, &["kustomize", dir.to_str().unwrap()])
+        .ok()
+        .stdout;
+    apply_retrying(cp, &rendered);
+
+    let machine = w
+        .until(
+            "the CAPV template's control-plane Machine with its VM",
+            Duration::from_secs(180),
+            async || {
+                let machines = w.get(&[
+                    "machine.cluster.x-k8s.io",
+                    "-n",
+                    &ns,
+                    "-l",
+                    "cluster.x-k8s.io/control-plane",
+                ]);
+                let Some([m]) = machines["items"].as_array().map(Vec::as_slice) else {
+                    return Err(format!(
+                        "Machines {}; Cluster {}",
+                        machines["items"],
+                        w.find("cluster.cluster.x-k8s.io", "capv", &ns)
+                            .map(|c| c["status"].clone())
+                            .unwrap_or_default()
+                    ));
+                };
+                let name = m["metadata"]["name"].as_str().unwrap();
+                match w.vm(name).await {
+                    Some(vm) if vm.power_state == "poweredOn" => Ok((m.clone(), vm)),
+                    other => Err(format!(
+                        "{other:?}; VSphereMachine {}",
+                        w.find("vspheremachine", name, &ns)
+                            .map(|v| v["status"].clone())
+                            .unwrap_or_default()
+                    )),
+                }
+            },
+        )
+        .await;
+    let (m, vm) = machine;
+    assert_eq!(m["spec"]["failureDomain"], "ownerrefs-finalizers", "{m}");
+    assert_eq!(vm.pool, "DC0_C1_RP1", "{vm:?}");
+    assert_eq!(vm.folder, "zone-1-vms", "{vm:?}");
+    let cp_name = vm.name.clone();
+    set_guest_ip(w, &cp_name, "10.2.0.10").await;
+    assert_provisioned(w, &ns, &cp_name, "10.2.0.10").await;
+
+    // The worker: CABPK holds its join (no initialized control plane), so it waits for
+    // bootstrap data and nothing is cloned for it.
+    let workers = w.get(&[
+        "machine.cluster.x-k8s.io",
+        "-n",
+        &ns,
+        "-l",
+        "!cluster.x-k8s.io/control-plane",
+    ]);
+    let workers = workers["items"].as_array().unwrap();
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert!(
+        workers[0]["spec"]["bootstrap"]["dataSecretName"].is_null(),
+        "{}",
+        workers[0]
+    );
+    let worker = workers[0]["metadata"]["name"].as_str().unwrap();
+    assert!(w.vm(worker).await.is_none());
+
+    cp.kubectl(
+        ADMIN,
+        &[
+            "delete",
+            "cluster.cluster.x-k8s.io",
+            "capv",
+            "-n",
+            &ns,
+            "--wait=false",
+        ],
+    )
+    .ok();
+    w.until(
+        "the CAPV template's Cluster gone",
+        Duration::from_secs(180),
+        async || match w.find("cluster.cluster.x-k8s.io", "capv", &ns) {
+            None => Ok(()),
+            Some(c) => Err(c["status"].to_string()),
+        },
+    )
+    .await;
+    assert!(w.vm(&cp_name).await.is_none(), "{cp_name} left in vCenter");
+}
+
+/// Tag `name` of category `category` (created if missing) attached to the object at `path`.
+async fn tag(c: &Client, category: &str, name: &str, path: &str) {
+    let mut existing = None;
+    for id in c.list_categories().await.unwrap() {
+        if c.get_category(&id).await.unwrap().name == category {
+            existing = Some(id);
+        }
+    }
+    let cat = match existing {
+        Some(id) => id,
+        None => c
+            .create_category(&CategorySpec {
+                name: category.into(),
+                description: String::new(),
+                cardinality: "MULTIPLE".into(),
+                associable_types: vec!["Datacenter".into(), "ClusterComputeResource".into()],
+            })
+            .await
+            .unwrap(),
+    };
+    let tag_id = c.create_tag(name, &cat, "").await.unwrap();
+    let inv = c.inventory().await.unwrap();
+    c.attach_tag(&tag_id, &inv.at_path(path).unwrap().moref)
+        .await
+        .unwrap();
+}
