@@ -48,7 +48,8 @@ pub fn capi_bin_dir() -> Option<PathBuf> {
     Some(dir)
 }
 
-/// clusterctl with the admin kubeconfig, no network (no version check), its state under `home`.
+/// clusterctl with the admin kubeconfig (except for `generate yaml`, which has no such flag), no
+/// network (no version check), its state under `home`.
 pub fn clusterctl(
     capi: &Path,
     cp: &ControlPlane,
@@ -57,11 +58,12 @@ pub fn clusterctl(
     env: &[(&str, &str)],
 ) -> Output {
     let mut cmd = Command::new(capi.join("clusterctl"));
-    cmd.args(args)
-        .arg("--kubeconfig")
-        .arg(&cp.admin_kubeconfig)
-        // No network: never ask GitHub for a newer clusterctl; state and overrides under `home`.
-        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+    cmd.args(args);
+    if !args.starts_with(&["generate", "yaml"]) {
+        cmd.arg("--kubeconfig").arg(&cp.admin_kubeconfig);
+    }
+    // No network: never ask GitHub for a newer clusterctl; state and overrides under `home`.
+    cmd.env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("HOME", home)
         .env_remove("KUBECONFIG")
