@@ -331,6 +331,8 @@ async fn a_publication_on_an_unloaded_zone_cache_changes_nothing() {
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
         health_checks: Cache::from_objects([]),
+        vsphere_machines: Cache::from_objects([]),
+        vsphere_vms: Cache::from_objects([]),
     };
     let action = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await
@@ -359,6 +361,8 @@ async fn an_undecodable_published_zone_is_not_unpublished() {
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
         health_checks: Cache::from_objects([]),
+        vsphere_machines: Cache::from_objects([]),
+        vsphere_vms: Cache::from_objects([]),
     };
     let err = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await

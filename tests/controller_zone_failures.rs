@@ -39,6 +39,8 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         nodes: Cache::from_objects([]),
         machine_sets: Cache::from_objects([]),
         health_checks: Cache::from_objects([]),
+        vsphere_machines: Cache::from_objects([]),
+        vsphere_vms: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

@@ -576,6 +576,13 @@ pub struct VSphereVMStatus {
     /// v1beta2 groups the fields of the v1beta2 status.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub v1beta2: Option<V1Beta2Status>,
+    /// vsphere-provider's own (not in CAPV's schema): what the machine actuator it shares with
+    /// OpenShift Machines keeps between passes (the task in flight, the adopted VM's instance
+    /// UUID, the phase and conditions), in the shape of an OpenShift Machine's status. The
+    /// fields above are derived from it for CAPV's readers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_object")]
+    pub actuator_state: Option<serde_json::Value>,
 }
 
 impl VirtualMachineCloneSpec {

@@ -25,6 +25,7 @@ use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlane
 use crate::api::ipam::{CLAIM_API_VERSION, CLAIM_FINALIZER, CLAIM_KIND, IpAddressClaim};
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
+use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
 use crate::reconcile::kube_ops::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
@@ -146,7 +147,7 @@ pub fn merge_diff(before: &Value, after: &Value) -> Value {
 }
 
 /// `{"status": …}`: the merge patch from one status to the other (see [`merge_diff`]).
-fn status_patch(before: &impl serde::Serialize, after: &impl serde::Serialize) -> Value {
+pub(crate) fn status_patch(before: &impl serde::Serialize, after: &impl serde::Serialize) -> Value {
     let b = serde_json::to_value(before).unwrap_or(Value::Null);
     let a = serde_json::to_value(after).unwrap_or(Value::Null);
     json!({ "status": merge_diff(&b, &a) })
@@ -194,43 +195,85 @@ pub fn dynamic_api(
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-impl KubeOps for ApiServer {
-    async fn update_machine(&self, before: &Machine, after: &Machine) -> Result<(), KubeError> {
-        let ns = before.metadata.namespace.clone().unwrap_or_default();
-        let name = before.metadata.name.clone().unwrap_or_default();
-        let api: Api<Machine> = Api::namespaced(self.client.clone(), &ns);
+impl ApiServer {
+    /// Write an object the machine actuator changed: metadata (and spec) first, guarded by the
+    /// resourceVersion the decision was made on (a status write first would move it), then the
+    /// status. A released last finalizer deletes the object, and the status of a deleted
+    /// object no longer matters.
+    pub(crate) async fn write_object<K>(
+        &self,
+        after: &kube::api::ObjectMeta,
+        metadata: Option<Value>,
+        status: Option<Value>,
+    ) -> Result<(), KubeError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let ns = after.namespace.clone().unwrap_or_default();
+        let name = after.name.clone().unwrap_or_default();
+        let kind = K::kind(&());
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let pp = PatchParams::default();
-        // Metadata first, guarded by the resourceVersion the decision was made on (a status
-        // write first would move it); a released last finalizer deletes the object, and the
-        // status of a deleted object no longer matters.
-        if let Some(patch) = metadata_patch(before, after) {
-            let action = || format!("patch Machine {ns}/{name}");
+        let deleting = after.deletion_timestamp.is_some();
+        if let Some(patch) = metadata {
+            let action = || format!("patch {kind} {ns}/{name}");
             match self
                 .call(action, api.patch(&name, &pp, &Patch::Merge(&patch)))
                 .await?
             {
                 Ok(_) => {}
-                Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {
-                    return Ok(());
-                }
+                Err(e) if not_found(&e) && deleting => return Ok(()),
                 Err(e) => return Err(KubeError::from_client(action(), &e)),
             }
         }
-        let released = after.metadata.deletion_timestamp.is_some()
-            && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
-        if before.status != after.status && !released {
-            let patch = status_patch(&before.status, &after.status);
-            let action = || format!("patch status of Machine {ns}/{name}");
+        let released = deleting && after.finalizers.as_ref().is_none_or(Vec::is_empty);
+        if let Some(patch) = status.filter(|_| !released) {
+            let action = || format!("patch status of {kind} {ns}/{name}");
             match self
                 .call(action, api.patch_status(&name, &pp, &Patch::Merge(&patch)))
                 .await?
             {
                 Ok(_) => {}
-                Err(e) if not_found(&e) && after.metadata.deletion_timestamp.is_some() => {}
+                Err(e) if not_found(&e) && deleting => {}
                 Err(e) => return Err(KubeError::from_client(action(), &e)),
             }
         }
         Ok(())
+    }
+}
+
+impl KubeOps for ApiServer {
+    async fn update_machine(&self, before: &Machine, after: &Machine) -> Result<(), KubeError> {
+        let status =
+            (before.status != after.status).then(|| status_patch(&before.status, &after.status));
+        self.write_object::<Machine>(&after.metadata, metadata_patch(before, after), status)
+            .await
+    }
+
+    async fn update_vsphere_vm(
+        &self,
+        before: &VSphereVM,
+        after: &VSphereVM,
+    ) -> Result<(), KubeError> {
+        let (b, a) = (&before.metadata, &after.metadata);
+        let mut meta = None;
+        if b.finalizers != a.finalizers || before.spec.bios_uuid != after.spec.bios_uuid {
+            let mut p = json!({ "metadata": {
+                "resourceVersion": b.resource_version,
+                "finalizers": a.finalizers.clone().unwrap_or_default(),
+            }});
+            if before.spec.bios_uuid != after.spec.bios_uuid {
+                p["spec"] = json!({ "biosUUID": after.spec.bios_uuid });
+            }
+            meta = Some(p);
+        }
+        let status =
+            (before.status != after.status).then(|| status_patch(&before.status, &after.status));
+        self.write_object::<VSphereVM>(&after.metadata, meta, status)
+            .await
     }
 
     async fn create_machine(&self, m: &Machine) -> Result<Machine, KubeError> {

@@ -5,6 +5,10 @@
 //! * [`zone`] — VSphereDeploymentZone (also woken by VSphereFailureDomain changes): verify and
 //!   autoConfigure in vCenter, status, the failure domain's owner reference, deletion.
 //! * [`cluster`] — VSphereCluster (woken by zone changes): publish ready zones as failure domains.
+//! * [`machine`] — OpenShift Machines, and Cluster API VSphereVMs through their stand-ins: one
+//!   sweep per vCenter for both kinds.
+//! * [`capi_machine`] — VSphereMachine (woken by its VSphereVM): resolve into a VSphereVM,
+//!   report the VM to Cluster API.
 //! * [`leader`] — leader election on a `coordination.k8s.io/v1` Lease.
 //! * [`admin`] — `/metrics`, `/healthz`, `/readyz`.
 //! * [`startup`] — before the controllers: the API server answers and serves every watched
@@ -26,6 +30,7 @@ pub mod admin;
 pub mod api_server;
 pub mod backoff;
 pub mod cache;
+pub mod capi_machine;
 pub mod cluster;
 pub mod context;
 pub mod cpms;

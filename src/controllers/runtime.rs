@@ -12,11 +12,15 @@ use kube::runtime::controller::Controller;
 use super::cache::Cache;
 use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
-use super::{Context, Health, Shared, Shutdown, cluster, cpms, entry, leader, machine, mhc, zone};
+use super::{
+    Context, Health, Shared, Shutdown, capi_machine, cluster, cpms, entry, leader, machine, mhc,
+    zone,
+};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
+use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// After shutdown, how long in-flight reconciles get to finish before they are aborted: within
@@ -95,6 +99,9 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (set_store, [set_trigger]) =
         watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
     let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, None, &mut tasks);
+    let (vsm_store, [vsm_trigger]) = watch_kind::<VSphereMachine, 1>(&client, None, &mut tasks);
+    let (vm_store, [vm_trigger, vm_to_machines]) =
+        watch_kind::<VSphereVM, 2>(&client, None, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
@@ -104,6 +111,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         nodes: Cache::over(node_store),
         machine_sets: Cache::over(set_store.clone()),
         health_checks: Cache::over(check_store.clone()),
+        vsphere_machines: Cache::over(vsm_store.clone()),
+        vsphere_vms: Cache::over(vm_store.clone()),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
@@ -192,6 +201,35 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     );
 
     // A set is woken by its own changes and by those of the machines it owns.
+    let vm_controller = entry::run(
+        machine::VM_CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(vm_trigger, vm_store.clone()),
+            vm_store,
+        ),
+        machine::reconcile_vsphere_vm,
+        machine::vsphere_vm_error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
+
+    // A VSphereVM's status (written by the sweep) is what its VSphereMachine reports: every
+    // change of it wakes the owner.
+    let vsm_controller = entry::run(
+        capi_machine::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(vsm_trigger, vsm_store.clone()),
+            vsm_store,
+        )
+        .watches_shared_stream(vm_to_machines, |vm: Arc<DeserializeGuard<VSphereVM>>| {
+            capi_machine::owner_of(&vm)
+        }),
+        capi_machine::reconcile,
+        capi_machine::error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
+
     let set_controller = entry::run(
         cpms::CONTROLLER,
         Controller::for_shared_stream(
@@ -246,6 +284,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
             zone_controller,
             cluster_controller,
             machine_controller,
+            vm_controller,
+            vsm_controller,
             set_controller,
             check_controller
         );

@@ -8,6 +8,7 @@ use kube::Resource;
 use super::cache::Cache;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
+use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
 
 /// The caches the reconcilers read.
@@ -20,6 +21,9 @@ pub struct Stores {
     pub nodes: Cache<Node>,
     pub machine_sets: Cache<ControlPlaneMachineSet>,
     pub health_checks: Cache<MachineHealthCheck>,
+    /// Cluster API machines (ours: their CRDs are installed with the zones').
+    pub vsphere_machines: Cache<VSphereMachine>,
+    pub vsphere_vms: Cache<VSphereVM>,
 }
 
 fn by_name<K: Resource>(objects: Vec<K>) -> std::collections::BTreeMap<String, K> {
@@ -58,7 +62,7 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 7] {
+    pub fn each(&self) -> [&dyn Loading; 9] {
         [
             &self.zones,
             &self.failure_domains,
@@ -67,6 +71,8 @@ impl Stores {
             &self.nodes,
             &self.machine_sets,
             &self.health_checks,
+            &self.vsphere_machines,
+            &self.vsphere_vms,
         ]
     }
 

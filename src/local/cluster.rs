@@ -12,6 +12,8 @@ use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlane
 use crate::api::ipam::IpAddressClaim;
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::capi_machine::actuated::vm_key;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
 use crate::reconcile::kube_ops::{EventRecord, Eviction, KubeError, KubeErrorKind, KubeOps};
@@ -99,6 +101,31 @@ impl KubeOps for LocalCluster {
                 s.machines.remove(&k);
             } else {
                 s.machines.insert(k.clone(), after.clone());
+            }
+            Ok(())
+        })
+    }
+
+    async fn update_vsphere_vm(
+        &self,
+        before: &VSphereVM,
+        after: &VSphereVM,
+    ) -> Result<(), KubeError> {
+        let k = vm_key(before);
+        self.with(|s| {
+            let stored = s
+                .vsphere_vms
+                .get(&k)
+                .ok_or_else(|| missing("VSphereVM", &k))?;
+            if stored.metadata.uid != before.metadata.uid {
+                return Err(missing("VSphereVM", &k));
+            }
+            let released = after.metadata.deletion_timestamp.is_some()
+                && after.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
+            if released {
+                s.vsphere_vms.remove(&k);
+            } else {
+                s.vsphere_vms.insert(k.clone(), after.clone());
             }
             Ok(())
         })

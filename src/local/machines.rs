@@ -199,6 +199,7 @@ pub async fn run_machines(
             let input = SweepInput {
                 machines,
                 all_machines: &all,
+                vsphere_vms: &BTreeMap::new(),
                 zones: &snapshot.zones,
                 failure_domains: &snapshot.failure_domains,
                 nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::ipam::{InClusterIpPool, IpAddress, IpAddressClaim};
 use crate::api::manifest::{LoadedObject, Object, load_paths};
+use crate::api::vsphere_machine::VSphereVM;
 use crate::api::{
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
     VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
@@ -60,6 +61,8 @@ pub struct Store {
     /// IP addresses local mode allocated for the claims, by `namespace/name` (kept in the
     /// state file, so an address stays its claim's across runs).
     pub ip_addresses: BTreeMap<String, IpAddress>,
+    /// Cluster API VSphereVMs by `namespace/name`.
+    pub vsphere_vms: BTreeMap<String, VSphereVM>,
     /// Every event so far (the state file keeps the newest [`EVENTS_KEPT`]).
     pub events: Vec<Event>,
     /// How many of `events` were there before this run.

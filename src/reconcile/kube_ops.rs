@@ -10,6 +10,7 @@ use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlane
 use crate::api::ipam::IpAddressClaim;
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
+use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
 
@@ -151,6 +152,15 @@ pub trait KubeOps {
         &self,
         before: &Machine,
         after: &Machine,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+
+    /// Write what changed between `before` and `after` of a VSphereVM: its finalizers,
+    /// `spec.biosUUID` and status. A deleting VSphereVM whose last finalizer is released is gone
+    /// afterwards.
+    fn update_vsphere_vm(
+        &self,
+        before: &VSphereVM,
+        after: &VSphereVM,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
 
     /// Create a Machine (the control plane machine set's replacements).

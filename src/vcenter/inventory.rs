@@ -27,6 +27,7 @@ const TRAVERSAL: &str = concat!(
 const VM_PATHS: &[&str] = &[
     // One key of extraConfig, not the whole map (it holds the Ignition payload).
     r#"config.extraConfig["vsphere-provider.machine"]"#,
+    r#"config.extraConfig["vsphere-provider.guest-metadata"]"#,
     "config.instanceUuid",
     "config.uuid",
     "config.template",
@@ -38,6 +39,8 @@ const VM_PATHS: &[&str] = &[
 
 /// The keyed read of `model::inventory::MACHINE_IDENTITY_KEY` (the first of [`VM_PATHS`]).
 const IDENTITY_PATH: &str = r#"config.extraConfig["vsphere-provider.machine"]"#;
+/// The keyed read of `model::inventory::GUEST_METADATA_KEY`.
+const GUEST_METADATA_PATH: &str = r#"config.extraConfig["vsphere-provider.guest-metadata"]"#;
 
 impl Client {
     /// The whole inventory in one read (plus continuation pages on real vCenter), with the VM
@@ -92,6 +95,9 @@ fn record(c: &ObjectContent) -> Result<Record, Malformed> {
             resource_pool: c.moref_prop("resourcePool")?,
             ip_address: c.string_prop("guest.ipAddress", &[])?.map(str::to_string),
             machine: c.option_value_prop(IDENTITY_PATH)?.map(str::to_string),
+            guest_metadata: c
+                .option_value_prop(GUEST_METADATA_PATH)?
+                .map(str::to_string),
         })
     } else {
         None

@@ -198,6 +198,32 @@ pub fn parse_nics(devices: &Node) -> Result<Vec<(String, i32)>, Malformed> {
         .collect()
 }
 
+/// The MACs of the network cards among `devices`, in device order (cards without one yet
+/// are skipped).
+pub fn parse_macs(devices: &Node) -> Vec<String> {
+    devices
+        .children
+        .iter()
+        .filter_map(|d| d.child("macAddress"))
+        .map(|m| m.text.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// `ReconfigVM_Task` setting these extraConfig keys (values typed `xsd:string`).
+pub fn extra_config_body(vm: &MoRef, keys: &[(String, String)]) -> String {
+    let mut x = Xml::request("ReconfigVM_Task", vm);
+    x.open("spec");
+    for (k, v) in keys {
+        x.open("extraConfig");
+        x.text("key", k);
+        x.typed_text("value", "xsd:string", v);
+        x.close("extraConfig");
+    }
+    x.close("spec");
+    x.finish("ReconfigVM_Task")
+}
+
 fn write_nic(x: &mut Xml, change: &NicChange, new_key: i32) {
     x.open("deviceChange");
     match change {
@@ -426,6 +452,34 @@ impl Client {
 
     pub async fn clone_vm(&self, source: &MoRef, spec: &CloneSpec) -> Result<TaskRef> {
         self.start_task("CloneVM_Task", &clone_body(source, spec))
+            .await
+    }
+
+    /// The MAC addresses of several VMs' network cards, in device order, in one read whatever
+    /// their number (what a guest's network config matches its interfaces by).
+    pub async fn vm_macs(
+        &self,
+        vms: &[MoRef],
+    ) -> Result<std::collections::BTreeMap<MoRef, Vec<String>>> {
+        let contents = self
+            .retrieve_objects(vms, "VirtualMachine", &["config.hardware.device"])
+            .await?;
+        Ok(contents
+            .into_iter()
+            .map(|c| {
+                let macs = c
+                    .props
+                    .get("config.hardware.device")
+                    .map(parse_macs)
+                    .unwrap_or_default();
+                (c.obj, macs)
+            })
+            .collect())
+    }
+
+    /// Set extraConfig keys on a VM (`ReconfigVM_Task`).
+    pub async fn set_extra_config(&self, vm: &MoRef, keys: &[(String, String)]) -> Result<TaskRef> {
+        self.start_task("ReconfigVM_Task", &extra_config_body(vm, keys))
             .await
     }
 

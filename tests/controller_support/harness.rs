@@ -240,6 +240,8 @@ pub fn context_with(
             nodes: Cache::from_objects([]),
             machine_sets: Cache::from_objects([]),
             health_checks: Cache::from_objects([]),
+            vsphere_machines: Cache::from_objects([]),
+            vsphere_vms: Cache::from_objects([]),
         },
     )
 }

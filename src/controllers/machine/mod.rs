@@ -25,6 +25,8 @@ use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::capi_machine::actuated::{machine_for, vm_key};
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
 use crate::plan::machine::ipam::wanted_claims;
@@ -153,8 +155,8 @@ async fn list_typed<T: serde::de::DeserializeOwned>(
     list.items.into_iter().map(|o| typed(o, kind, ns)).collect()
 }
 
-/// A listed object as our type (a shape we cannot read is the IPAM provider's error to report).
-fn typed<T: serde::de::DeserializeOwned>(
+/// A read object as our type (a shape we cannot read is its provider's error to report).
+pub(super) fn typed<T: serde::de::DeserializeOwned>(
     o: kube::api::DynamicObject,
     kind: &str,
     ns: &str,
@@ -235,6 +237,35 @@ fn backoff_key(machine: &Machine) -> String {
     format!("{CONTROLLER}/{}", key(machine))
 }
 
+/// The VSphereVM controller's name in metrics and logs.
+pub const VM_CONTROLLER: &str = "vspherevm";
+
+/// A Cluster API machine's VSphereVM: decided by the same per-server sweep, through its
+/// stand-in Machine ([`machine_for`]), under the same gate as the server's OpenShift Machines.
+pub async fn reconcile_vsphere_vm(vm: Arc<VSphereVM>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.stores.all_synced() {
+        return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
+    }
+    let started = Instant::now();
+    let standin = machine_for(&vm);
+    let k = key(&standin);
+    let result = decide(&standin, &k, &ctx)
+        .await
+        .and_then(|r| verdict(&k, r));
+    ctx.measure(VM_CONTROLLER, started, &result);
+    ctx.settle(&format!("{VM_CONTROLLER}/{}", vm_key(&vm)), &result);
+    result
+}
+
+/// Failures were recorded on the VSphereVM (conditions, events); Kubernetes errors back off.
+pub fn vsphere_vm_error_policy(vm: Arc<VSphereVM>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx
+        .backoff
+        .next(&format!("{VM_CONTROLLER}/{}", vm_key(&vm)));
+    tracing::warn!(error = %error, ?delay, "VSphereVM reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
 /// Machine key → its fingerprint when the sweep read it.
 type Fingerprints = BTreeMap<String, u64>;
 
@@ -245,11 +276,19 @@ async fn sweep_server(
     zones: &BTreeMap<String, crate::api::VSphereDeploymentZone>,
 ) -> Result<(SweepOutcome, Fingerprints), Error> {
     let all: Vec<Machine> = ctx.stores.machines.valid();
+    // Cluster API machines join as their VSphereVMs' stand-ins: one bulk read for both kinds.
+    let mut vsphere_vms = BTreeMap::new();
+    let standins = ctx.stores.vsphere_vms.valid().into_iter().map(|vm| {
+        let m = machine_for(&vm);
+        vsphere_vms.insert(key(&m), vm);
+        m
+    });
     let machines: Vec<Machine> = all
         .iter()
+        .cloned()
+        .chain(standins)
         .filter(|m| m.vsphere_provider_spec().is_some())
         .filter(|m| machine_server(m, zones).unwrap_or_default() == server)
-        .cloned()
         .collect();
     let fingerprints: Fingerprints = machines
         .iter()
@@ -271,6 +310,7 @@ async fn sweep_server(
     let input = SweepInput {
         machines,
         all_machines: &all,
+        vsphere_vms: &vsphere_vms,
         zones,
         failure_domains: &fds,
         nodes: &nodes,

@@ -2,11 +2,13 @@
 //! failure domain it is placed in to the VM to clone — the same provider-spec shape the
 //! OpenShift Machine planners consume, so there is one clone/group/power/destroy path.
 //!
+//! * [`actuated`] — a VSphereVM as the OpenShift Machine the shared actuator acts on, and back;
 //! * [`resolve`] — Machine + Cluster + VSphereMachine + failure domain → the VSphereVM spec and
 //!   the provider spec the placement resolver reads, or why the machine waits;
 //! * [`bootstrap`] — the bootstrap data Secret and cloud-init metadata → guestinfo keys;
 //! * [`status`] — the VSphereMachine's finalizer, providerID, ready, addresses and conditions;
 //! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut).
+pub mod actuated;
 pub mod bootstrap;
 pub mod naming;
 pub mod resolve;

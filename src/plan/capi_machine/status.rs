@@ -129,6 +129,7 @@ mod tests {
             power_state: Some(power.into()),
             ip_address: ip.map(Into::into),
             path: "/DC0/vm/m-0".into(),
+            guest_metadata: None,
         }
     }
 

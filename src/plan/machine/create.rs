@@ -23,6 +23,7 @@ use crate::api::machine::{
 use crate::api::machine_status::{
     VSphereMachineProviderStatus, condition as cond, error_reason, event,
 };
+use crate::plan::capi_machine::actuated::needs_guest_metadata;
 
 /// `vsphere://<BIOS UUID>`, what the cloud provider and the kubelet report.
 pub fn provider_id(bios_uuid: &str) -> String {
@@ -400,6 +401,14 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         .get_or_insert_with(Default::default)
         .addresses = Some(addresses);
 
+    // A Cluster API machine's metadata names its interfaces by the clone's MACs: written once
+    // they exist, before anything can boot.
+    if needs_guest_metadata(m, vm) {
+        plan.vm = Some(VmStep::WriteMetadata(vm.moref()));
+        set_phase(&mut plan.machine, ph::PROVISIONED);
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    }
     // Group first, then power: DRS must never place it outside the zone's hosts.
     if !vm.powered_on() {
         if input.in_vm_group == Some(false)
@@ -500,6 +509,7 @@ mod tests {
             power_state: Some(power.into()),
             ip_address: Some("10.0.0.9".into()),
             path: "/DC0/vm/m-0".into(),
+            guest_metadata: None,
         }
     }
 

@@ -47,6 +47,8 @@ pub struct VmObs {
     pub ip_address: Option<String>,
     /// Inventory path, for messages and the MACHINES table.
     pub path: String,
+    /// The host name whose cloud-init metadata the VM carries (Cluster API machines).
+    pub guest_metadata: Option<String>,
 }
 
 impl VmObs {
@@ -78,6 +80,9 @@ pub struct NameHolder {
 pub fn machine_identity(m: &Machine) -> String {
     let ns = m.metadata.namespace.as_deref().unwrap_or("default");
     let name = m.metadata.name.as_deref().unwrap_or_default();
+    if crate::plan::capi_machine::actuated::is_actuated(m) {
+        return format!("VSphereVM {ns}/{name}");
+    }
     match m
         .metadata
         .labels
@@ -212,6 +217,9 @@ pub enum VmStep {
         group: String,
         vm: MoRef,
     },
+    /// Write a Cluster API machine's cloud-init metadata (it matches the clone's MACs, read by
+    /// the shell) before its first power-on.
+    WriteMetadata(MoRef),
     PowerOn(MoRef),
     PowerOff(MoRef),
     Destroy(MoRef),
@@ -232,6 +240,7 @@ impl VmStep {
                 placement.template, placement.pool
             ),
             VmStep::JoinGroup { group, vm, .. } => format!("add {vm} to VM group {group}"),
+            VmStep::WriteMetadata(vm) => format!("write guestinfo.metadata to {vm}"),
             VmStep::PowerOn(vm) => format!("power on {vm}"),
             VmStep::PowerOff(vm) => format!("power off {vm}"),
             VmStep::Destroy(vm) => format!("destroy {vm}"),

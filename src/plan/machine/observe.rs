@@ -15,6 +15,7 @@ use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::ipam::{IpAddress, IpAddressClaim};
 use crate::api::machine::Machine;
+use crate::plan::capi_machine::actuated::is_actuated;
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
 use crate::vcenter::model::inventory::Inventory;
@@ -161,6 +162,7 @@ pub fn vm_obs(inv: &Inventory, uuid: Option<&str>) -> Option<VmObs> {
         power_state: vm.power_state.clone(),
         ip_address: vm.ip_address.clone(),
         path: e.path.clone(),
+        guest_metadata: vm.guest_metadata.clone(),
     })
 }
 
@@ -255,7 +257,8 @@ pub fn base_input<'a>(
         network,
         claims_held,
         attached_tags: None,
-        nodes: around.nodes,
+        // Nodes of Cluster API machines are CAPI's to link, drain and delete.
+        nodes: if is_actuated(m) { &[] } else { around.nodes },
         machines: around.machines,
         pods: around.pods.get(&node).map(Vec::as_slice).unwrap_or(&[]),
         now: around.now.clone(),

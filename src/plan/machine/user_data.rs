@@ -4,7 +4,8 @@
 //! `guestinfo.ignition.config.data` with `…encoding=base64`. A Secret or key that is missing
 //! makes the machine wait, naming the Secret; nothing is cloned without its user data. The
 //! payload is carried in a [`Payload`], whose `Debug` shows its size only, so it never reaches
-//! a log line, an event or a status.
+//! a log line, an event or a status. A VSphereVM's stand-in reads its bootstrap data Secret in
+//! CAPV's format instead (`plan::capi_machine::bootstrap`).
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
@@ -12,6 +13,8 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::api::machine::Machine;
+use crate::plan::capi_machine::actuated::vsphere_vm;
+use crate::plan::capi_machine::bootstrap::{self, BootstrapData};
 
 /// The key of the user data in its Secret (upstream's).
 pub const USER_DATA_KEY: &str = "userData";
@@ -51,6 +54,11 @@ pub enum UserData {
     /// The Secret or its key is missing: why, naming the Secret.
     Missing(String),
     Ready(Payload),
+    /// A Cluster API machine's bootstrap data (CAPV's keys) and `customVMXKeys`.
+    Bootstrap {
+        data: BootstrapData,
+        custom_vmx_keys: BTreeMap<String, String>,
+    },
 }
 
 /// The user data of `m` from `secrets` (`namespace/name` → Secret).
@@ -59,6 +67,15 @@ pub fn user_data(m: &Machine, secrets: &BTreeMap<String, Secret>) -> UserData {
         return UserData::NotNamed;
     };
     let ns = m.metadata.namespace.as_deref().unwrap_or("default");
+    if let Some(vm) = vsphere_vm(m) {
+        return match bootstrap::read(secrets.get(&format!("{ns}/{name}")), ns, &name) {
+            Ok(data) => UserData::Bootstrap {
+                data,
+                custom_vmx_keys: vm.spec.clone.custom_vmx_keys.unwrap_or_default(),
+            },
+            Err(why) => UserData::Missing(why),
+        };
+    }
     let field = "spec.providerSpec.value.userDataSecret";
     let Some(secret) = secrets.get(&format!("{ns}/{name}")) else {
         return UserData::Missing(format!("Secret {ns}/{name} ({field}) not found"));
@@ -106,6 +123,13 @@ fn encode(mut bytes: Vec<u8>) -> Payload {
 /// The clone's extraConfig for this user data, in upstream's order: the Ignition keys (none for
 /// empty data), the hostname, and `stealclock.enable`.
 pub fn extra_config(data: &UserData, hostname: &str) -> Vec<(String, String)> {
+    if let UserData::Bootstrap {
+        data,
+        custom_vmx_keys,
+    } = data
+    {
+        return bootstrap::extra_config(data, Some(custom_vmx_keys));
+    }
     let mut out = Vec::new();
     if let UserData::Ready(p) = data
         && !p.is_empty()

@@ -32,6 +32,8 @@ use super::views::ServerViews;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::capi_machine::actuated::is_actuated;
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
 use crate::plan::machine::observe::{
@@ -55,6 +57,9 @@ pub struct SweepInput<'a> {
     pub machines: Vec<Machine>,
     /// Every machine (the control plane drain rule looks at the others).
     pub all_machines: &'a [Machine],
+    /// The VSphereVMs whose stand-ins are among `machines`, by the stand-in's [`key`]: what
+    /// the planner's result is written back onto.
+    pub vsphere_vms: &'a BTreeMap<String, VSphereVM>,
     pub zones: &'a BTreeMap<String, VSphereDeploymentZone>,
     pub failure_domains: &'a BTreeMap<String, VSphereFailureDomain>,
     pub nodes: &'a [Node],
@@ -126,13 +131,19 @@ impl SweepOutcome {
     }
 }
 
-/// `namespace/name`, how sweeps name machines.
+/// `namespace/name`, how sweeps name machines; `VSphereVM namespace/name` for a VSphereVM's
+/// stand-in (a namespace may hold a Machine and a VSphereVM of the same name).
 pub fn key(m: &Machine) -> String {
-    format!(
+    let k = format!(
         "{}/{}",
         m.metadata.namespace.as_deref().unwrap_or("default"),
         m.metadata.name.as_deref().unwrap_or_default()
-    )
+    );
+    if is_actuated(m) {
+        format!("VSphereVM {k}")
+    } else {
+        k
+    }
 }
 
 /// Run one sweep. `client` is the server's client, or why there is none (then machines record
@@ -149,7 +160,7 @@ pub async fn sweep<K: KubeOps>(
         Err(t) => {
             for m in &input.machines {
                 let plan = plan_machine(&base_input(m, input.around(), Some(t.clone())));
-                write_back(kube, m, plan, &mut out, &input.now).await;
+                write_back(kube, m, input.vsphere_vms, plan, &mut out, &input.now).await;
             }
             return out;
         }
@@ -183,7 +194,7 @@ pub async fn sweep<K: KubeOps>(
             out.vcenter_writes.push(format!("{k}: {what}"));
         }
         after_vcenter(&mut plan, m.metadata.deletion_timestamp.is_some(), result);
-        write_back(kube, m, plan, &mut out, &input.now).await;
+        write_back(kube, m, input.vsphere_vms, plan, &mut out, &input.now).await;
     }
     out
 }
@@ -423,6 +434,7 @@ mod tests {
         let input = SweepInput {
             machines: machines.clone(),
             all_machines: &machines,
+            vsphere_vms: &BTreeMap::new(),
             zones: &zones,
             failure_domains: &fds,
             nodes: &[],

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::read::device_facts;
 use super::{MachineStep, MachineView, SweepInput, key};
+use crate::plan::capi_machine::actuated::guest_metadata_keys;
 use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
@@ -87,6 +88,7 @@ pub async fn start(
         })
         .collect();
     let facts = device_facts(client, &clones).await;
+    let macs = metadata_macs(client, steps).await;
     for step in steps {
         let MachineStep::Vm {
             machine: k,
@@ -149,6 +151,25 @@ pub async fn start(
                     }
                 }
             }
+            VmStep::WriteMetadata(vm) => {
+                let keys = match &macs {
+                    Ok(macs) => input
+                        .machines
+                        .iter()
+                        .find(|m| key(m) == *k)
+                        .and_then(|m| guest_metadata_keys(m, macs.get(vm)?)),
+                    Err(failure) => {
+                        record(&mut outcome, results, step, k, Err(failure.clone()));
+                        continue;
+                    }
+                };
+                let Some(keys) = keys else {
+                    let f = Failure::stale(format!("{what}: the VM's network cards were not read"));
+                    record(&mut outcome, results, step, k, Err(f));
+                    continue;
+                };
+                client.set_extra_config(vm, &keys).await
+            }
             VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
             VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
             VmStep::Destroy(vm) => client.destroy(vm).await,
@@ -167,6 +188,33 @@ pub async fn start(
         record(&mut outcome, results, step, k, started);
     }
     outcome
+}
+
+/// The MACs of the VMs whose metadata is written this sweep: one read for all of them, none
+/// when there are none.
+async fn metadata_macs(
+    client: &Client,
+    steps: &[MachineStep],
+) -> Result<BTreeMap<MoRef, Vec<String>>, Failure> {
+    let vms: Vec<MoRef> = steps
+        .iter()
+        .filter_map(|s| match s {
+            MachineStep::Vm {
+                step: VmStep::WriteMetadata(vm),
+                ..
+            } => Some(vm.clone()),
+            _ => None,
+        })
+        .collect();
+    if vms.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    client.vm_macs(&vms).await.map_err(|e| {
+        Failure::vcenter(
+            Some(&format!("reading the network cards of {} VM(s)", vms.len())),
+            e,
+        )
+    })
 }
 
 /// Keep what a machine's step came to, and count it done or failed.

@@ -1,10 +1,15 @@
 //! After a machine's vCenter step: carry out its Kubernetes steps (cordon, evict, delete the
 //! Node, create or release IP address claims), fold their results into the plan (`plan::machine::outcome::after_kube`), record the
-//! events and write the Machine, all through [`KubeOps`].
+//! events and write the Machine (a VSphereVM's stand-in: the VSphereVM), all through
+//! [`KubeOps`].
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{SweepOutcome, key};
 use crate::api::machine::Machine;
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::capi_machine::actuated::{is_actuated, vm_after, vm_ref};
 use crate::plan::machine::ipam::claim_object;
 use crate::plan::machine::outcome::{KubeResult, after_kube};
 use crate::plan::machine::{KubeStep, MachinePlan, Requeue};
@@ -14,6 +19,7 @@ use crate::reconcile::kube_ops::{Eviction, KubeOps, machine_ref};
 pub async fn write_back<K: KubeOps>(
     kube: &K,
     before: &Machine,
+    vsphere_vms: &BTreeMap<String, VSphereVM>,
     mut plan: MachinePlan,
     out: &mut SweepOutcome,
     now: &Time,
@@ -46,17 +52,31 @@ pub async fn write_back<K: KubeOps>(
         ));
     }
     out.kube_writes += after_kube(&mut plan, &results, now);
-    let regarding = machine_ref(before);
+    // A VSphereVM's stand-in is written back onto the VSphereVM; the Machine is never stored.
+    let vm = is_actuated(before).then(|| vsphere_vms.get(&k)).flatten();
+    let regarding = vm.map_or_else(|| machine_ref(before), vm_ref);
     for e in &plan.events {
         kube.record(regarding.clone(), e.warning, e.reason, &e.message)
             .await;
     }
     let mut requeue = plan.requeue.clone();
-    if plan.machine != *before {
-        match kube.update_machine(before, &plan.machine).await {
-            Ok(()) => out.kube_writes += 1,
-            Err(e) => requeue = Requeue::Backoff(e.to_string()),
+    let result = match vm {
+        Some(vm) => {
+            let after = vm_after(vm, &plan.machine, now);
+            match after != *vm {
+                true => Some(kube.update_vsphere_vm(vm, &after).await),
+                false => None,
+            }
         }
+        None if !is_actuated(before) && plan.machine != *before => {
+            Some(kube.update_machine(before, &plan.machine).await)
+        }
+        None => None,
+    };
+    match result {
+        Some(Ok(())) => out.kube_writes += 1,
+        Some(Err(e)) => requeue = Requeue::Backoff(e.to_string()),
+        None => {}
     }
     out.requeues.insert(k, requeue);
 }

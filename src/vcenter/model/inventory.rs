@@ -22,12 +22,20 @@ pub struct VmInfo {
     /// Whose VM this is: the machine identity written at clone time
     /// ([`MACHINE_IDENTITY_KEY`] in its extraConfig), if any.
     pub machine: Option<String>,
+    /// The host name whose cloud-init metadata was written into its `guestinfo.metadata`
+    /// ([`GUEST_METADATA_KEY`]), for a Cluster API machine's VM.
+    pub guest_metadata: Option<String>,
 }
 
 /// The extraConfig key a cloned VM carries its Machine's identity under. Not `guestinfo.*`, so
 /// the guest cannot read or change it; unlike the instance UUID (the Machine's UID) it survives
 /// a Machine re-created from the same manifest, and unlike the VM's name it says whose VM it is.
 pub const MACHINE_IDENTITY_KEY: &str = "vsphere-provider.machine";
+
+/// The extraConfig key written together with `guestinfo.metadata` (the host name it names):
+/// the metadata is written once, after the clone (it matches the clone's MACs) and before the
+/// first power-on, and this says it was. Not `guestinfo.*`, so the guest cannot change it.
+pub const GUEST_METADATA_KEY: &str = "vsphere-provider.guest-metadata";
 
 /// One entity as read from vCenter: what a snapshot is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]

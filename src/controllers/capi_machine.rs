@@ -1,0 +1,344 @@
+//! The VSphereMachine controller (Cluster API's InfraMachine): CAPV's first half. It resolves
+//! what a Machine wants ([`resolve`]: owner Machine and Cluster, bootstrap data, the failure
+//! domain's zone) into a VSphereVM, which the machine actuator's per-server sweep makes into a
+//! VM ([`super::machine::reconcile_vsphere_vm`]), and reports the VM back to CAPI (providerID,
+//! ready, addresses, conditions). Deleting a VSphereMachine deletes its VSphereVM and waits for
+//! it (the VM destroyed) before the finalizer goes.
+//!
+//! CAPI's Machine, Cluster and the bootstrap Secret are read directly (one GET each), not
+//! watched: a provider that runs without Cluster API installed must not wait for its CRDs. A
+//! machine waiting on them looks again every [`WAIT_POLL`].
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, PostParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::api_server::dynamic_api;
+use super::context::now;
+use super::{Context, Error, FIELD_MANAGER, NOT_SYNCED_REQUEUE};
+use crate::api::capi_core::{CapiCluster, CapiMachine};
+use crate::api::vsphere_cluster::VSphereCluster;
+use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
+use crate::plan::capi_machine::actuated::{VM_GROUP_ANNOTATION, not_provisioned, observed};
+use crate::plan::capi_machine::resolve::{self, Input, reason};
+use crate::plan::capi_machine::status::{VM_PROVISIONED, plan_deleted, plan_status};
+use crate::reconcile::kube_ops::{KubeError, KubeOps};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "vspheremachine";
+
+/// How often a machine waiting on CAPI (owner, Cluster infrastructure, bootstrap data) or on
+/// its zone looks again.
+pub const WAIT_POLL: Duration = Duration::from_secs(10);
+
+/// A provisioned machine's periodic look (its VSphereVM's changes wake it sooner).
+const IDLE: Duration = Duration::from_secs(600);
+
+/// The VSphereMachine a VSphereVM event concerns: its controller owner.
+pub fn owner_of(
+    vm: &DeserializeGuard<VSphereVM>,
+) -> Option<ObjectRef<DeserializeGuard<VSphereMachine>>> {
+    let meta = vm.meta();
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "VSphereMachine" && o.controller == Some(true))?;
+    Some(ObjectRef::new(&owner.name).within(meta.namespace.as_deref().unwrap_or_default()))
+}
+
+fn backoff_key(vsm: &VSphereMachine) -> String {
+    format!(
+        "{CONTROLLER}/{}/{}",
+        vsm.namespace().unwrap_or_default(),
+        vsm.name_any()
+    )
+}
+
+pub async fn reconcile(vsm: Arc<VSphereMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.stores.all_synced() {
+        return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
+    }
+    let started = Instant::now();
+    let result = reconcile_one(&vsm, &ctx).await;
+    ctx.measure(CONTROLLER, started, &result);
+    ctx.settle(&backoff_key(&vsm), &result);
+    result
+}
+
+/// The machine's VSphereVM, as cached: the one it controls.
+fn vsphere_vm_of(vsm: &VSphereMachine, ctx: &Context) -> Option<VSphereVM> {
+    let uid = vsm.metadata.uid.as_deref()?;
+    ctx.stores.vsphere_vms.valid().into_iter().find(|vm| {
+        vm.metadata.namespace == vsm.metadata.namespace
+            && vm
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+    })
+}
+
+async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Error> {
+    let ns = vsm.namespace().unwrap_or_default();
+    let vm = vsphere_vm_of(vsm, ctx);
+    if vsm.metadata.deletion_timestamp.is_some() {
+        return delete(vsm, vm.as_ref(), ctx).await;
+    }
+    let Some(machine) = owner_machine(vsm, ctx).await? else {
+        // CAPI's Machine controller sets the owner reference; that change wakes us.
+        tracing::debug!("waiting for the owner Machine");
+        return Ok(Action::await_change());
+    };
+    let cluster = get_opt::<CapiCluster>(
+        ctx,
+        &ns,
+        &capi_version(vsm),
+        "Cluster",
+        &machine.spec.cluster_name,
+    )
+    .await?;
+    let vsphere_cluster = cluster.as_ref().and_then(|c| infra_cluster(c, ctx));
+    let secret = match machine.spec.bootstrap.data_secret_name.as_deref() {
+        Some(name) if !name.is_empty() => {
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+            api.get_opt(name)
+                .await
+                .map_err(|e| KubeError::from_client(format!("get Secret {ns}/{name}"), &e))?
+        }
+        _ => None,
+    };
+    let zones = ctx.stores.zones_by_name();
+    let fds = ctx.stores.failure_domains_by_name();
+    let resolved = resolve::resolve(&Input {
+        machine: &machine,
+        cluster: cluster.as_ref(),
+        vsphere_machine: vsm,
+        vsphere_cluster: vsphere_cluster.as_ref(),
+        zones: &zones,
+        failure_domains: &fds,
+        bootstrap_secret: secret.as_ref(),
+        existing_vm: vm.as_ref(),
+    });
+    let vm = match (&resolved, vm) {
+        (Ok(desired), None) => Some(create_vm(ctx, vsm, desired).await?),
+        (_, vm) => vm,
+    };
+    let mut after = plan_status(
+        vsm,
+        &resolved,
+        vm.as_ref().and_then(observed).as_ref(),
+        &now(),
+    );
+    if let Some(c) = vm.as_ref().and_then(not_provisioned) {
+        // The VM's own reason (a failed clone, a zone or claim waited for) is the machine's.
+        let conditions = after
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
+        if let Some(mine) = conditions.iter_mut().find(|m| m.type_ == VM_PROVISIONED) {
+            mine.clone_from(c);
+        }
+    }
+    write(ctx, vsm, &after).await?;
+    Ok(match &resolved {
+        Err(w) if w.reason == reason::PAUSED => Action::await_change(),
+        Err(_) => Action::requeue(WAIT_POLL),
+        Ok(_) if after.status.as_ref().and_then(|s| s.ready) == Some(true) => Action::requeue(IDLE),
+        // The VSphereVM's status changes wake it; this is the fallback.
+        Ok(_) => Action::requeue(WAIT_POLL),
+    })
+}
+
+/// Deletion: the VSphereVM is deleted (its VM powered off and destroyed by the sweep), then
+/// the finalizer goes. Nothing is left behind if the Machine was never provisioned.
+async fn delete(
+    vsm: &VSphereMachine,
+    vm: Option<&VSphereVM>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let ns = vsm.namespace().unwrap_or_default();
+    if let Some(vm) = vm {
+        if vm.metadata.deletion_timestamp.is_none() {
+            let name = vm.name_any();
+            let api: Api<VSphereVM> = Api::namespaced(ctx.client.clone(), &ns);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(vspherevm = %name, "deleting the machine's VSphereVM"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    return Err(KubeError::from_client(
+                        format!("delete VSphereVM {ns}/{name}"),
+                        &e,
+                    )
+                    .into());
+                }
+            }
+        }
+        return Ok(Action::requeue(WAIT_POLL));
+    }
+    write(ctx, vsm, &plan_deleted(vsm, false)).await?;
+    Ok(Action::await_change())
+}
+
+/// The VSphereVM for `desired`, created (a VSphereVM of that name already there is taken as
+/// this machine's when it is owned by it; the cache will show it).
+async fn create_vm(
+    ctx: &Context,
+    vsm: &VSphereMachine,
+    desired: &resolve::Desired,
+) -> Result<VSphereVM, Error> {
+    let mut vm = desired.vm.clone();
+    if let Some(group) = desired
+        .provider_spec
+        .workspace
+        .as_ref()
+        .and_then(|w| w.vm_group.clone())
+    {
+        vm.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(VM_GROUP_ANNOTATION.to_string(), group);
+    }
+    let ns = vm.namespace().unwrap_or_default();
+    let name = vm.name_any();
+    let api: Api<VSphereVM> = Api::namespaced(ctx.client.clone(), &ns);
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    let created = match api.create(&pp, &vm).await {
+        Ok(vm) => vm,
+        Err(kube::Error::Api(s)) if s.code == 409 => api
+            .get(&name)
+            .await
+            .map_err(|e| KubeError::from_client(format!("get VSphereVM {ns}/{name}"), &e))?,
+        Err(e) => {
+            return Err(KubeError::from_client(format!("create VSphereVM {ns}/{name}"), &e).into());
+        }
+    };
+    let kube = ctx.api_server();
+    let regarding = crate::plan::capi_machine::actuated::vm_ref(&created);
+    kube.record(
+        regarding.clone(),
+        false,
+        "Created",
+        &format!(
+            "VSphereVM {ns}/{name} for VSphereMachine {}",
+            vsm.name_any()
+        ),
+    )
+    .await;
+    if !desired.ignored.is_empty() {
+        kube.record(
+            regarding,
+            true,
+            "FieldsIgnored",
+            &format!(
+                "set but not acted on by vsphere-provider (yet): {}",
+                desired.ignored.join(", ")
+            ),
+        )
+        .await;
+    }
+    Ok(created)
+}
+
+/// Write the VSphereMachine when it changed: finalizers and `spec.providerID` (guarded by the
+/// resourceVersion read), then the status.
+async fn write(
+    ctx: &Context,
+    before: &VSphereMachine,
+    after: &VSphereMachine,
+) -> Result<(), Error> {
+    if before == after {
+        return Ok(());
+    }
+    let (b, a) = (&before.metadata, &after.metadata);
+    let meta = (b.finalizers != a.finalizers || before.spec.provider_id != after.spec.provider_id)
+        .then(|| {
+            let mut p = json!({ "metadata": {
+                "resourceVersion": b.resource_version,
+                "finalizers": a.finalizers.clone().unwrap_or_default(),
+            }});
+            if before.spec.provider_id != after.spec.provider_id {
+                p["spec"] = json!({ "providerID": after.spec.provider_id });
+            }
+            p
+        });
+    let status = (before.status != after.status)
+        .then(|| super::api_server::status_patch(&before.status, &after.status));
+    ctx.api_server()
+        .write_object::<VSphereMachine>(&after.metadata, meta, status)
+        .await?;
+    Ok(())
+}
+
+/// The CAPI API version the machine's owner references name (`cluster.x-k8s.io/v1beta1` when
+/// none does).
+fn capi_version(vsm: &VSphereMachine) -> String {
+    vsm.owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.api_version.clone())
+        .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into())
+}
+
+/// The CAPI Machine owning the VSphereMachine, if any (and if Cluster API is installed).
+async fn owner_machine(vsm: &VSphereMachine, ctx: &Context) -> Result<Option<CapiMachine>, Error> {
+    let Some(owner) = vsm
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+    else {
+        return Ok(None);
+    };
+    let ns = vsm.namespace().unwrap_or_default();
+    get_opt::<CapiMachine>(ctx, &ns, &owner.api_version, "Machine", &owner.name).await
+}
+
+/// A CAPI object by name, decoded; `None` when it (or its CRD) is not there.
+async fn get_opt<T: serde::de::DeserializeOwned>(
+    ctx: &Context,
+    ns: &str,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Option<T>, Error> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let api = dynamic_api(&ctx.client, ns, api_version, kind);
+    match api.get(name).await {
+        Ok(o) => super::machine::typed(o, kind, ns).map(Some),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(KubeError::from_client(format!("get {kind} {ns}/{name}"), &e).into()),
+    }
+}
+
+/// The VSphereCluster the Cluster's `spec.infrastructureRef` names, from the cache.
+fn infra_cluster(cluster: &CapiCluster, ctx: &Context) -> Option<VSphereCluster> {
+    let r = cluster.spec.get("infrastructureRef")?;
+    if r.get("kind").and_then(|k| k.as_str()) != Some("VSphereCluster") {
+        return None;
+    }
+    let name = r.get("name")?.as_str()?;
+    let ns = r
+        .get("namespace")
+        .and_then(|n| n.as_str())
+        .or(cluster.metadata.namespace.as_deref())
+        .unwrap_or_default();
+    ctx.stores.clusters.get(Some(ns), name)?.ok()
+}
+
+/// Kubernetes errors back off per machine.
+pub fn error_policy(vsm: Arc<VSphereMachine>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.next(&backoff_key(&vsm));
+    tracing::warn!(error = %error, ?delay, "VSphereMachine reconcile failed; retrying");
+    Action::requeue(delay)
+}
