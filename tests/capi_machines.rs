@@ -125,6 +125,18 @@ async fn estate(sim: &Vcsim) -> Client {
             )
             .await;
     }
+    // A snapshot of the template, as linked clones need (CAPV's template asks for
+    // `linkedClone`; see the CAPV template test for what happens without one).
+    let template = inv.at_path(TEMPLATE).unwrap().moref.clone();
+    readback
+        .call(
+            &cookie,
+            &format!(
+                r#"<CreateSnapshot_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this><name>for-linked-clones</name><memory>false</memory><quiesce>false</quiesce></CreateSnapshot_Task>"#,
+                template.value
+            ),
+        )
+        .await;
     c
 }
 
@@ -672,8 +684,12 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
             async || match w.vm(&cp_name).await {
                 Some(vm) if vm.power_state == "poweredOn" => Ok(vm),
                 other => Err(format!(
-                    "{other:?}; VSphereMachines {:?}",
+                    "{other:?}; VSphereMachines {:?}; VSphereVMs {:?}",
                     w.items("vspheremachine", &ns)
+                        .iter()
+                        .map(|v| v["status"].clone())
+                        .collect::<Vec<_>>(),
+                    w.items("vspherevm", &ns)
                         .iter()
                         .map(|v| v["status"].clone())
                         .collect::<Vec<_>>()
@@ -790,8 +806,11 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
 ///   datacenter) and zone tag (k8s-zone, named after the compute cluster) first.
 /// * `${VSPHERE_STORAGE_POLICY}` is empty (the e2e base kustomization removes the field;
 ///   vcsim's only policy would place nothing differently), `${VSPHERE_TLS_THUMBPRINT}` is empty
-///   (vcsim serves plain HTTP here), and `linkedClone` falls back to a full clone as CAPV does
-///   when the template has no snapshot.
+///   (vcsim serves plain HTTP here).
+/// * `cloneMode: linkedClone`: the template VM gets a snapshot in the estate (as a real
+///   linked-clone template has). Without one CAPV falls back to a full clone
+///   (`pkg/services/govmomi/vcenter/clone.go`); this provider refuses instead (VSphereVM
+///   failureReason InvalidConfiguration), a difference reported, not hidden.
 async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_its_zone(w: &World) {
     let cp = w.cp;
     // Only CAPV's zone in play: the selector `{}` takes every zone of the server.
@@ -894,10 +913,28 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
         ],
         "vspherecluster-failuredomainselector.yaml",
     );
-    // As upstream's ownerrefs-finalizers kustomization, without its identity patches.
+    // The failure domain first, as an admin sets zones up before clusters use them: applied in
+    // one go, the VSphereCluster can be ready (with no failure domains) before the zone exists,
+    // and KCP places its first Machine with the failure domains of that moment, none (CAPV's
+    // VSphereCluster does the same: it only waits for zones that exist).
+    apply_retrying(
+        cp,
+        &std::fs::read_to_string(dir.join("failure-domains.yaml")).unwrap(),
+    );
+    w.until(
+        "CAPV's zone ready",
+        Duration::from_secs(60),
+        async || match w.get(&["vspheredeploymentzone", "ownerrefs-finalizers"])["status"] {
+            ref s if s["ready"] == true => Ok(()),
+            ref s => Err(s.to_string()),
+        },
+    )
+    .await;
+    // Then the cluster template with the flavor's VSphereCluster patch, as upstream's
+    // ownerrefs-finalizers kustomization (without its identity patches).
     std::fs::write(
         dir.join("kustomization.yaml"),
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cluster-template.yaml\n  - failure-domains.yaml\npatchesStrategicMerge:\n  - vspherecluster-failuredomainselector.yaml\n",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cluster-template.yaml\npatchesStrategicMerge:\n  - vspherecluster-failuredomainselector.yaml\n",
     )
     .unwrap();
     let rendered = cp
@@ -931,8 +968,11 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
                 match w.vm(name).await {
                     Some(vm) if vm.power_state == "poweredOn" => Ok((m.clone(), vm)),
                     other => Err(format!(
-                        "{other:?}; VSphereMachine {}",
+                        "{other:?}; VSphereMachine {}; VSphereVM {}",
                         w.find("vspheremachine", name, &ns)
+                            .map(|v| v["status"].clone())
+                            .unwrap_or_default(),
+                        w.find("vspherevm", name, &ns)
                             .map(|v| v["status"].clone())
                             .unwrap_or_default()
                     )),
