@@ -6,6 +6,8 @@
 //! tasks inside the call and had no DuplicateName on clone; current vcsim (hack/vcsim/go.mod) does
 //! all three like vCenter, so a run here also goes through "task still running" polls. Still
 //! vcsim-only: the clone lands on the template's host whatever pool it goes to.
+#[path = "support/admin_setup.rs"]
+mod admin_setup;
 #[path = "support/latency_proxy.rs"]
 mod latency_proxy;
 #[path = "support/local_run.rs"]
@@ -17,9 +19,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use admin_setup::host_group;
 use serde_json::Value;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
-use vsphere_provider::vcenter::model::cluster::{ClusterGroup, GroupChange};
+use vsphere_provider::vcenter::model::cluster::ClusterGroup;
 
 use local_run::{BIN, Run, admin, command, reconcile, workdir};
 
@@ -98,26 +101,13 @@ spec:
 
 /// Three zones, one per type, in three clusters; a host group precreated for the HostGroup one.
 async fn estate(sim: &Vcsim, dir: &Path) {
-    let c = admin(sim);
-    let inv = c.inventory().await.unwrap();
-    let cluster = inv.at_path("/DC0/host/DC0_C2").unwrap().moref.clone();
-    let host = inv
-        .at_path("/DC0/host/DC0_C2/DC0_C2_H0")
-        .unwrap()
-        .moref
-        .clone();
-    let t = c
-        .reconfigure_cluster(
-            &cluster,
-            &[],
-            &[GroupChange::Add(ClusterGroup::Host {
-                name: "hosts-c".into(),
-                hosts: vec![host],
-            })],
-        )
-        .await
-        .unwrap();
-    c.wait_task(&t, Duration::from_secs(10)).await.unwrap();
+    host_group(
+        &admin(sim),
+        "/DC0/host/DC0_C2",
+        "hosts-c",
+        &["/DC0/host/DC0_C2/DC0_C2_H0"],
+    )
+    .await;
     let mut y = String::new();
     y += &zone(
         "dz-a",

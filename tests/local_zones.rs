@@ -1,6 +1,8 @@
 //! Local mode end to end against a live vcsim: zones of every type, with and without
 //! autoConfigure, reach the right status, and vCenter is read back through the client to check
 //! what was (and was not) changed. Where vcsim differs from real vCenter the test says so.
+#[path = "support/admin_setup.rs"]
+mod admin_setup;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -8,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use admin_setup::tag;
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
 use vsphere_provider::api::conditions::{find_capi, find_meta};
@@ -17,7 +20,6 @@ use vsphere_provider::plan::credentials::ManagerIdentity;
 use vsphere_provider::vcenter::model::cluster::{
     ClusterGroup, GroupChange, RuleChange, VmHostRule,
 };
-use vsphere_provider::vcenter::model::tags::CategorySpec;
 use vsphere_provider::vcenter::session::SessionCache;
 use vsphere_provider::vcenter::stats::CallKind;
 use vsphere_provider::vcenter::{
@@ -31,36 +33,6 @@ fn admin(sim: &Vcsim) -> Client {
         ClientOptions::default(),
     )
     .unwrap()
-}
-
-/// What an admin does by hand before zones can verify: categories, tags, attachments.
-async fn tag(c: &Client, category: &str, tag: &str, types: &[&str], objects: &[&str]) {
-    let mut existing = None;
-    for id in c.list_categories().await.unwrap() {
-        if c.get_category(&id).await.unwrap().name == category {
-            existing = Some(id);
-        }
-    }
-    let cat = match existing {
-        Some(id) => id,
-        None => c
-            .create_category(&CategorySpec {
-                name: category.into(),
-                description: String::new(),
-                cardinality: "MULTIPLE".into(),
-                associable_types: types.iter().map(|s| s.to_string()).collect(),
-            })
-            .await
-            .unwrap(),
-    };
-    let tag_id = c.create_tag(tag, &cat, "").await.unwrap();
-    let inv = c.inventory().await.unwrap();
-    for path in objects {
-        let e = inv
-            .at_path(path)
-            .unwrap_or_else(|| panic!("{path} not in inventory"));
-        c.attach_tag(&tag_id, &e.moref).await.unwrap();
-    }
 }
 
 struct Run {
