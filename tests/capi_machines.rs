@@ -158,6 +158,14 @@ fn zone(server: &str, i: usize) -> Vec<Value> {
     ]
 }
 
+/// Condition `t` of an object's status.
+fn condition<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
 /// Prints how long a phase took (a measurement for the record, never asserted).
 fn phase(start: &mut Instant, what: &str) {
     eprintln!(
@@ -647,7 +655,22 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
                     .any(|f| f == "vspherevm.infrastructure.cluster.x-k8s.io")),
             "{vm_object}"
         );
-        // No IP yet, so not ready: CAPI leaves the Machine Provisioning.
+        // No IP yet, so not ready, and the VSphereMachine says why; CAPI leaves the Machine
+        // short of Provisioned.
+        w.until(
+            &format!("{name}: waiting for a network address"),
+            Duration::from_secs(30),
+            async || {
+                let vsm = w.find("vspheremachine", &name, &ns).unwrap();
+                match condition(&vsm, "VirtualMachineProvisioned") {
+                    Some(c) if c["reason"] == "WaitingForNetworkAddress" => Ok(()),
+                    _ => Err(vsm["status"].to_string()),
+                }
+            },
+        )
+        .await;
+        let vsm = w.find("vspheremachine", &name, &ns).unwrap();
+        assert_ne!(vsm["status"]["ready"], true, "{vsm}");
         let m = w.find("machine.cluster.x-k8s.io", &name, &ns).unwrap();
         assert_ne!(m["status"]["phase"], "Provisioned", "{m}");
     }
@@ -1012,6 +1035,14 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
     );
     let worker = workers[0]["metadata"]["name"].as_str().unwrap();
     assert!(w.vm(worker).await.is_none());
+    let vsm = w
+        .find("vspheremachine", worker, &ns)
+        .unwrap_or_else(|| panic!("no VSphereMachine {worker}"));
+    assert_eq!(
+        condition(&vsm, "VirtualMachineProvisioned").map(|c| c["reason"].clone()),
+        Some(json!("WaitingForControlPlaneInitialized")),
+        "{vsm}"
+    );
 
     cp.kubectl(
         ADMIN,
