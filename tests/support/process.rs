@@ -4,6 +4,7 @@
 //! over reqwest), so a duplicate our client would hide is still seen.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -252,14 +253,64 @@ impl Readback {
         (text, cookie)
     }
 
-    /// Every VirtualMachine in the inventory, by a ContainerView over the root folder.
-    pub async fn vms(&self) -> Vec<Vm> {
+    /// A new session's cookie.
+    async fn login(&self) -> String {
         let login = format!(
             r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>{}</userName><password>{}</password></Login>"#,
             self.user, self.password
         );
         let (_, cookie) = self.soap(None, &login).await;
-        let cookie = cookie.expect("vcsim sets a session cookie on Login");
+        cookie.expect("vcsim sets a session cookie on Login")
+    }
+
+    /// Properties of one VM as text: a plain value as it is, an extraConfig entry
+    /// (`config.extraConfig["key"]`) as its value, a moref as its value; absent ones are left out.
+    pub async fn vm_props(&self, moref: &str, paths: &[&str]) -> BTreeMap<String, String> {
+        let cookie = self.login().await;
+        let path_set: String = paths
+            .iter()
+            .map(|p| format!("<pathSet>{}</pathSet>", p.replace('"', "&quot;")))
+            .collect();
+        let (props, _) = self
+            .soap(
+                Some(&cookie),
+                &format!(
+                    r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>VirtualMachine</type>{path_set}</propSet><objectSet><obj type="VirtualMachine">{moref}</obj></objectSet></specSet><options/></RetrievePropertiesEx>"#
+                ),
+            )
+            .await;
+        let prop =
+            regex::Regex::new(r"(?s)<propSet><name>([^<]+)</name><val[^>]*>(.*?)</val></propSet>")
+                .unwrap();
+        let inner = regex::Regex::new(r"(?s)<value[^>]*>(.*?)</value>").unwrap();
+        prop.captures_iter(&props)
+            .map(|p| {
+                let name = p[1].replace("&quot;", "\"").replace("&#34;", "\"");
+                let val = inner
+                    .captures(&p[2])
+                    .map(|v| v[1].to_string())
+                    .unwrap_or_else(|| p[2].to_string());
+                (name, val)
+            })
+            .collect()
+    }
+
+    /// Give a VM a guest IP address, as VMware Tools in a booted guest would report it (vcsim's
+    /// `SET.guest.ipAddress` extraConfig key; CAPV's simulator setups do the same).
+    pub async fn set_guest_ip(&self, moref: &str, ip: &str) {
+        let cookie = self.login().await;
+        self.soap(
+            Some(&cookie),
+            &format!(
+                r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{moref}</_this><spec><extraConfig><key>SET.guest.ipAddress</key><value xsi:type="xsd:string">{ip}</value></extraConfig></spec></ReconfigVM_Task>"#
+            ),
+        )
+        .await;
+    }
+
+    /// Every VirtualMachine in the inventory, by a ContainerView over the root folder.
+    pub async fn vms(&self) -> Vec<Vm> {
+        let cookie = self.login().await;
         let (view, _) = self
             .soap(
                 Some(&cookie),
