@@ -11,7 +11,6 @@
 //! pause, identity, ready, deletion) is this provider's and is what is asserted. The machine
 //! test says which CAPI-side writes it stands in for.
 #[path = "support/process.rs"]
-#[allow(dead_code)]
 mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
