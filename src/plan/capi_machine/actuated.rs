@@ -29,6 +29,7 @@ use crate::api::machine::{
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
 use crate::api::vsphere_machine::{VM_FINALIZER, VSphereVM, VSphereVMStatus};
 use crate::plan::machine::VmObs;
+use crate::plan::machine::ipam::PoolAddresses;
 use crate::vcenter::model::inventory::GUEST_METADATA_KEY;
 
 /// On the in-memory Machine only: the VSphereVM it stands for (JSON). Never stored.
@@ -77,17 +78,36 @@ pub fn needs_guest_metadata(m: &Machine, vm: &VmObs) -> bool {
 }
 
 /// The extraConfig the stand-in's VM gets for its metadata, given its NICs' MACs in device
-/// order: `guestinfo.metadata` (+ encoding) and the marker saying whose it is.
-pub fn guest_metadata_keys(m: &Machine, macs: &[String]) -> Option<Vec<(String, String)>> {
+/// order and the addresses its IP address claims are bound to: `guestinfo.metadata` (+
+/// encoding) and the marker saying whose it is. A pool's gateway serves a device that names
+/// none of its own (CAPV's way).
+pub fn guest_metadata_keys(
+    m: &Machine,
+    macs: &[String],
+    pools: &PoolAddresses,
+) -> Option<Vec<(String, String)>> {
     let vm = vsphere_vm(m)?;
     let name = vm.metadata.name.clone().unwrap_or_default();
     let network = vm.spec.clone.network.unwrap_or_default();
+    let mut devices = network.devices.clone();
+    let mut extra = vec![Vec::new(); devices.len()];
+    for (i, (addrs, gateway)) in pools {
+        let (Some(d), Some(e)) = (devices.get_mut(*i), extra.get_mut(*i)) else {
+            continue;
+        };
+        e.clone_from(addrs);
+        let v6 = addrs.first().is_some_and(|a| a.contains(':'));
+        let slot = if v6 { &mut d.gateway6 } else { &mut d.gateway4 };
+        if slot.as_deref().is_none_or(str::is_empty) {
+            slot.clone_from(gateway);
+        }
+    }
     let yaml = super::bootstrap::metadata(
         &name,
-        &network.devices,
+        &devices,
         network.routes.as_deref().unwrap_or_default(),
         macs,
-        &[],
+        &extra,
     );
     let mut keys = super::bootstrap::metadata_extra_config(&yaml);
     keys.push((GUEST_METADATA_KEY.to_string(), name));

@@ -10,7 +10,7 @@ use crate::plan::capi_machine::actuated::guest_metadata_keys;
 use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
-use crate::plan::machine::ipam::NETWORK_KARGS_KEY;
+use crate::plan::machine::ipam::{NETWORK_KARGS_KEY, pool_addresses};
 use crate::plan::machine::outcome::StepResult;
 use crate::plan::machine::user_data::{UserData, extra_config};
 use crate::plan::placement::Placement;
@@ -153,11 +153,10 @@ pub async fn start(
             }
             VmStep::WriteMetadata(vm) => {
                 let keys = match &macs {
-                    Ok(macs) => input
-                        .machines
-                        .iter()
-                        .find(|m| key(m) == *k)
-                        .and_then(|m| guest_metadata_keys(m, macs.get(vm)?)),
+                    Ok(macs) => input.machines.iter().find(|m| key(m) == *k).and_then(|m| {
+                        let pools = pool_addresses(m, &input.ipam.claims, &input.ipam.addresses);
+                        guest_metadata_keys(m, macs.get(vm)?, &pools)
+                    }),
                     Err(failure) => {
                         record(&mut outcome, results, step, k, Err(failure.clone()));
                         continue;
