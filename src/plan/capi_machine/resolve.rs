@@ -395,7 +395,6 @@ pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMac
                         .collect::<Vec<_>>()
                 })
                 .filter(|p| !p.is_empty()),
-            ..mapi::NetworkDeviceSpec::default()
         })
         .collect();
     VSphereMachineProviderSpec {
