@@ -780,7 +780,10 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
                 // What CAPI's machine controller sets (stand-in).
                 "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
                     "name": "m1", "uid": machine_uid, "controller": true}]},
+            // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers
+            // the VM off, as a guest with VMware Tools would).
             "spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+                "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
                 "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}
         })
         .to_string(),

@@ -27,7 +27,9 @@ use crate::api::machine::{
     MACHINE_FINALIZER, Machine, MachineSpec, MachineStatus, ProviderSpec, phase as ph,
 };
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
-use crate::api::vsphere_machine::{VM_FINALIZER, VSphereVM, VSphereVMStatus};
+use crate::api::vsphere_machine::{
+    GUEST_SOFT_POWER_OFF_DEFAULT, PowerOffMode, VM_FINALIZER, VSphereVM, VSphereVMStatus,
+};
 use crate::plan::machine::VmObs;
 use crate::plan::machine::ipam::PoolAddresses;
 use crate::vcenter::model::inventory::GUEST_METADATA_KEY;
@@ -112,6 +114,26 @@ pub fn guest_metadata_keys(
     let mut keys = super::bootstrap::metadata_extra_config(&yaml);
     keys.push((GUEST_METADATA_KEY.to_string(), name));
     Some(keys)
+}
+
+/// The provider-status condition saying when the guest was asked to shut down (True), or that
+/// it could not be asked (False: no VMware Tools).
+pub const GUEST_SHUTDOWN: &str = "GuestShutdownRequested";
+
+/// How the stand-in's VM is powered off before it is destroyed, and how long trySoft waits for
+/// the guest (CAPV's default when unset or unreadable). Hard for an OpenShift Machine.
+pub fn power_off_mode(m: &Machine) -> (PowerOffMode, std::time::Duration) {
+    let Some(vm) = vsphere_vm(m) else {
+        return (PowerOffMode::Hard, GUEST_SOFT_POWER_OFF_DEFAULT);
+    };
+    let timeout = vm
+        .spec
+        .guest_soft_power_off_timeout
+        .as_deref()
+        .and_then(|t| crate::api::health_values::parse_go_duration(t).ok())
+        .map(|ns| std::time::Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64))
+        .unwrap_or(GUEST_SOFT_POWER_OFF_DEFAULT);
+    (vm.spec.power_off_mode.unwrap_or_default(), timeout)
 }
 
 /// `namespace/name` of a VSphereVM.

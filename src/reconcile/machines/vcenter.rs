@@ -98,6 +98,16 @@ pub async fn start(
             continue;
         };
         let what = vm_step.describe();
+        if let VmStep::ShutdownGuest(vm) = vm_step {
+            // No task: the guest is asked; the VM's power state says when it is down.
+            let result = client
+                .shutdown_guest(vm)
+                .await
+                .map(|()| StepResult::Done { what: what.clone() })
+                .map_err(|e| Failure::vcenter(Some(&what), e));
+            record(&mut outcome, results, step, k, result);
+            continue;
+        }
         if let VmStep::AttachTags { vm, tags } = vm_step {
             // REST, no task: each missing tag in turn (attach is idempotent in vCenter).
             let mut result = Ok(StepResult::Done { what: what.clone() });
@@ -172,7 +182,7 @@ pub async fn start(
             VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
             VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
             VmStep::Destroy(vm) => client.destroy(vm).await,
-            VmStep::JoinGroup { .. } | VmStep::AttachTags { .. } => {
+            VmStep::JoinGroup { .. } | VmStep::AttachTags { .. } | VmStep::ShutdownGuest(_) => {
                 // Joins are batched per group into a `MachineStep::Join` above; tags were
                 // attached just before.
                 continue;
