@@ -32,6 +32,7 @@ use crate::api::vsphere_machine::{
 };
 use crate::plan::machine::VmObs;
 use crate::plan::machine::ipam::PoolAddresses;
+use crate::plan::placement::Placement;
 use crate::vcenter::model::inventory::GUEST_METADATA_KEY;
 
 /// On the in-memory Machine only: the VSphereVM it stands for (JSON). Never stored.
@@ -114,6 +115,18 @@ pub fn guest_metadata_keys(
     let mut keys = super::bootstrap::metadata_extra_config(&yaml);
     keys.push((GUEST_METADATA_KEY.to_string(), name));
     Some(keys)
+}
+
+/// A Cluster API machine's placement: `cloneMode: linkedClone` from a template without
+/// snapshots is a full clone, as CAPV does it (CAPV's templates ask for linked clones; an
+/// OpenShift Machine is refused instead, naming the field).
+pub fn clone_fallback(m: &Machine, mut p: Placement) -> Placement {
+    if is_actuated(m)
+        && let Some(l) = p.linked_clone.as_mut()
+    {
+        l.or_full_clone = true;
+    }
+    p
 }
 
 /// The provider-status condition saying when the guest was asked to shut down (True), or that
