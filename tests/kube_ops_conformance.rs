@@ -373,6 +373,7 @@ async fn an_ip_address_claim_is_created_once_and_released<W: World>(w: W) {
         },
         machine: "m".into(),
         machine_uid: "uid-m".into(),
+        owner: ("machine.openshift.io/v1beta1", "Machine"),
     });
     w.ops().create_ip_address_claim(&claim).await.unwrap();
     w.ops().create_ip_address_claim(&claim).await.unwrap();

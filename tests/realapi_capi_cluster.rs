@@ -8,7 +8,10 @@
 //! ownerReference from the VSphereCluster to its Cluster is set by the test, standing in for
 //! CAPI's cluster controller (which sets exactly that, contract §1 "What CAPI itself sets"); the
 //! Machine stands for one CAPI's machine controllers would have made. Everything else (finalizer,
-//! pause, identity, ready, deletion) is this provider's and is what is asserted.
+//! pause, identity, ready, deletion) is this provider's and is what is asserted. The machine
+//! test says which CAPI-side writes it stands in for.
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/realapi.rs"]
 mod realapi;
 #[path = "support/vcsim.rs"]
@@ -608,5 +611,310 @@ async fn a_cluster_identity_is_refused_outside_its_allowed_namespaces() {
     })
     .await;
     assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");
+    controllers.stop().await;
+}
+
+/// Poll `get` every 250 ms until it yields a value `holds` accepts, for up to `limit`.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    get: impl Fn() -> F,
+    holds: impl Fn(&T) -> bool,
+) -> T {
+    eventually_or(String::new, what, limit, get, holds).await
+}
+
+/// [`eventually`], saying what `context` shows when it times out.
+async fn eventually_or<T, F: std::future::Future<Output = Option<T>>>(
+    context: impl Fn() -> String,
+    what: &str,
+    limit: Duration,
+    get: impl Fn() -> F,
+    holds: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = get().await.filter(|v| holds(v)) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {}",
+            context()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// An object of `kind` in `ns` as JSON, as kubectl shows it (None when absent).
+fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value> {
+    let out = cp.kubectl(
+        ADMIN,
+        &[
+            "get",
+            kind,
+            name,
+            "-n",
+            ns,
+            "-o",
+            "json",
+            "--ignore-not-found",
+        ],
+    );
+    let text = out.ok().stdout;
+    (!text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
+}
+
+/// A Cluster API machine end to end through this provider: the CAPI Machine and its
+/// VSphereMachine become a VSphereVM and a VM in the zone, with the bootstrap data and the
+/// cloud-init metadata in its guestinfo, powered on; once the guest reports an IP the
+/// VSphereMachine is ready with `vsphere://<BIOS UUID>`; deleting the VSphereMachine destroys
+/// the VM and releases both finalizers.
+///
+/// Stand-ins, said here: the test sets the Cluster's `status.infrastructureReady` and the
+/// VSphereMachine's owner reference (CAPI's cluster and machine controllers set exactly those;
+/// `tests/capi_clusterctl.rs` runs the real ones), and the guest IP (VMware Tools in a booted
+/// guest; vcsim's `SET.guest.ipAddress`). vcsim is read back with raw SOAP, not our client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_goes_with_it() {
+    use base64::Engine as _;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-machine");
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
+    let controllers = Controllers::start(cp).await;
+    let zone = format!("{ns}-zone");
+    cp.apply_text(
+        ADMIN,
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereFailureDomain",
+                "metadata": {"name": zone},
+                "spec": {
+                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+                    // (VM groups: tests/capi_machines.rs, under CAPI's controllers.)
+                    "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+                    "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0",
+                                 "networks": ["VM Network"]}
+                }
+            },
+            {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereDeploymentZone",
+                "metadata": {"name": zone},
+                "spec": {
+                    "server": sim.url(), "failureDomain": zone, "controlPlane": true,
+                    "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
+                }
+            },
+            credentials_secret(&ns, "vsphere-credentials", &sim),
+            {
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "m1-bootstrap", "namespace": ns},
+                "stringData": {"value": "#cloud-config\nruncmd: [kubeadm join]\n", "format": "cloud-config"}
+            },
+        ]})
+        .to_string(),
+        None,
+    )
+    .ok();
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        true,
+        false,
+    )
+    .await;
+    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    // CAPI's cluster controller would now say the infrastructure is ready (stand-in).
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "cluster.cluster.x-k8s.io",
+            "c1",
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"infrastructureReady":true}}"#,
+        ],
+    )
+    .ok();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+            "spec": {
+                "clusterName": "c1", "failureDomain": zone,
+                "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine", "name": "m1"}
+            }
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    let machine_uid =
+        get_json(cp, "machine.cluster.x-k8s.io", &ns, "m1").unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+            "metadata": {"name": "m1", "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                // What CAPI's machine controller sets (stand-in).
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                    "name": "m1", "uid": machine_uid, "controller": true}]},
+            // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers
+            // the VM off, as a guest with VMware Tools would).
+            "spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+                "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
+                "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+
+    // The VSphereVM, and its VM in vcsim under the VSphereVM's UID, powered on in the zone.
+    let machine_status = || {
+        format!(
+            "{:#} {:#}",
+            get_json(cp, "vspheremachine", &ns, "m1").unwrap_or_default()["status"]["conditions"]
+                [0]["message"],
+            get_json(cp, "vspheredeploymentzone", "", &zone).unwrap_or_default()["status"]
+        )
+    };
+    let vsvm = eventually_or(
+        machine_status,
+        "the VSphereVM",
+        Duration::from_secs(60),
+        || async { get_json(cp, "vspherevm", &ns, "m1") },
+        |v| !v["metadata"]["uid"].is_null(),
+    )
+    .await;
+    let uid = vsvm["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(vsvm["spec"]["resourcePool"], "DC0_C0_RP1", "{vsvm}");
+    assert_eq!(vsvm["spec"]["datastore"], "LocalDS_0", "{vsvm}");
+    let vm = eventually(
+        "the VM",
+        Duration::from_secs(60),
+        || async { readback.vms().await.into_iter().find(|v| v.name == "m1") },
+        |_| true,
+    )
+    .await;
+    assert_eq!(
+        vm.instance_uuid, uid,
+        "the clone's instance UUID is the VSphereVM's UID"
+    );
+    let props = eventually(
+        "the VM powered on",
+        Duration::from_secs(60),
+        || async {
+            Some(
+                readback
+                    .vm_props(
+                        &vm.moref,
+                        &[
+                            "runtime.powerState",
+                            "resourcePool",
+                            "config.uuid",
+                            r#"config.extraConfig["guestinfo.userdata"]"#,
+                            r#"config.extraConfig["guestinfo.userdata.encoding"]"#,
+                            r#"config.extraConfig["guestinfo.metadata"]"#,
+                        ],
+                    )
+                    .await,
+            )
+        },
+        |p| p.get("runtime.powerState").map(String::as_str) == Some("poweredOn"),
+    )
+    .await;
+    let decode = |k: &str| {
+        let v = props
+            .get(k)
+            .unwrap_or_else(|| panic!("{k} missing: {props:?}"));
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(v).unwrap()).unwrap()
+    };
+    assert_eq!(
+        decode(r#"config.extraConfig["guestinfo.userdata"]"#),
+        "#cloud-config\nruncmd: [kubeadm join]\n"
+    );
+    assert_eq!(
+        props[r#"config.extraConfig["guestinfo.userdata.encoding"]"#],
+        "base64"
+    );
+    let metadata = decode(r#"config.extraConfig["guestinfo.metadata"]"#);
+    assert!(metadata.contains("local-hostname: m1"), "{metadata}");
+    assert!(
+        metadata.contains("macaddress: "),
+        "matched by the clone's MAC: {metadata}"
+    );
+    let bios = props["config.uuid"].clone();
+
+    // No IP yet: not ready, and says so. Then the guest reports one.
+    let vsm = get_json(cp, "vspheremachine", &ns, "m1").unwrap();
+    assert_ne!(vsm["status"]["ready"], true, "{vsm}");
+    readback.set_guest_ip(&vm.moref, "10.0.0.42").await;
+    let vsm = eventually(
+        "the VSphereMachine ready",
+        Duration::from_secs(90),
+        || async { get_json(cp, "vspheremachine", &ns, "m1") },
+        |v| v["status"]["ready"] == true,
+    )
+    .await;
+    assert_eq!(
+        vsm["spec"]["providerID"],
+        format!("vsphere://{bios}"),
+        "{vsm}"
+    );
+    assert!(
+        vsm["status"]["addresses"].to_string().contains("10.0.0.42"),
+        "{vsm}"
+    );
+    assert!(
+        vsm["metadata"]["finalizers"]
+            .to_string()
+            .contains("vspheremachine.infrastructure.cluster.x-k8s.io"),
+        "{vsm}"
+    );
+    assert!(
+        !vsm.to_string().contains("kubeadm join"),
+        "no bootstrap data in the status"
+    );
+
+    // CAPI deletes the VSphereMachine with its Machine: the VM goes, then both objects.
+    cp.kubectl(
+        ADMIN,
+        &["delete", "vspheremachine", "m1", "-n", &ns, "--wait=false"],
+    )
+    .ok();
+    eventually(
+        "the VSphereMachine gone",
+        Duration::from_secs(90),
+        || async { Some(get_json(cp, "vspheremachine", &ns, "m1")) },
+        Option::is_none,
+    )
+    .await;
+    assert!(get_json(cp, "vspherevm", &ns, "m1").is_none());
+    assert!(
+        !readback.vms().await.iter().any(|v| v.name == "m1"),
+        "the VM is destroyed"
+    );
     controllers.stop().await;
 }

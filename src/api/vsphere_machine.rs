@@ -580,7 +580,7 @@ pub struct VSphereVMStatus {
     /// OpenShift Machines keeps between passes (the task in flight, the adopted VM's instance
     /// UUID, the phase and conditions), in the shape of an OpenShift Machine's status. The
     /// fields above are derived from it for CAPV's readers.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::preserve_unknown_object")]
     pub actuator_state: Option<serde_json::Value>,
 }

@@ -278,6 +278,9 @@ pub struct DataDisk {
 pub struct LinkedClone {
     /// The template's snapshot by name or path (`snapshot`); None: its current snapshot.
     pub snapshot: Option<String>,
+    /// A template without snapshots (and none named) is cloned in full instead of refused
+    /// (CAPV's behaviour, for Cluster API machines; `plan::capi_machine::actuated`).
+    pub or_full_clone: bool,
 }
 
 /// The data disks of a provider spec, checked as far as the spec alone can tell: a size of at
@@ -477,6 +480,7 @@ pub fn resolve(
         data_disks: data_disks(spec)?,
         linked_clone: (spec.clone_mode() == CloneMode::LinkedClone).then(|| LinkedClone {
             snapshot: given(&spec.snapshot).map(str::to_string),
+            or_full_clone: false,
         }),
     })
 }
@@ -777,13 +781,17 @@ mod tests {
         assert_eq!(
             resolve(&s, &inv()).unwrap().linked_clone,
             Some(LinkedClone {
-                snapshot: Some("base".into())
+                snapshot: Some("base".into()),
+                or_full_clone: false
             })
         );
         s.snapshot = Some(" ".into());
         assert_eq!(
             resolve(&s, &inv()).unwrap().linked_clone,
-            Some(LinkedClone { snapshot: None })
+            Some(LinkedClone {
+                snapshot: None,
+                or_full_clone: false
+            })
         );
         s.data_disks = Some(vec![disk("a", 1, Some("thin"))]);
         assert_eq!(

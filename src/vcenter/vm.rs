@@ -1,5 +1,6 @@
 //! Virtual machine lifecycle: clone, power, destroy. Each returns a [`TaskRef`] at once. The
 //! clone spec and template devices are `model::vm`.
+use super::CallKind;
 use super::client::Client;
 use super::model::error::Result;
 use super::model::moref::MoRef;
@@ -497,6 +498,14 @@ impl Client {
     pub async fn power_on_multi(&self, datacenter: &MoRef, vms: &[MoRef]) -> Result<TaskRef> {
         self.start_task("PowerOnMultiVM_Task", &power_on_multi_body(datacenter, vms))
             .await
+    }
+
+    /// Ask the guest OS to shut down (VMware Tools must run in it; `ToolsUnavailable` else).
+    /// Not a task: it returns once asked.
+    pub async fn shutdown_guest(&self, vm: &MoRef) -> Result<()> {
+        let body = Xml::request("ShutdownGuest", vm).finish("ShutdownGuest");
+        self.call("ShutdownGuest", CallKind::Write, &body).await?;
+        Ok(())
     }
 
     pub async fn power_off_vm(&self, vm: &MoRef) -> Result<TaskRef> {

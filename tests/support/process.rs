@@ -4,6 +4,7 @@
 //! over reqwest), so a duplicate our client would hide is still seen.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -212,7 +213,7 @@ pub struct VmDetail {
     pub pool: String,
     pub folder: String,
     pub datastores: Vec<String>,
-    pub extra_config: std::collections::BTreeMap<String, String>,
+    pub extra_config: BTreeMap<String, String>,
     pub ip: Option<String>,
 }
 
@@ -301,6 +302,51 @@ impl Readback {
     /// One SOAP call in session `cookie`; the answer's text (a fault fails the test).
     pub async fn call(&self, cookie: &str, body: &str) -> String {
         self.soap(Some(cookie), body).await.0
+    }
+
+    /// Properties of one VM as text: a plain value as it is, an extraConfig entry
+    /// (`config.extraConfig["key"]`) as its value, a moref as its value; absent ones are left out.
+    pub async fn vm_props(&self, moref: &str, paths: &[&str]) -> BTreeMap<String, String> {
+        let cookie = self.login().await;
+        let path_set: String = paths
+            .iter()
+            .map(|p| format!("<pathSet>{}</pathSet>", p.replace('"', "&quot;")))
+            .collect();
+        let (props, _) = self
+            .soap(
+                Some(&cookie),
+                &format!(
+                    r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>VirtualMachine</type>{path_set}</propSet><objectSet><obj type="VirtualMachine">{moref}</obj></objectSet></specSet><options/></RetrievePropertiesEx>"#
+                ),
+            )
+            .await;
+        let prop =
+            regex::Regex::new(r"(?s)<propSet><name>([^<]+)</name><val[^>]*>(.*?)</val></propSet>")
+                .unwrap();
+        let inner = regex::Regex::new(r"(?s)<value[^>]*>(.*?)</value>").unwrap();
+        prop.captures_iter(&props)
+            .map(|p| {
+                let name = p[1].replace("&quot;", "\"").replace("&#34;", "\"");
+                let val = inner
+                    .captures(&p[2])
+                    .map(|v| v[1].to_string())
+                    .unwrap_or_else(|| p[2].to_string());
+                (name, val)
+            })
+            .collect()
+    }
+
+    /// Give a VM a guest IP address, as VMware Tools in a booted guest would report it (vcsim's
+    /// `SET.guest.ipAddress` extraConfig key; CAPV's simulator setups do the same).
+    pub async fn set_guest_ip(&self, moref: &str, ip: &str) {
+        let cookie = self.login().await;
+        self.soap(
+            Some(&cookie),
+            &format!(
+                r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{moref}</_this><spec><extraConfig><key>SET.guest.ipAddress</key><value xsi:type="xsd:string">{ip}</value></extraConfig></spec></ReconfigVM_Task>"#
+            ),
+        )
+        .await;
     }
 
     /// Every object of `kind` in the inventory (a ContainerView over the root folder) with the
@@ -446,14 +492,14 @@ impl Readback {
     }
 
     /// The VM groups of every compute cluster: (cluster name, group name) → member VM morefs.
-    pub async fn vm_groups(&self) -> std::collections::BTreeMap<(String, String), Vec<String>> {
+    pub async fn vm_groups(&self) -> BTreeMap<(String, String), Vec<String>> {
         let cookie = self.login().await;
         let group = regex::Regex::new(
             r#"(?s)<group [^>]*type="ClusterVmGroup"><name>([^<]+)</name>(.*?)</group>"#,
         )
         .unwrap();
         let vm = regex::Regex::new(r#"<vm type="VirtualMachine">([^<]+)</vm>"#).unwrap();
-        let mut out = std::collections::BTreeMap::new();
+        let mut out = BTreeMap::new();
         for (_, props) in self
             .objects(
                 &cookie,
@@ -478,18 +524,6 @@ impl Readback {
             }
         }
         out
-    }
-
-    /// ReconfigVM_Task setting one extraConfig key of VM `moref` (the task is not waited for).
-    pub async fn set_extra_config(&self, moref: &str, key: &str, value: &str) {
-        let cookie = self.login().await;
-        self.call(
-            &cookie,
-            &format!(
-                r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{moref}</_this><spec><extraConfig><key>{key}</key><value xsi:type="xsd:string">{value}</value></extraConfig></spec></ReconfigVM_Task>"#
-            ),
-        )
-        .await;
     }
 
     async fn rest(&self, token: &str, method: reqwest::Method, path: &str) -> Value {

@@ -27,8 +27,12 @@ use crate::api::machine::{
     MACHINE_FINALIZER, Machine, MachineSpec, MachineStatus, ProviderSpec, phase as ph,
 };
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
-use crate::api::vsphere_machine::{VM_FINALIZER, VSphereVM, VSphereVMStatus};
+use crate::api::vsphere_machine::{
+    GUEST_SOFT_POWER_OFF_DEFAULT, PowerOffMode, VM_FINALIZER, VSphereVM, VSphereVMStatus,
+};
 use crate::plan::machine::VmObs;
+use crate::plan::machine::ipam::PoolAddresses;
+use crate::plan::placement::Placement;
 use crate::vcenter::model::inventory::GUEST_METADATA_KEY;
 
 /// On the in-memory Machine only: the VSphereVM it stands for (JSON). Never stored.
@@ -77,21 +81,72 @@ pub fn needs_guest_metadata(m: &Machine, vm: &VmObs) -> bool {
 }
 
 /// The extraConfig the stand-in's VM gets for its metadata, given its NICs' MACs in device
-/// order: `guestinfo.metadata` (+ encoding) and the marker saying whose it is.
-pub fn guest_metadata_keys(m: &Machine, macs: &[String]) -> Option<Vec<(String, String)>> {
+/// order and the addresses its IP address claims are bound to: `guestinfo.metadata` (+
+/// encoding) and the marker saying whose it is. A pool's gateway serves a device that names
+/// none of its own (CAPV's way).
+pub fn guest_metadata_keys(
+    m: &Machine,
+    macs: &[String],
+    pools: &PoolAddresses,
+) -> Option<Vec<(String, String)>> {
     let vm = vsphere_vm(m)?;
     let name = vm.metadata.name.clone().unwrap_or_default();
     let network = vm.spec.clone.network.unwrap_or_default();
+    let mut devices = network.devices.clone();
+    let mut extra = vec![Vec::new(); devices.len()];
+    for (i, (addrs, gateway)) in pools {
+        let (Some(d), Some(e)) = (devices.get_mut(*i), extra.get_mut(*i)) else {
+            continue;
+        };
+        e.clone_from(addrs);
+        let v6 = addrs.first().is_some_and(|a| a.contains(':'));
+        let slot = if v6 { &mut d.gateway6 } else { &mut d.gateway4 };
+        if slot.as_deref().is_none_or(str::is_empty) {
+            slot.clone_from(gateway);
+        }
+    }
     let yaml = super::bootstrap::metadata(
         &name,
-        &network.devices,
+        &devices,
         network.routes.as_deref().unwrap_or_default(),
         macs,
-        &[],
+        &extra,
     );
     let mut keys = super::bootstrap::metadata_extra_config(&yaml);
     keys.push((GUEST_METADATA_KEY.to_string(), name));
     Some(keys)
+}
+
+/// A Cluster API machine's placement: `cloneMode: linkedClone` from a template without
+/// snapshots is a full clone, as CAPV does it (CAPV's templates ask for linked clones; an
+/// OpenShift Machine is refused instead, naming the field).
+pub fn clone_fallback(m: &Machine, mut p: Placement) -> Placement {
+    if is_actuated(m)
+        && let Some(l) = p.linked_clone.as_mut()
+    {
+        l.or_full_clone = true;
+    }
+    p
+}
+
+/// The provider-status condition saying when the guest was asked to shut down (True), or that
+/// it could not be asked (False: no VMware Tools).
+pub const GUEST_SHUTDOWN: &str = "GuestShutdownRequested";
+
+/// How the stand-in's VM is powered off before it is destroyed, and how long trySoft waits for
+/// the guest (CAPV's default when unset or unreadable). Hard for an OpenShift Machine.
+pub fn power_off_mode(m: &Machine) -> (PowerOffMode, std::time::Duration) {
+    let Some(vm) = vsphere_vm(m) else {
+        return (PowerOffMode::Hard, GUEST_SOFT_POWER_OFF_DEFAULT);
+    };
+    let timeout = vm
+        .spec
+        .guest_soft_power_off_timeout
+        .as_deref()
+        .and_then(|t| crate::api::health_values::parse_go_duration(t).ok())
+        .map(|ns| std::time::Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64))
+        .unwrap_or(GUEST_SOFT_POWER_OFF_DEFAULT);
+    (vm.spec.power_off_mode.unwrap_or_default(), timeout)
 }
 
 /// `namespace/name` of a VSphereVM.

@@ -380,7 +380,21 @@ pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMac
             gateway: own(&d.gateway4).or_else(|| own(&d.gateway6)),
             ip_addrs: d.ip_addrs.clone().filter(|a| !a.is_empty()),
             nameservers: d.nameservers.clone().filter(|a| !a.is_empty()),
-            ..mapi::NetworkDeviceSpec::default()
+            // The claims are made and waited for by the same planner as OpenShift's.
+            addresses_from_pools: d
+                .addresses_from_pools
+                .as_ref()
+                .map(|pools| {
+                    pools
+                        .iter()
+                        .map(|p| mapi::AddressesFromPool {
+                            group: p.api_group.clone().unwrap_or_default(),
+                            resource: p.kind.clone(),
+                            name: p.name.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .filter(|p| !p.is_empty()),
         })
         .collect();
     VSphereMachineProviderSpec {
@@ -446,16 +460,6 @@ fn ignored_fields(vm: &VSphereVMSpec) -> Vec<&'static str> {
     );
     note(c.resources.is_some(), "spec.resources");
     note(given(&c.hardware_version).is_some(), "spec.hardwareVersion");
-    note(
-        c.network.as_ref().is_some_and(|n| {
-            n.devices.iter().any(|d| {
-                d.addresses_from_pools
-                    .as_ref()
-                    .is_some_and(|a| !a.is_empty())
-            })
-        }),
-        "spec.network.devices[].addressesFromPools",
-    );
     out
 }
 

@@ -23,7 +23,7 @@ use crate::api::machine::{
 use crate::api::machine_status::{
     VSphereMachineProviderStatus, condition as cond, error_reason, event,
 };
-use crate::plan::capi_machine::actuated::needs_guest_metadata;
+use crate::plan::capi_machine::actuated::{is_actuated, needs_guest_metadata};
 
 /// `vsphere://<BIOS UUID>`, what the cloud provider and the kubelet report.
 pub fn provider_id(bios_uuid: &str) -> String {
@@ -305,8 +305,9 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
                         now,
                     );
                 }
-                // Upstream writes the key only when there is something to say.
-                (!kargs.is_empty()).then(|| kargs.clone())
+                // Upstream writes the key only when there is something to say; a Cluster API
+                // machine's addresses go into its cloud-init metadata instead.
+                (!kargs.is_empty() && !is_actuated(m)).then(|| kargs.clone())
             }
         };
         set_condition(
@@ -775,6 +776,7 @@ mod tests {
             pool: Default::default(),
             machine: "m-0".into(),
             machine_uid: "uid-m-0".into(),
+            owner: ("machine.openshift.io/v1beta1", "Machine"),
         };
         i.network = Network::Waiting {
             create: vec![new.clone()],

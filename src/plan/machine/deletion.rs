@@ -11,14 +11,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
-    VmStep, linked_node, provider_status, set_condition, set_provider_status, settle_task,
+    VmObs, VmStep, linked_node, provider_status, set_condition, set_provider_status, settle_task,
     vcenter_trouble,
 };
-use crate::api::conditions::{ConditionUpdate, find_capi, is_capi_true, severity};
+use crate::api::conditions::{
+    ConditionUpdate, find_capi, is_capi_true, set_meta_condition, severity,
+};
 use crate::api::machine::{
     EXCLUDE_NODE_DRAINING_ANNOTATION, LifecycleHook, MACHINE_FINALIZER, Machine, phase as ph,
 };
 use crate::api::machine_status::{condition as cond, event};
+use crate::api::vsphere_machine::PowerOffMode;
+use crate::plan::capi_machine::actuated::{GUEST_SHUTDOWN, power_off_mode};
 
 /// Interval between drain passes while pods terminate.
 pub const DRAIN_POLL: std::time::Duration = std::time::Duration::from_secs(5);
@@ -80,6 +84,67 @@ fn hold(
 }
 
 /// Decide for a machine with a deletion timestamp.
+/// The step taking a running VM down, if one is due: a hard power-off, unless the machine asks
+/// for its guest to be shut down (a Cluster API `powerOffMode` of soft or trySoft): then the
+/// guest is asked once (`ShutdownGuest`, through VMware Tools) and waited for — for ever when
+/// soft; trySoft powers off hard once `guestSoftPowerOffTimeout` has passed, or at once when
+/// the guest could not be asked (no VMware Tools), as CAPV does.
+fn power_off(
+    plan: &mut MachinePlan,
+    ps: &mut crate::api::machine_status::VSphereMachineProviderStatus,
+    vm: &VmObs,
+    now: &Time,
+) -> Option<VmStep> {
+    let (mode, timeout) = power_off_mode(&plan.machine);
+    let hard = |plan: &mut MachinePlan| {
+        plan.event(false, event::DELETE, format!("Powering off VM {}", vm.path));
+        Some(VmStep::PowerOff(vm.moref()))
+    };
+    if mode == PowerOffMode::Hard {
+        return hard(plan);
+    }
+    let asked = ps
+        .conditions
+        .iter()
+        .find(|c| c.type_ == GUEST_SHUTDOWN)
+        .map(|c| (c.status == "True", c.last_transition_time.0));
+    match asked {
+        None => {
+            set_meta_condition(
+                &mut ps.conditions,
+                &ConditionUpdate::true_reason(
+                    GUEST_SHUTDOWN,
+                    GUEST_SHUTDOWN,
+                    "the guest was asked to shut down",
+                ),
+                None,
+                now,
+            );
+            set_provider_status(&mut plan.machine, ps);
+            plan.event(
+                false,
+                event::DELETE,
+                format!("Shutting down the guest of VM {}", vm.path),
+            );
+            Some(VmStep::ShutdownGuest(vm.moref()))
+        }
+        Some((false, _)) if mode == PowerOffMode::TrySoft => hard(plan),
+        Some((true, since))
+            if mode == PowerOffMode::TrySoft
+                && now.0.as_second() - since.as_second() >= timeout.as_secs() as i64 =>
+        {
+            hard(plan)
+        }
+        // Soft and refused: ask again (on the backoff the refusal set).
+        Some((false, _)) => {
+            crate::api::conditions::remove_meta_condition(&mut ps.conditions, GUEST_SHUTDOWN);
+            set_provider_status(&mut plan.machine, ps);
+            None
+        }
+        Some((true, _)) => None,
+    }
+}
+
 pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     let m = input.machine;
     let now = &input.now;
@@ -213,12 +278,11 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     if let Some(vm) = &input.vm {
         let step = if vm.power_state.as_deref() == Some("poweredOff") {
             plan.event(false, event::DELETE, format!("Destroying VM {}", vm.path));
-            VmStep::Destroy(vm.moref())
+            Some(VmStep::Destroy(vm.moref()))
         } else {
-            plan.event(false, event::DELETE, format!("Powering off VM {}", vm.path));
-            VmStep::PowerOff(vm.moref())
+            power_off(&mut plan, &mut ps, vm, now)
         };
-        plan.vm = Some(step);
+        plan.vm = step;
         plan.requeue = Requeue::After(TASK_POLL);
         return plan;
     }
@@ -348,6 +412,57 @@ mod tests {
             "the event is recorded once, not every pass"
         );
         assert!(p2.is_noop(&p.machine));
+    }
+
+    /// A Cluster API machine's `powerOffMode`: soft asks the guest once and waits for ever;
+    /// trySoft powers off hard after its timeout, or at once when the guest could not be
+    /// asked; hard (and every OpenShift Machine) powers off at once.
+    #[test]
+    fn power_off_modes_ask_the_guest_and_try_soft_gives_up_after_its_timeout() {
+        use crate::plan::capi_machine::actuated::machine_for;
+        use crate::plan::machine::outcome::{StepResult, after_vcenter};
+        let vm_moref = MoRef::new("VirtualMachine", "vm-9");
+        let stand_in = |mode: &str| {
+            let vm: crate::api::vsphere_machine::VSphereVM =
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereVM",
+                    "metadata": {"name": "m-0", "namespace": "ns", "uid": "u-1",
+                        "deletionTimestamp": "2023-11-14T22:00:00Z",
+                        "finalizers": ["vspherevm.infrastructure.cluster.x-k8s.io"]},
+                    "spec": {"server": "vc", "template": "t", "powerOffMode": mode,
+                        "guestSoftPowerOffTimeout": "2m"}
+                }))
+                .unwrap();
+            machine_for(&vm)
+        };
+        let at = |m: &Machine, secs: i64| {
+            let mut i = input(m);
+            i.vm = Some(vm("poweredOn"));
+            i.now = Time(jiff::Timestamp::from_second(1_700_000_000 + secs).unwrap());
+            plan_machine(&i)
+        };
+        assert_eq!(
+            at(&stand_in("hard"), 0).vm,
+            Some(VmStep::PowerOff(vm_moref.clone()))
+        );
+
+        // trySoft: the guest is asked, then waited for until the timeout, then powered off.
+        let p = at(&stand_in("trySoft"), 0);
+        assert_eq!(p.vm, Some(VmStep::ShutdownGuest(vm_moref.clone())));
+        let asked = p.machine;
+        assert_eq!(at(&asked, 60).vm, None, "within the 2m timeout it waits");
+        assert_eq!(at(&asked, 120).vm, Some(VmStep::PowerOff(vm_moref.clone())));
+
+        // soft: waits for the guest however long it takes.
+        let p = at(&stand_in("soft"), 0);
+        assert_eq!(p.vm, Some(VmStep::ShutdownGuest(vm_moref.clone())));
+        assert_eq!(at(&p.machine, 86_400).vm, None);
+
+        // trySoft with no VMware Tools: the refusal makes the next pass power off hard.
+        let mut p = at(&stand_in("trySoft"), 0);
+        let refused = StepResult::Refused(crate::plan::failure::Failure::busy("ToolsUnavailable"));
+        after_vcenter(&mut p, true, Some(&refused));
+        assert_eq!(at(&p.machine, 1).vm, Some(VmStep::PowerOff(vm_moref)));
     }
 
     #[test]

@@ -61,12 +61,17 @@ pub fn device_changes(
     let mut out = DeviceChanges::default();
     let template = facts.templates.get(&p.template);
     if let Some(linked) = &p.linked_clone {
-        out.snapshot = Some(linked_snapshot(p, inv, template, linked)?);
+        let no_snapshot = template
+            .and_then(|t| t.snapshots.as_ref())
+            .is_some_and(|s| s.current.is_none() && s.all.is_empty());
+        if !(linked.or_full_clone && linked.snapshot.is_none() && no_snapshot) {
+            out.snapshot = Some(linked_snapshot(p, inv, template, linked)?);
+        }
     }
     out.data_disks = data_disks(p, inv, template)?;
     // A linked clone's disks are children of the snapshot's: they keep its size (upstream skips
     // the resize too; admission warns that diskGiB is ignored).
-    if let Some(gib) = p.disk_gib.filter(|_| p.linked_clone.is_none()) {
+    if let Some(gib) = p.disk_gib.filter(|_| out.snapshot.is_none()) {
         let disk = template.and_then(|t| t.disk.clone()).ok_or_else(|| {
             DeviceError::Invalid(format!(
                 "spec.providerSpec.value.diskGiB: template {} has no virtual disk to size",
@@ -586,6 +591,7 @@ mod tests {
         let mut p = placement(None);
         p.linked_clone = Some(LinkedClone {
             snapshot: snapshot.map(str::to_string),
+            or_full_clone: false,
         });
         p
     }
@@ -616,6 +622,26 @@ mod tests {
         p.disk_gib = Some(120);
         let d = device_changes(&p, &inv, &f).unwrap();
         assert_eq!((d.snapshot, d.disk.is_some()), (None, true));
+    }
+
+    /// A Cluster API machine's linked clone from a template without snapshots is a full clone
+    /// (resized), as CAPV does; a snapshot it names and the template lacks is still refused.
+    #[test]
+    fn capv_linked_clones_fall_back_to_full_without_a_snapshot() {
+        let mut f = facts(16);
+        template(&mut f).snapshots = Some(Snapshots::default());
+        let inv = Inventory::default();
+        let mut p = linked(None);
+        p.linked_clone.as_mut().unwrap().or_full_clone = true;
+        p.disk_gib = Some(120);
+        let d = device_changes(&p, &inv, &f).unwrap();
+        assert_eq!((d.snapshot, d.disk.is_some()), (None, true));
+        let mut named = linked(Some("golden"));
+        named.linked_clone.as_mut().unwrap().or_full_clone = true;
+        assert!(invalid(device_changes(&named, &inv, &f)).contains("no snapshot \"golden\""));
+        // With a snapshot it is a linked clone.
+        template(&mut f).snapshots = Some(snapshots());
+        assert!(device_changes(&p, &inv, &f).unwrap().snapshot.is_some());
     }
 
     /// Upstream falls back to a full clone when the snapshot is not found; here the machine

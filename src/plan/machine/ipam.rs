@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::api::ipam::{CLAIM_API_VERSION, CLAIM_FINALIZER, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::api::machine::{AddressesFromPool, Machine, NetworkDeviceSpec};
+use crate::plan::capi_machine::actuated::is_actuated;
 
 /// The extraConfig key afterburn reads the network kargs from in the RHCOS initrd.
 pub const NETWORK_KARGS_KEY: &str = "guestinfo.afterburn.initrd.network-kargs";
@@ -23,6 +24,26 @@ pub const NETWORK_KARGS_KEY: &str = "guestinfo.afterburn.initrd.network-kargs";
 /// Upstream's claim name.
 pub fn claim_name(machine: &str, device: usize, pool: usize) -> String {
     format!("{machine}-claim-{device}-{pool}")
+}
+
+/// Who a machine's claims belong to: the Machine, or for a VSphereVM's stand-in the VSphereVM
+/// (a controller reference to a Machine that does not exist would have the claims collected),
+/// named as CAPV names them (`<vm>-<device>-<pool>`).
+fn claim_owner(m: &Machine) -> (&'static str, &'static str) {
+    if is_actuated(m) {
+        ("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM")
+    } else {
+        ("machine.openshift.io/v1beta1", "Machine")
+    }
+}
+
+fn claim_name_of(m: &Machine, device: usize, pool: usize) -> String {
+    let name = m.metadata.name.as_deref().unwrap_or_default();
+    if is_actuated(m) {
+        format!("{name}-{device}-{pool}")
+    } else {
+        claim_name(name, device, pool)
+    }
 }
 
 /// A claim a Machine must have, as the shell creates it.
@@ -33,6 +54,8 @@ pub struct NewClaim {
     pub pool: AddressesFromPool,
     pub machine: String,
     pub machine_uid: String,
+    /// The owner's `(apiVersion, kind)`.
+    pub owner: (&'static str, &'static str),
 }
 
 /// The claim object for `c`: a controller reference to the Machine (so the claim goes with
@@ -47,8 +70,8 @@ pub fn claim_object(c: &NewClaim) -> IpAddressClaim {
             namespace: Some(c.namespace.clone()),
             finalizers: Some(vec![CLAIM_FINALIZER.into()]),
             owner_references: Some(vec![OwnerReference {
-                api_version: "machine.openshift.io/v1beta1".into(),
-                kind: "Machine".into(),
+                api_version: c.owner.0.into(),
+                kind: c.owner.1.into(),
                 name: c.machine.clone(),
                 uid: c.machine_uid.clone(),
                 controller: Some(true),
@@ -89,7 +112,6 @@ fn is_static(d: &NetworkDeviceSpec) -> bool {
 
 /// Every claim `m` asks for, `(device, pool index, pool, claim name)`.
 pub fn wanted_claims(m: &Machine) -> Vec<(usize, usize, AddressesFromPool, String)> {
-    let name = m.metadata.name.as_deref().unwrap_or_default();
     devices(m)
         .into_iter()
         .enumerate()
@@ -98,7 +120,7 @@ pub fn wanted_claims(m: &Machine) -> Vec<(usize, usize, AddressesFromPool, Strin
                 .unwrap_or_default()
                 .into_iter()
                 .enumerate()
-                .map(move |(j, p)| (i, j, p, claim_name(name, i, j)))
+                .map(move |(j, p)| (i, j, p, claim_name_of(m, i, j)))
         })
         .collect()
 }
@@ -137,11 +159,40 @@ pub fn network(
     if !devs.iter().any(is_static) {
         return Network::Dhcp;
     }
+    let (create, unbound, from_pools) = bind(m, claims, addresses);
+    if !create.is_empty() || !unbound.is_empty() {
+        return Network::Waiting { create, unbound };
+    }
+    match kargs(&devs, &from_pools) {
+        Ok(k) => Network::Ready(k),
+        Err(e) => Network::Invalid(e),
+    }
+}
+
+/// Per device: the addresses bound to its claims (`address/prefix`) and the last non-empty
+/// pool gateway.
+pub type PoolAddresses = BTreeMap<usize, (Vec<String>, Option<String>)>;
+
+/// The addresses bound to `m`'s claims so far (what a Cluster API machine's cloud-init
+/// metadata configures).
+pub fn pool_addresses(
+    m: &Machine,
+    claims: &BTreeMap<String, IpAddressClaim>,
+    addresses: &BTreeMap<String, IpAddress>,
+) -> PoolAddresses {
+    bind(m, claims, addresses).2
+}
+
+/// The claims to create, those not bound yet, and the bound addresses.
+fn bind(
+    m: &Machine,
+    claims: &BTreeMap<String, IpAddressClaim>,
+    addresses: &BTreeMap<String, IpAddress>,
+) -> (Vec<NewClaim>, Vec<Unbound>, PoolAddresses) {
     let ns = m.metadata.namespace.as_deref().unwrap_or("default");
     let mut create = Vec::new();
     let mut unbound = Vec::new();
-    // Per device: the bound addresses (`address/prefix`) and the last non-empty pool gateway.
-    let mut from_pools: BTreeMap<usize, (Vec<String>, Option<String>)> = BTreeMap::new();
+    let mut from_pools = PoolAddresses::new();
     for (i, _, pool, name) in wanted_claims(m) {
         let key = format!("{ns}/{name}");
         let Some(claim) = claims.get(&key) else {
@@ -151,6 +202,7 @@ pub fn network(
                 pool,
                 machine: m.metadata.name.clone().unwrap_or_default(),
                 machine_uid: m.metadata.uid.clone().unwrap_or_default(),
+                owner: claim_owner(m),
             });
             continue;
         };
@@ -176,13 +228,7 @@ pub fn network(
             }),
         }
     }
-    if !create.is_empty() || !unbound.is_empty() {
-        return Network::Waiting { create, unbound };
-    }
-    match kargs(&devs, &from_pools) {
-        Ok(k) => Network::Ready(k),
-        Err(e) => Network::Invalid(e),
-    }
+    (create, unbound, from_pools)
 }
 
 /// The claims of the machine's namespace could not be read: it waits on every claim it asks
@@ -346,6 +392,7 @@ mod tests {
             pool: AddressesFromPool::default(),
             machine: "w-0".into(),
             machine_uid: "u-1".into(),
+            owner: ("machine.openshift.io/v1beta1", "Machine"),
         });
         c.status = Some(IpAddressClaimStatus {
             address_ref: Some(LocalObjectReference { name: claim.into() }),

@@ -222,6 +222,8 @@ pub enum VmStep {
     WriteMetadata(MoRef),
     PowerOn(MoRef),
     PowerOff(MoRef),
+    /// Ask the guest to shut down (VMware Tools; no task).
+    ShutdownGuest(MoRef),
     Destroy(MoRef),
     /// Attach these tags (`tagIDs` not yet on the VM); REST calls, no task.
     AttachTags {
@@ -243,6 +245,7 @@ impl VmStep {
             VmStep::WriteMetadata(vm) => format!("write guestinfo.metadata to {vm}"),
             VmStep::PowerOn(vm) => format!("power on {vm}"),
             VmStep::PowerOff(vm) => format!("power off {vm}"),
+            VmStep::ShutdownGuest(vm) => format!("shut down the guest of {vm}"),
             VmStep::Destroy(vm) => format!("destroy {vm}"),
             VmStep::AttachTags { vm, tags } => format!("attach tags {} to {vm}", tags.join(", ")),
         }

@@ -15,7 +15,7 @@ use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::ipam::{IpAddress, IpAddressClaim};
 use crate::api::machine::Machine;
-use crate::plan::capi_machine::actuated::is_actuated;
+use crate::plan::capi_machine::actuated::{clone_fallback, is_actuated};
 use crate::plan::placement::{self, ConfigError, Placement};
 use crate::vcenter::model::cluster::{ClusterConfig, ClusterGroup};
 use crate::vcenter::model::inventory::Inventory;
@@ -105,7 +105,7 @@ pub fn machine_placement(
         }
     };
     Placed {
-        placement: Some(placement::resolve(&spec, inv)),
+        placement: Some(placement::resolve(&spec, inv).map(|p| clone_fallback(m, p))),
         zone_labels,
         pending: None,
     }

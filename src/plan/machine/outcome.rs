@@ -7,9 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::create::fail_invalid_configuration;
 use super::deletion::mark_drain_error;
-use super::{KubeStep, MachinePlan, Requeue, provider_status, set_provider_status};
+use super::{KubeStep, MachinePlan, Requeue, VmStep, provider_status, set_provider_status};
 use crate::api::machine::MACHINE_FINALIZER;
 use crate::api::machine_status::event;
+use crate::plan::capi_machine::actuated::GUEST_SHUTDOWN;
 use crate::plan::failure::Failure;
 use crate::vcenter::model::moref::MoRef;
 
@@ -31,7 +32,17 @@ pub enum StepResult {
 /// Fold the vCenter step's result (`None`: the plan had no step) into the plan.
 pub fn after_vcenter(plan: &mut MachinePlan, deleting: bool, result: Option<&StepResult>) {
     // The step is spent: what is written back is its result, never the step itself.
-    plan.vm = None;
+    let step = plan.vm.take();
+    if let (Some(VmStep::ShutdownGuest(_)), Some(StepResult::Refused(f))) = (&step, result) {
+        // The guest could not be asked (no VMware Tools): trySoft powers off hard next.
+        let mut ps = provider_status(&plan.machine);
+        if let Some(c) = ps.conditions.iter_mut().find(|c| c.type_ == GUEST_SHUTDOWN) {
+            c.status = "False".into();
+            c.reason = "GuestShutdownRefused".into();
+            c.message = f.to_string();
+        }
+        set_provider_status(&mut plan.machine, &ps);
+    }
     match result {
         None | Some(StepResult::Done { .. }) => {}
         Some(StepResult::Started { task, .. }) => {

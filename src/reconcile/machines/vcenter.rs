@@ -10,7 +10,7 @@ use crate::plan::capi_machine::actuated::guest_metadata_keys;
 use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;
 use crate::plan::machine::devices::{DeviceChanges, DeviceError, device_changes};
-use crate::plan::machine::ipam::NETWORK_KARGS_KEY;
+use crate::plan::machine::ipam::{NETWORK_KARGS_KEY, pool_addresses};
 use crate::plan::machine::outcome::StepResult;
 use crate::plan::machine::user_data::{UserData, extra_config};
 use crate::plan::placement::Placement;
@@ -98,6 +98,16 @@ pub async fn start(
             continue;
         };
         let what = vm_step.describe();
+        if let VmStep::ShutdownGuest(vm) = vm_step {
+            // No task: the guest is asked; the VM's power state says when it is down.
+            let result = client
+                .shutdown_guest(vm)
+                .await
+                .map(|()| StepResult::Done { what: what.clone() })
+                .map_err(|e| Failure::vcenter(Some(&what), e));
+            record(&mut outcome, results, step, k, result);
+            continue;
+        }
         if let VmStep::AttachTags { vm, tags } = vm_step {
             // REST, no task: each missing tag in turn (attach is idempotent in vCenter).
             let mut result = Ok(StepResult::Done { what: what.clone() });
@@ -153,11 +163,10 @@ pub async fn start(
             }
             VmStep::WriteMetadata(vm) => {
                 let keys = match &macs {
-                    Ok(macs) => input
-                        .machines
-                        .iter()
-                        .find(|m| key(m) == *k)
-                        .and_then(|m| guest_metadata_keys(m, macs.get(vm)?)),
+                    Ok(macs) => input.machines.iter().find(|m| key(m) == *k).and_then(|m| {
+                        let pools = pool_addresses(m, &input.ipam.claims, &input.ipam.addresses);
+                        guest_metadata_keys(m, macs.get(vm)?, &pools)
+                    }),
                     Err(failure) => {
                         record(&mut outcome, results, step, k, Err(failure.clone()));
                         continue;
@@ -173,7 +182,7 @@ pub async fn start(
             VmStep::PowerOn(vm) => client.power_on_vm(vm).await,
             VmStep::PowerOff(vm) => client.power_off_vm(vm).await,
             VmStep::Destroy(vm) => client.destroy(vm).await,
-            VmStep::JoinGroup { .. } | VmStep::AttachTags { .. } => {
+            VmStep::JoinGroup { .. } | VmStep::AttachTags { .. } | VmStep::ShutdownGuest(_) => {
                 // Joins are batched per group into a `MachineStep::Join` above; tags were
                 // attached just before.
                 continue;

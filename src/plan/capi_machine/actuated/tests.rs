@@ -181,7 +181,19 @@ fn metadata_is_wanted_once_before_the_first_power_on_and_matches_the_macs() {
         "never rewritten under a running guest"
     );
 
-    let keys = guest_metadata_keys(&m, &["00:50:56:aa:bb:cc".to_string()]).unwrap();
+    let keys = guest_metadata_keys(
+        &m,
+        &["00:50:56:aa:bb:cc".to_string()],
+        &[(
+            0,
+            (
+                vec!["10.1.0.5/24".to_string()],
+                Some("10.1.0.1".to_string()),
+            ),
+        )]
+        .into(),
+    )
+    .unwrap();
     let get = |k: &str| {
         keys.iter()
             .find(|(key, _)| key == k)
@@ -201,6 +213,11 @@ fn metadata_is_wanted_once_before_the_first_power_on_and_matches_the_macs() {
     .unwrap();
     assert!(yaml.contains("local-hostname: demo-md-0-x"), "{yaml}");
     assert!(yaml.contains("00:50:56:aa:bb:cc"), "{yaml}");
+    assert!(yaml.contains("10.1.0.5/24"), "the pool's address: {yaml}");
+    assert!(
+        yaml.contains("gateway4: \"10.1.0.1\""),
+        "the pool's gateway: {yaml}"
+    );
 
     // An OpenShift Machine never gets this step.
     let mut plain = m.clone();
@@ -208,4 +225,35 @@ fn metadata_is_wanted_once_before_the_first_power_on_and_matches_the_macs() {
     obs.power_state = Some("poweredOff".into());
     obs.guest_metadata = None;
     assert!(!needs_guest_metadata(&plain, &obs));
+}
+
+#[test]
+fn a_vsphere_vms_claims_are_owned_by_it_and_named_as_capv_names_them() {
+    use crate::plan::machine::ipam::{Network, claim_object, network};
+    let mut vm = sample_vm();
+    vm.spec.clone.network = Some(serde_json::from_value(json!({"devices": [
+        {"networkName": "VM Network", "addressesFromPools": [
+            {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "workers"}]}
+    ]})).unwrap());
+    let m = machine_for(&vm);
+    let Network::Waiting { create, .. } = network(&m, &BTreeMap::new(), &BTreeMap::new()) else {
+        panic!("waits for its claim")
+    };
+    let claim = claim_object(&create[0]);
+    assert_eq!(claim.metadata.name.as_deref(), Some("demo-md-0-x-0-0"));
+    let owner = &claim.metadata.owner_references.unwrap()[0];
+    // A controller reference to a Machine of that UID would have the claim collected.
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.api_version.as_str(),
+            owner.uid.as_str()
+        ),
+        (
+            "VSphereVM",
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "6b4c5a7e-1111-2222-3333-444455556666"
+        )
+    );
+    assert_eq!(claim.spec.pool_ref.kind, "InClusterIPPool");
 }

@@ -569,14 +569,27 @@ fn fields_acted_on_elsewhere_are_reported_as_ignored() {
         "network": {"devices": [{"networkName": "n", "addressesFromPools": [
             {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"}]}]}
     }));
+    let desired = w.resolve().unwrap();
     assert_eq!(
-        w.resolve().unwrap().ignored,
+        desired.ignored,
         [
             "spec.additionalDisksGiB",
             "spec.pciDevices",
             "spec.resources",
             "spec.hardwareVersion",
-            "spec.network.devices[].addressesFromPools"
         ]
+    );
+    // Address pools are acted on: the shared planner makes and waits for their claims.
+    let pools = desired.provider_spec.network.devices[0]
+        .addresses_from_pools
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (
+            pools[0].group.as_str(),
+            pools[0].resource.as_str(),
+            pools[0].name.as_str()
+        ),
+        ("ipam.cluster.x-k8s.io", "InClusterIPPool", "p")
     );
 }
