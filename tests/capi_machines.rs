@@ -828,7 +828,8 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
 /// paired with CAPI v1.10) with the failure domain of CAPV's e2e flavor `ownerrefs-finalizers`
 /// (its failure-domains.yaml and its VSphereCluster `failureDomainSelector: {}` patch), all
 /// three files unchanged: `clusterctl generate` substitutes their variables with vcsim's values
-/// and kustomize applies the patch as upstream's kustomization does.
+/// and kustomize applies the patch as upstream's kustomization does. The failure domain is
+/// applied (and waited for) before the rest, as an admin's zones precede the clusters using them.
 ///
 /// What cannot work against vcsim, and why:
 /// * Nothing boots: the KubeadmControlPlane's one Machine stops at Provisioned (after the
