@@ -565,7 +565,11 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
             },
         )
         .await;
-
+    assert_eq!(
+        cluster["status"]["failureDomains"],
+        w.get(&["vspherecluster", "demo", "-n", &ns])["status"]["failureDomains"],
+        "CAPI copied our failure domains"
+    );
     phase(
         &mut t,
         "Cluster infrastructure ready with our failure domains",
