@@ -100,8 +100,9 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
     let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, None, &mut tasks);
     let (vsm_store, [vsm_trigger]) = watch_kind::<VSphereMachine, 1>(&client, None, &mut tasks);
+    let (vm_deleted, deleted_vms) = futures::channel::mpsc::unbounded();
     let (vm_store, [vm_trigger, vm_to_machines]) =
-        watch_kind::<VSphereVM, 2>(&client, None, &mut tasks);
+        watch_kind::<VSphereVM, 2>(&client, Some(vm_deleted), &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
@@ -214,14 +215,15 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     );
 
     // A VSphereVM's status (written by the sweep) is what its VSphereMachine reports: every
-    // change of it wakes the owner.
+    // change of it wakes the owner, and so does its deletion (the owner's finalizer waits for it).
+    let vm_events = futures::stream::select(vm_to_machines, deleted_vms);
     let vsm_controller = entry::run(
         capi_machine::CONTROLLER,
         Controller::for_shared_stream(
             skip_status_only_changes(vsm_trigger, vsm_store.clone()),
             vsm_store,
         )
-        .watches_shared_stream(vm_to_machines, |vm: Arc<DeserializeGuard<VSphereVM>>| {
+        .watches_shared_stream(vm_events, |vm: Arc<DeserializeGuard<VSphereVM>>| {
             capi_machine::owner_of(&vm)
         }),
         capi_machine::reconcile,

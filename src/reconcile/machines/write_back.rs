@@ -75,6 +75,9 @@ pub async fn write_back<K: KubeOps>(
     };
     match result {
         Some(Ok(())) => out.kube_writes += 1,
+        // Written on a stale read (another writer came first, e.g. CAPI labelling the object):
+        // the next sweep reads it again soon; nothing failed.
+        Some(Err(e)) if e.stale() => requeue = Requeue::After(std::time::Duration::from_secs(1)),
         Some(Err(e)) => requeue = Requeue::Backoff(e.to_string()),
         None => {}
     }
