@@ -270,8 +270,17 @@ pub fn vm_after(before: &VSphereVM, after: &Machine, now: &Time) -> VSphereVM {
     out.ready = Some(ps.instance_id.is_some() && running && !ips.is_empty());
     let failed = st.phase.as_deref() == Some(ph::FAILED);
     out.failure_reason = st.error_reason.clone().filter(|_| failed);
-    out.failure_message = st.error_message.clone().filter(|_| failed);
+    out.failure_message = st
+        .error_message
+        .as_deref()
+        .filter(|_| failed)
+        .map(capv_paths);
     let conditions = out.conditions.get_or_insert_with(Vec::new);
+    // The planner names OpenShift's provider spec fields; the user wrote CAPV's.
+    let mut ps = ps;
+    for c in &mut ps.conditions {
+        c.message = capv_paths(&c.message);
+    }
     set_capi_condition(conditions, &provisioned_condition(&ps), now);
     vm
 }
@@ -287,6 +296,14 @@ fn internal_ips(addresses: Option<&[NodeAddress]>) -> Vec<String> {
 
 /// `VirtualMachineProvisioned`: true once the VM exists; else why not, as the planner said it
 /// in `MachineCreation` (a zone, claim or user data waited for, a failed clone), else cloning.
+/// A message naming OpenShift provider spec fields (`spec.providerSpec.value.workspace.folder`)
+/// as the VSphereVM fields they came from (`spec.folder`).
+fn capv_paths(message: &str) -> String {
+    message
+        .replace("spec.providerSpec.value.workspace.", "spec.")
+        .replace("spec.providerSpec.value.", "spec.")
+}
+
 fn provisioned_condition(ps: &VSphereMachineProviderStatus) -> ConditionUpdate<'_> {
     if ps.instance_id.is_some() {
         return ConditionUpdate::true_(VM_PROVISIONED);

@@ -69,6 +69,13 @@ pub fn plan_status(
                 .unwrap_or_default();
             let bios = obs.bios_uuid.clone().filter(|b| !b.is_empty());
             let ip = obs.ip_address.clone().filter(|i| !i.is_empty());
+            // As CAPV: the providerID as soon as the BIOS UUID is known (CAPI reads it once
+            // the machine is ready).
+            if let Some(b) = &bios {
+                out.spec
+                    .provider_id
+                    .get_or_insert_with(|| crate::plan::machine::create::provider_id(b));
+            }
             match (bios, obs.powered_on(), ip) {
                 (Some(bios), true, Some(ip)) => {
                     let (id, addresses) = provisioned(&name, &bios, &[ip]);
@@ -181,7 +188,9 @@ mod tests {
         ] {
             let m = plan_status(&vsm(), &wait, Some(&o), &now());
             assert_eq!(reason_of(&m, READY).1.as_deref(), Some(want));
-            assert_eq!(m.spec.provider_id, None);
+            // CAPV's: the providerID once the BIOS UUID is known, ready or not.
+            assert_eq!(m.spec.provider_id.as_deref(), Some("vsphere://4230-1"));
+            assert_ne!(m.status.as_ref().unwrap().ready, Some(true));
         }
 
         let ready = plan_status(

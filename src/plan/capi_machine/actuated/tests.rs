@@ -141,7 +141,7 @@ fn not_provisioned_says_why_in_the_planners_words() {
     after.status = Some(MachineStatus {
         provider_status: Some(
             json!({"conditions": [{"type": "MachineCreation", "status": "False",
-            "reason": "MachineCreationFailed", "message": "template ubuntu not found",
+            "reason": "MachineCreationFailed", "message": "spec.providerSpec.value.template: template ubuntu not found",
             "lastTransitionTime": "2023-11-14T22:13:20Z"}]}),
         ),
         ..MachineStatus::default()
@@ -149,11 +149,10 @@ fn not_provisioned_says_why_in_the_planners_words() {
     let written = vm_after(&vm, &after, &now());
     let c = not_provisioned(&written).unwrap();
     assert_eq!(c.reason.as_deref(), Some("MachineCreationFailed"));
-    assert!(
-        c.message
-            .as_deref()
-            .unwrap()
-            .contains("template ubuntu not found")
+    assert_eq!(
+        c.message.as_deref(),
+        Some("spec.template: template ubuntu not found"),
+        "named as the VSphereVM field"
     );
     assert_eq!(written.status.unwrap().ready, Some(false));
     assert!(observed(&vm).is_none(), "no VM before a BIOS UUID");
