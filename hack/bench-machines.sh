@@ -176,7 +176,12 @@ for n in $sizes; do
 		[ -n "$line" ] || die "run $run of $n $kind machines printed no summary: $(tail -5 "$err")"
 		# Every machine made: OpenShift ones Running, Cluster API ones powered on (Provisioning:
 		# no guest IP in vcsim) or Provisioned.
-		grep -q "failed:" "$err" && die "run $run of $n $kind machines failed: $(grep 'failed:' "$err" | head -3)"
+		grep -q "failed:\| is Failed\| waits:" "$err" &&
+			die "run $run of $n $kind machines failed: $(grep 'failed:\| is Failed\| waits:' "$err" | head -3)"
+		clones=$(grep -c '^done: .*: clone ' "$err" || true)
+		want=$n
+		[ "$run" = create ] || want=0
+		[ "$clones" = "$want" ] || die "run $run of $n $kind machines cloned $clones VMs, not $want"
 		rt="${line%%|*}"
 		writes="$(grep -o '[0-9]* write' <<<"${line#*|}" | grep -o '[0-9]*' || echo 0)"
 		per=$(awk -v r="$rt" -v n="$n" 'BEGIN{printf "%.2f", r/n}')

@@ -393,6 +393,17 @@ async fn bad_input_waits_naming_what_is_missing_and_clones_nothing() {
     // A failure domain no zone is named after.
     y += &deployment("c", 1, "tpl", Some("boot"))
         .replace("failureDomain: dz-c", "failureDomain: dz-gone");
+    // A template vCenter does not have: the VM cannot be made; the machine fails saying why.
+    y += &deployment("a", 1, "tpl-x", Some("boot")).replace("md-a", "md-x");
+    y += "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: tpl-x, namespace: default}
+spec:
+  template:
+    spec:
+      template: no-such-template
+---
+";
     std::fs::write(manifests.join("md.yaml"), y).unwrap();
     let run = reconcile(&sim, &manifests, &state, &[]);
     assert_ne!(run.code, 0, "{}", run.stderr);
@@ -417,6 +428,12 @@ async fn bad_input_waits_naming_what_is_missing_and_clones_nothing() {
         "{}",
         run.stderr
     );
+    let failed = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("cluster api machine default/md-x-0 is Failed: "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(failed.contains("no-such-template"), "{failed}");
     assert!(vms(&sim, "md-").await.is_empty(), "nothing cloned");
     assert!(run.object("VSphereVM", "md-b-0").is_none());
     // Fixed: the next run makes them (local mode rolls no template change out to Machines

@@ -12,6 +12,7 @@ use super::actuated::{VM_GROUP_ANNOTATION, not_provisioned, observed};
 use super::resolve::{self, Desired, Wait, reason};
 use super::status::{VM_PROVISIONED, plan_deleted, plan_status};
 use crate::api::capi_core::{CapiCluster, CapiMachine};
+use crate::api::conditions::{ConditionUpdate, set_capi_condition, severity};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::vsphere_cluster::VSphereCluster;
@@ -130,6 +131,23 @@ pub fn plan(input: &Input<'_>) -> Plan {
         if let Some(mine) = conditions.iter_mut().find(|m| m.type_ == VM_PROVISIONED) {
             mine.clone_from(c);
         }
+    }
+    if let Some(vst) = vm.and_then(|v| v.status.as_ref())
+        && vst.failure_reason.is_some()
+    {
+        // The VM cannot be made as asked (a terminal configuration error): the machine says
+        // so, as CAPV copies its VSphereVM's failure, instead of waiting for a clone.
+        let st = after.status.get_or_insert_with(Default::default);
+        st.failure_reason.clone_from(&vst.failure_reason);
+        st.failure_message.clone_from(&vst.failure_message);
+        let reason = vst.failure_reason.clone().unwrap_or_default();
+        let message = vst.failure_message.clone().unwrap_or_default();
+        let conditions = st.conditions.get_or_insert_with(Vec::new);
+        set_capi_condition(
+            conditions,
+            &ConditionUpdate::false_(VM_PROVISIONED, &reason, severity::ERROR, &message),
+            input.now,
+        );
     }
     let ready = after.status.as_ref().and_then(|s| s.ready) == Some(true);
     let next = match &resolved {
@@ -263,6 +281,40 @@ mod tests {
         // Once it exists, the same input creates nothing more.
         let again = plan(&input(&v, Some(&m), &c, Some(&s), Some(vm), &e, &t));
         assert_eq!(again.vm, VmAction::None);
+    }
+
+    #[test]
+    fn a_failed_vsphere_vm_fails_the_machine_naming_why() {
+        let (v, m, c, s, e, t) = (
+            vsm(false),
+            machine(Some("boot")),
+            cluster(),
+            secret(),
+            Default::default(),
+            now(),
+        );
+        let mut vm = VSphereVM::new("m-0", Default::default());
+        vm.status = Some(crate::api::vsphere_machine::VSphereVMStatus {
+            failure_reason: Some("InvalidConfiguration".into()),
+            failure_message: Some("spec.resourcePool: required".into()),
+            ..Default::default()
+        });
+        let p = plan(&input(&v, Some(&m), &c, Some(&s), Some(&vm), &e, &t));
+        let st = p.after.unwrap().status.unwrap();
+        assert_eq!(st.failure_reason.as_deref(), Some("InvalidConfiguration"));
+        let cond = st
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == VM_PROVISIONED)
+            .unwrap();
+        assert_eq!(
+            (cond.reason.as_deref(), cond.message.as_deref()),
+            (
+                Some("InvalidConfiguration"),
+                Some("spec.resourcePool: required")
+            )
+        );
     }
 
     #[test]
