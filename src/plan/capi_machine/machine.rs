@@ -236,16 +236,37 @@ mod tests {
         Time(jiff::Timestamp::from_second(1_700_000_000).unwrap())
     }
 
+    type Zones = (
+        BTreeMap<String, VSphereDeploymentZone>,
+        BTreeMap<String, VSphereFailureDomain>,
+    );
+
+    /// A machine that resolves: owner, ready cluster, bootstrap Secret.
+    fn resolvable() -> (
+        VSphereMachine,
+        CapiMachine,
+        CapiCluster,
+        Secret,
+        Zones,
+        Time,
+    ) {
+        (
+            vsm(false),
+            machine(Some("boot")),
+            cluster(),
+            secret(),
+            Default::default(),
+            now(),
+        )
+    }
+
     fn input<'a>(
         vsm: &'a VSphereMachine,
         machine: Option<&'a CapiMachine>,
         cluster: &'a CapiCluster,
         secret: Option<&'a Secret>,
         vm: Option<&'a VSphereVM>,
-        empty: &'a (
-            BTreeMap<String, VSphereDeploymentZone>,
-            BTreeMap<String, VSphereFailureDomain>,
-        ),
+        empty: &'a Zones,
         now: &'a Time,
     ) -> Input<'a> {
         Input {
@@ -263,14 +284,7 @@ mod tests {
 
     #[test]
     fn a_resolved_machine_without_a_vm_creates_one_and_polls() {
-        let (v, m, c, s, e, t) = (
-            vsm(false),
-            machine(Some("boot")),
-            cluster(),
-            secret(),
-            Default::default(),
-            now(),
-        );
+        let (v, m, c, s, e, t) = resolvable();
         let p = plan(&input(&v, Some(&m), &c, Some(&s), None, &e, &t));
         let VmAction::Create(vm) = &p.vm else {
             panic!("{:?}", p.vm)
@@ -285,14 +299,7 @@ mod tests {
 
     #[test]
     fn a_failed_vsphere_vm_fails_the_machine_naming_why() {
-        let (v, m, c, s, e, t) = (
-            vsm(false),
-            machine(Some("boot")),
-            cluster(),
-            secret(),
-            Default::default(),
-            now(),
-        );
+        let (v, m, c, s, e, t) = resolvable();
         let mut vm = VSphereVM::new("m-0", Default::default());
         vm.status = Some(crate::api::vsphere_machine::VSphereVMStatus {
             failure_reason: Some("InvalidConfiguration".into()),
