@@ -462,3 +462,64 @@ spec:
     );
     assert_eq!(vms(&sim, "md-").await.len(), 3, "{}", run.stderr);
 }
+
+/// An OpenShift Machine and a Cluster API machine on the same server are one sweep: the run
+/// reconciles both as one group and makes both VMs.
+#[tokio::test]
+async fn openshift_and_cluster_api_machines_of_a_server_share_one_sweep() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let openshift = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: worker-user-data, namespace: openshift-machine-api}}
+stringData: {{userData: '{}'}}
+---
+apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: os-0
+  namespace: openshift-machine-api
+  labels: {{vsphere-provider.io/deployment-zone: dz-b}}
+spec:
+  providerSpec:
+    value:
+      apiVersion: machine.openshift.io/v1beta1
+      kind: VSphereMachineProviderSpec
+      template: DC0_H0_VM0
+      network: {{devices: []}}
+---
+",
+        local_run::IGNITION
+    );
+    std::fs::write(
+        manifests.join("md.yaml"),
+        deployment("a", 1, "tpl", Some("boot")) + &openshift,
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    let groups: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("reconciling ") && l.contains("machine(s)"))
+        .collect();
+    assert_eq!(groups.len(), 1, "{}", run.stderr);
+    assert!(
+        groups[0].starts_with("reconciling 2 machine(s) on "),
+        "{}",
+        run.stderr
+    );
+    let made: Vec<String> = vms(&sim, "")
+        .await
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p == "/DC0/vm/md-a-0" || p == "/DC0/vm/os-0")
+        .collect();
+    assert_eq!(made.len(), 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("1/1 machine(s) running"),
+        "{}",
+        run.stderr
+    );
+}

@@ -351,11 +351,11 @@ fn capi_machine_table(store: &Store, report: &MachineReport, now: &Time) -> Stri
                 s(&m.spec["failureDomain"]),
                 s(&m.spec["providerID"]),
                 vm,
-                report
-                    .capi_waits
-                    .get(&format!("machine {k}"))
-                    .cloned()
-                    .unwrap_or_else(|| "-".into()),
+                match m.status["phase"].as_str() {
+                    Some(capi_play::phase::PROVISIONED) => "-".into(),
+                    _ => super::run::capi_machine_why(store, report, k, m)
+                        .unwrap_or_else(|| "-".into()),
+                },
                 age(m.metadata.creation_timestamp.as_ref(), now),
             ]
         })

@@ -100,17 +100,27 @@ fn capi_not_ready(store: &Store, report: &MachineReport) -> Vec<String> {
         if phase == capi_play::phase::PROVISIONED {
             continue;
         }
-        let failed = report.machine_failures.get(&format!("VSphereVM {k}"));
-        let why = report
-            .capi_waits
-            .get(&format!("machine {k}"))
-            .or(failed)
-            .cloned()
-            .or_else(|| vsphere_machine_reason(store, m))
+        let why = capi_machine_why(store, report, k, m)
             .unwrap_or_else(|| "the VM is being provisioned".into());
         lines.push(format!("cluster api machine {k} is {phase}: {why}"));
     }
     lines
+}
+
+/// Why a Cluster API machine is not there yet: what local mode's pass waits for, else what
+/// failed this run, else its VSphereMachine's `VirtualMachineProvisioned` reason.
+pub fn capi_machine_why(
+    store: &Store,
+    report: &MachineReport,
+    k: &str,
+    m: &CapiObject,
+) -> Option<String> {
+    report
+        .capi_waits
+        .get(&format!("machine {k}"))
+        .or_else(|| report.machine_failures.get(&format!("VSphereVM {k}")))
+        .cloned()
+        .or_else(|| vsphere_machine_reason(store, m))
 }
 
 /// The VSphereMachine's `VirtualMachineProvisioned` reason and message, when it is False.
