@@ -10,13 +10,12 @@ mod local_run;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 use vcsim::Vcsim;
 
-use local_run::{Run, admin, reconcile, workdir};
+use local_run::{Run, admin, extra_config, reconcile, workdir};
 
 const ZONE: &str = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
 kind: VSphereFailureDomain
@@ -115,33 +114,6 @@ async fn vms_named(sim: &Vcsim, name: &str) -> usize {
         .unwrap()
         .all_at_path(&format!("/DC0/vm/{name}"))
         .len()
-}
-
-/// The clone's extraConfig, as vcsim stores it: key → value.
-async fn extra_config(sim: &Vcsim, path: &str) -> BTreeMap<String, String> {
-    let c = admin(sim);
-    let vm = c
-        .inventory()
-        .await
-        .unwrap()
-        .at_path(path)
-        .unwrap()
-        .moref
-        .clone();
-    let props = c
-        .retrieve_objects(&[vm], "VirtualMachine", &["config.extraConfig"])
-        .await
-        .unwrap();
-    props[0].props["config.extraConfig"]
-        .children
-        .iter()
-        .filter_map(|o| {
-            Some((
-                o.child_text("key")?.to_string(),
-                o.child_text("value")?.to_string(),
-            ))
-        })
-        .collect()
 }
 
 fn address_of(run: &Run, claim: &str) -> Option<String> {

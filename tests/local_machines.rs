@@ -16,7 +16,7 @@ mod local_run;
 mod vcsim;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use admin_setup::host_group;
@@ -24,7 +24,7 @@ use serde_json::Value;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
 use vsphere_provider::vcenter::model::cluster::ClusterGroup;
 
-use local_run::{BIN, Run, admin, command, reconcile, workdir};
+use local_run::{BIN, Run, admin, extra_config, kill_runs, reconcile, vm_property, workdir};
 
 fn zone(
     name: &str,
@@ -426,19 +426,6 @@ async fn deletion_follows_the_lifecycle_with_hooks_added_and_removed() {
     assert!(off < destroy);
 }
 
-/// A tiny deterministic generator, so a failing kill schedule can be replayed from its seed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
-}
-
 #[tokio::test]
 async fn killed_at_random_points_then_rerun_makes_exactly_one_vm_per_machine() {
     let sim = sim().await;
@@ -450,24 +437,7 @@ async fn killed_at_random_points_then_rerun_makes_exactly_one_vm_per_machine() {
         y += &machine(m, z, "DC0_H0_VM0", "");
     }
     std::fs::write(manifests.join("machines.yaml"), y).unwrap();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    let mut rng = Lcg(seed);
-    for i in 0..20 {
-        let delay = rng.next(400);
-        let mut child = command(&sim, &manifests, &state)
-            .arg("--simulate-nodes")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        let _ = child.kill();
-        let _ = child.wait();
-        eprintln!("kill {i}: after {delay} ms (seed {seed})");
-    }
+    let seed = kill_runs(&sim, &manifests, &state, &["--simulate-nodes"], 20, 400).await;
     let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
     assert_eq!(run.code, 0, "seed {seed}: {}", run.stderr);
     let inv = admin(&sim).inventory().await.unwrap();
@@ -845,43 +815,6 @@ async fn a_foreign_vm_with_the_machines_name_is_named_and_left_alone() {
         still.at_path("/DC0/vm/f-a").map(|e| e.moref.clone()),
         Some(foreign)
     );
-}
-
-/// A property of the VM at `path`, as vCenter (here vcsim) has it.
-async fn vm_property(
-    sim: &Vcsim,
-    path: &str,
-    property: &str,
-) -> vsphere_provider::vcenter::soap::Node {
-    let c = admin(sim);
-    let vm = c
-        .inventory()
-        .await
-        .unwrap()
-        .at_path(path)
-        .unwrap()
-        .moref
-        .clone();
-    let props = c
-        .retrieve_objects(&[vm], "VirtualMachine", &[property])
-        .await
-        .unwrap();
-    props[0].props[property].clone()
-}
-
-/// The clone's extraConfig, as vCenter (here vcsim) stores it: key → value.
-async fn extra_config(sim: &Vcsim, path: &str) -> std::collections::BTreeMap<String, String> {
-    vm_property(sim, path, "config.extraConfig")
-        .await
-        .children
-        .iter()
-        .filter_map(|o| {
-            Some((
-                o.child_text("key")?.to_string(),
-                o.child_text("value")?.to_string(),
-            ))
-        })
-        .collect()
 }
 
 /// User data reaches the guest as machine-api-operator puts it there: the Ignition config of

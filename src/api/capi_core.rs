@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `cluster.x-k8s.io/cluster-name`: the cluster a CAPI object belongs to.
@@ -16,6 +16,49 @@ pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// `cluster.x-k8s.io/paused`: an object so annotated is not reconciled.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// The Cluster API core kinds local mode accepts in manifests (`cluster.x-k8s.io/*`).
+pub const LOCAL_KINDS: [&str; 3] = ["Cluster", "Machine", "MachineDeployment"];
+
+/// A Cluster API core object (`Cluster`, `Machine`, `MachineDeployment`) as local mode keeps
+/// it: its metadata typed, spec and status as the manifest (and local mode's play of CAPI) left
+/// them, so it round-trips through the state file with every field the user wrote.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CapiObject {
+    /// `cluster.x-k8s.io/v1beta1` (or v1beta2).
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// One of [`LOCAL_KINDS`].
+    pub kind: String,
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The spec, as JSON.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub spec: Value,
+    /// The status, as JSON.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub status: Value,
+}
+
+impl CapiObject {
+    /// The Machine view of this object (meaningful for a Machine).
+    pub fn as_machine(&self) -> CapiMachine {
+        CapiMachine {
+            metadata: self.metadata.clone(),
+            spec: serde_json::from_value(self.spec.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The Cluster view of this object (meaningful for a Cluster).
+    pub fn as_cluster(&self) -> CapiCluster {
+        CapiCluster {
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
+    }
+}
 
 /// A Cluster API Machine (the fields an infrastructure provider reads).
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]

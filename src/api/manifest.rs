@@ -110,7 +110,10 @@ pub enum Object {
     IpAddressClaim(Box<super::ipam::IpAddressClaim>),
     /// A CAPI `IPAddress` (local mode's state file only: local mode's IPAM makes them).
     IpAddress(Box<super::ipam::IpAddress>),
-    /// VSphereMachine (local mode has no Cluster API Machines: admitted, not acted on).
+    /// A Cluster API core object (`cluster.x-k8s.io` Cluster, Machine, MachineDeployment):
+    /// local mode's input for Cluster API machines.
+    Capi(Box<super::capi_core::CapiObject>),
+    /// VSphereMachine.
     VSphereMachine(Box<super::VSphereMachine>),
     /// VSphereMachineTemplate.
     VSphereMachineTemplate(Box<super::VSphereMachineTemplate>),
@@ -134,6 +137,9 @@ pub enum ObjectType {
     /// A CAPI `IPAddressClaim` or `IPAddress` (`ipam.cluster.x-k8s.io/v1beta1`): made by the
     /// controllers, never given in manifests.
     IpamRecord,
+    /// A Cluster API core object (`cluster.x-k8s.io` Cluster, Machine, MachineDeployment):
+    /// CAPI serves them; local mode reads them as the user's input.
+    CapiCore,
     /// Anything else.
     Unknown,
 }
@@ -220,6 +226,7 @@ impl LoadedObject {
                 Object::IpAddressClaim(serde_json::from_value(v)?)
             }
             ObjectType::IpamRecord => Object::IpAddress(serde_json::from_value(v)?),
+            ObjectType::CapiCore => Object::Capi(serde_json::from_value(v)?),
             ObjectType::Unknown => {
                 return Err(serde::de::Error::custom(format!(
                     "unknown kind {}/{}",
@@ -255,6 +262,10 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
         && (kind == ipam::CLAIM_KIND || kind == ipam::ADDRESS_KIND)
     {
         return ObjectType::IpamRecord;
+    }
+    if api_version.starts_with("cluster.x-k8s.io/") && super::capi_core::LOCAL_KINDS.contains(&kind)
+    {
+        return ObjectType::CapiCore;
     }
     ObjectType::Unknown
 }

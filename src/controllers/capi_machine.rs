@@ -25,9 +25,7 @@ use super::{Context, Error, FIELD_MANAGER, NOT_SYNCED_REQUEUE};
 use crate::api::capi_core::{CapiCluster, CapiMachine};
 use crate::api::vsphere_cluster::VSphereCluster;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
-use crate::plan::capi_machine::actuated::{VM_GROUP_ANNOTATION, not_provisioned, observed};
-use crate::plan::capi_machine::resolve::{self, Input, reason};
-use crate::plan::capi_machine::status::{VM_PROVISIONED, plan_deleted, plan_status};
+use crate::plan::capi_machine::machine::{self, Next, VmAction};
 use crate::reconcile::kube_ops::{KubeError, KubeOps};
 
 /// The controller's name in metrics and logs.
@@ -86,25 +84,33 @@ fn vsphere_vm_of(vsm: &VSphereMachine, ctx: &Context) -> Option<VSphereVM> {
 
 async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Error> {
     let ns = vsm.namespace().unwrap_or_default();
-    let vm = vsphere_vm_of(vsm, ctx);
-    if vsm.metadata.deletion_timestamp.is_some() {
-        return delete(vsm, vm.as_ref(), ctx).await;
-    }
-    let Some(machine) = owner_machine(vsm, ctx).await? else {
-        // CAPI's Machine controller sets the owner reference; that change wakes us.
-        tracing::debug!("waiting for the owner Machine");
-        return Ok(Action::await_change());
+    let existing = vsphere_vm_of(vsm, ctx);
+    let zones = ctx.stores.zones_by_name();
+    let fds = ctx.stores.failure_domains_by_name();
+    // Deleting: only the VSphereVM matters; CAPI's objects are not read.
+    let deleting = vsm.metadata.deletion_timestamp.is_some();
+    let machine = match deleting {
+        true => None,
+        false => owner_machine(vsm, ctx).await?,
     };
-    let cluster = get_opt::<CapiCluster>(
-        ctx,
-        &ns,
-        &capi_version(vsm),
-        "Cluster",
-        &machine.spec.cluster_name,
-    )
-    .await?;
+    let cluster = match &machine {
+        Some(m) => {
+            get_opt::<CapiCluster>(
+                ctx,
+                &ns,
+                &capi_version(vsm),
+                "Cluster",
+                &m.spec.cluster_name,
+            )
+            .await?
+        }
+        None => None,
+    };
     let vsphere_cluster = cluster.as_ref().and_then(|c| infra_cluster(c, ctx));
-    let secret = match machine.spec.bootstrap.data_secret_name.as_deref() {
+    let secret = match machine
+        .as_ref()
+        .and_then(|m| m.spec.bootstrap.data_secret_name.as_deref())
+    {
         Some(name) if !name.is_empty() => {
             let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
             api.get_opt(name)
@@ -113,98 +119,58 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
         }
         _ => None,
     };
-    let zones = ctx.stores.zones_by_name();
-    let fds = ctx.stores.failure_domains_by_name();
-    let resolved = resolve::resolve(&Input {
-        machine: &machine,
-        cluster: cluster.as_ref(),
+    let now = now();
+    let plan = machine::plan(&machine::Input {
         vsphere_machine: vsm,
+        machine: machine.as_ref(),
+        cluster: cluster.as_ref(),
         vsphere_cluster: vsphere_cluster.as_ref(),
         zones: &zones,
         failure_domains: &fds,
         bootstrap_secret: secret.as_ref(),
-        existing_vm: vm.as_ref(),
+        existing_vm: existing.as_ref(),
+        now: &now,
     });
-    let vm = match (&resolved, vm) {
-        (Ok(desired), None) => Some(create_vm(ctx, vsm, desired).await?),
-        (_, vm) => vm,
-    };
-    let mut after = plan_status(
-        vsm,
-        &resolved,
-        vm.as_ref().and_then(observed).as_ref(),
-        &now(),
-    );
-    if let Some(c) = vm.as_ref().and_then(not_provisioned) {
-        // The VM's own reason (a failed clone, a zone or claim waited for) is the machine's.
-        let conditions = after
-            .status
-            .get_or_insert_with(Default::default)
-            .conditions
-            .get_or_insert_with(Vec::new);
-        if let Some(mine) = conditions.iter_mut().find(|m| m.type_ == VM_PROVISIONED) {
-            mine.clone_from(c);
-        }
+    match &plan.vm {
+        VmAction::None => {}
+        VmAction::Create(vm) => create_vm(ctx, vsm, vm, &plan.ignored).await?,
+        VmAction::Delete(name) => delete_vm(ctx, &ns, name).await?,
     }
-    write(ctx, vsm, &after).await?;
-    Ok(match &resolved {
-        Err(w) if w.reason == reason::PAUSED => Action::await_change(),
-        Err(_) => Action::requeue(WAIT_POLL),
-        Ok(_) if after.status.as_ref().and_then(|s| s.ready) == Some(true) => Action::requeue(IDLE),
-        // The VSphereVM's status changes wake it; this is the fallback.
-        Ok(_) => Action::requeue(WAIT_POLL),
+    if let Some(after) = &plan.after {
+        write(ctx, vsm, after).await?;
+    }
+    if machine.is_none() && !deleting {
+        tracing::debug!("waiting for the owner Machine");
+    }
+    Ok(match plan.next {
+        Next::AwaitChange => Action::await_change(),
+        Next::Poll => Action::requeue(WAIT_POLL),
+        Next::Idle => Action::requeue(IDLE),
     })
 }
 
-/// Deletion: the VSphereVM is deleted (its VM powered off and destroyed by the sweep), then
-/// the finalizer goes. Nothing is left behind if the Machine was never provisioned.
-async fn delete(
-    vsm: &VSphereMachine,
-    vm: Option<&VSphereVM>,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let ns = vsm.namespace().unwrap_or_default();
-    if let Some(vm) = vm {
-        if vm.metadata.deletion_timestamp.is_none() {
-            let name = vm.name_any();
-            let api: Api<VSphereVM> = Api::namespaced(ctx.client.clone(), &ns);
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => tracing::info!(vspherevm = %name, "deleting the machine's VSphereVM"),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => {
-                    return Err(KubeError::from_client(
-                        format!("delete VSphereVM {ns}/{name}"),
-                        &e,
-                    )
-                    .into());
-                }
-            }
+/// Delete the machine's VSphereVM (its VM powered off and destroyed by the sweep); gone
+/// already is done.
+async fn delete_vm(ctx: &Context, ns: &str, name: &str) -> Result<(), Error> {
+    let api: Api<VSphereVM> = Api::namespaced(ctx.client.clone(), ns);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => tracing::info!(vspherevm = %name, "deleting the machine's VSphereVM"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => {
+            return Err(KubeError::from_client(format!("delete VSphereVM {ns}/{name}"), &e).into());
         }
-        return Ok(Action::requeue(WAIT_POLL));
     }
-    write(ctx, vsm, &plan_deleted(vsm, false)).await?;
-    Ok(Action::await_change())
+    Ok(())
 }
 
-/// The VSphereVM for `desired`, created (a VSphereVM of that name already there is taken as
-/// this machine's when it is owned by it; the cache will show it).
+/// Create the VSphereVM the plan made (one of that name already there is taken as this
+/// machine's: the cache will show it), with its events.
 async fn create_vm(
     ctx: &Context,
     vsm: &VSphereMachine,
-    desired: &resolve::Desired,
-) -> Result<VSphereVM, Error> {
-    let mut vm = desired.vm.clone();
-    if let Some(group) = desired
-        .provider_spec
-        .workspace
-        .as_ref()
-        .and_then(|w| w.vm_group.clone())
-    {
-        vm.metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(VM_GROUP_ANNOTATION.to_string(), group);
-    }
+    vm: &VSphereVM,
+    ignored: &[&'static str],
+) -> Result<(), Error> {
     let ns = vm.namespace().unwrap_or_default();
     let name = vm.name_any();
     let api: Api<VSphereVM> = Api::namespaced(ctx.client.clone(), &ns);
@@ -212,7 +178,7 @@ async fn create_vm(
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
-    let created = match api.create(&pp, &vm).await {
+    let created = match api.create(&pp, vm).await {
         Ok(vm) => vm,
         Err(kube::Error::Api(s)) if s.code == 409 => api
             .get(&name)
@@ -234,19 +200,19 @@ async fn create_vm(
         ),
     )
     .await;
-    if !desired.ignored.is_empty() {
+    if !ignored.is_empty() {
         kube.record(
             regarding,
             true,
             "FieldsIgnored",
             &format!(
                 "set but not acted on by vsphere-provider (yet): {}",
-                desired.ignored.join(", ")
+                ignored.join(", ")
             ),
         )
         .await;
     }
-    Ok(created)
+    Ok(())
 }
 
 /// Write the VSphereMachine when it changed: finalizers and `spec.providerID` (guarded by the

@@ -83,13 +83,44 @@ pub fn apply(store: &mut Store, args: &[String], now: &Time) -> Result<(), Delet
         if name.is_empty() {
             return Err(bad("expected KIND/NAME".into()));
         }
+        let group = kind.split_once('.').map(|(_, g)| g.to_string());
         let kind = kind.split('.').next().unwrap_or_default().to_string();
+        // `machine` is OpenShift's unless the group says Cluster API's, or only a Cluster API
+        // Machine has that name.
+        let capi_machine = group.as_deref() == Some("cluster.x-k8s.io")
+            || (group.is_none()
+                && !store
+                    .machines
+                    .keys()
+                    .any(|k| k.rsplit_once('/').is_some_and(|(_, n)| n == name))
+                && store
+                    .capi_machines
+                    .keys()
+                    .any(|k| k.rsplit_once('/').is_some_and(|(_, n)| n == name)));
         let qualified = |n: &str| match &ns {
             Some(ns) => format!("{ns}/{n}"),
             None => n.to_string(),
         };
         let target = qualified(&name);
         match kind.as_str() {
+            "machine" | "machines" if capi_machine => mark(
+                &mut store.capi_machines,
+                arg,
+                "Machine (cluster.x-k8s.io)",
+                &target,
+                true,
+                |m| &mut m.metadata,
+                now,
+            )?,
+            "machinedeployment" | "machinedeployments" | "md" => mark(
+                &mut store.machine_deployments,
+                arg,
+                "MachineDeployment",
+                &target,
+                true,
+                |m| &mut m.metadata,
+                now,
+            )?,
             "machine" | "machines" => mark(
                 &mut store.machines,
                 arg,
@@ -160,7 +191,7 @@ pub fn apply(store: &mut Store, args: &[String], now: &Time) -> Result<(), Delet
             )?,
             other => {
                 return Err(bad(format!(
-                    "unknown kind {other:?} (machine, node, vspheredeploymentzone, vspherefailuredomain, vspherecluster, controlplanemachineset, machinehealthcheck)"
+                    "unknown kind {other:?} (machine, machinedeployment, node, vspheredeploymentzone, vspherefailuredomain, vspherecluster, controlplanemachineset, machinehealthcheck)"
                 )));
             }
         }

@@ -128,8 +128,9 @@ fn local_sources(store: &Store) -> IdentitySources<'_> {
 
 /// Where a VSphereCluster stands in local mode (`plan::cluster::lifecycle`, as the controller).
 /// There is no API server to find the owner Cluster in: an ownerReference to a Cluster
-/// (cluster.x-k8s.io) in the VSphereCluster's manifest stands for it (local mode loads no
-/// Cluster objects, so only the VSphereCluster's pause annotation is honoured). Owned, with its
+/// (cluster.x-k8s.io) stands for it — the manifest's, or the one local mode sets for a Cluster
+/// given in the manifests (`super::capi::own_infra_clusters`); only the VSphereCluster's pause
+/// annotation is honoured. Owned, with its
 /// failure domains settled, the cluster's own identity gets a vCenter session and the cluster
 /// becomes ready, as in the cluster. Deletion is not played here.
 async fn cluster_stage(

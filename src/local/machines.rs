@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::capi::capi_pass;
 use super::cluster::LocalCluster;
 use super::cpms::cpms_pass;
 use super::driver::{Options, client_for, connect_to};
@@ -17,10 +18,12 @@ use super::health::health_pass;
 use super::ipam::bind_claims;
 use crate::api::machine::Machine;
 use crate::api::machine_status::VSphereMachineProviderStatus;
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::capi_machine::actuated::machine_for;
 use crate::plan::cpms::domains::servers;
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
-use crate::reconcile::machines::{IpamObjects, SweepInput, machine_server, sweep};
+use crate::reconcile::machines::{IpamObjects, SweepInput, key, machine_server, sweep};
 use crate::reconcile::views::ServerViews;
 use crate::vcenter::Endpoint;
 use crate::vcenter::Inventory;
@@ -47,8 +50,13 @@ pub struct MachineReport {
     pub rounds: usize,
     /// MachineHealthChecks short-circuited in the last pass.
     pub short_circuited: BTreeSet<String>,
-    /// Machine key → its VM's inventory path (as last read).
+    /// Machine key → its VM's inventory path (as last read); a VSphereVM's under
+    /// `VSphereVM namespace/name`.
     pub vm_paths: BTreeMap<String, String>,
+    /// What the Cluster API pass did (or would do), one line each.
+    pub capi_done: Vec<String>,
+    /// Cluster API object → why it waits, as the last pass saw it (`super::capi`).
+    pub capi_waits: BTreeMap<String, String>,
     pub round_trips: Snapshot,
 }
 
@@ -71,7 +79,14 @@ pub async fn run_machines(
     let mut report = MachineReport::default();
     {
         let s = cluster.lock();
-        if s.machines.is_empty() && s.machine_sets.is_empty() && s.health_checks.is_empty() {
+        if s.machines.is_empty()
+            && s.machine_sets.is_empty()
+            && s.health_checks.is_empty()
+            && s.capi_machines.is_empty()
+            && s.machine_deployments.is_empty()
+            && s.vsphere_machines.is_empty()
+            && s.vsphere_vms.is_empty()
+        {
             return report;
         }
     }
@@ -138,6 +153,19 @@ pub async fn run_machines(
                 .map(|(k, _)| k.clone())
                 .collect();
         }
+        // Cluster API: what CAPI must play, then each VSphereMachine's VSphereVM, before the
+        // sweep makes the VMs.
+        let capi = capi_pass(cluster).await;
+        changed |= capi.changed;
+        for d in &capi.done {
+            progress(&format!("cluster api: {d}"));
+        }
+        if opts.dry_run {
+            report.would.extend(capi.done.iter().cloned());
+        } else {
+            report.capi_done.extend(capi.done);
+        }
+        report.capi_waits = capi.waits;
         // Local mode is the IPAM provider: claims made last round are bound before the sweep.
         if !opts.dry_run {
             changed |= bind_claims(cluster);
@@ -149,6 +177,21 @@ pub async fn run_machines(
             unreadable: BTreeMap::new(),
         };
         let all: Vec<Machine> = snapshot.machines.values().cloned().collect();
+        // Cluster API machines join as their VSphereVMs' stand-ins: one sweep (one bulk read)
+        // per server for both kinds.
+        let vsphere_vms: BTreeMap<String, VSphereVM> = snapshot
+            .vsphere_vms
+            .values()
+            .map(|vm| (key(&machine_for(vm)), vm.clone()))
+            .collect();
+        let standins: Vec<(String, Machine)> = snapshot
+            .vsphere_vms
+            .values()
+            .map(|vm| {
+                let m = machine_for(vm);
+                (key(&m), m)
+            })
+            .collect();
         let secrets: BTreeMap<String, Secret> = snapshot
             .secrets
             .iter()
@@ -161,7 +204,12 @@ pub async fn run_machines(
         // Group by the endpoint to connect to.
         let mut groups: BTreeMap<String, (Result<Endpoint, String>, Vec<Machine>)> =
             BTreeMap::new();
-        for (k, m) in &snapshot.machines {
+        let openshift = snapshot
+            .machines
+            .iter()
+            .map(|(k, m)| (k.clone(), m.clone()));
+        for (k, m) in openshift.chain(standins) {
+            let (k, m) = (&k, &m);
             if report.machine_failures.contains_key(k) {
                 continue;
             }
@@ -199,7 +247,7 @@ pub async fn run_machines(
             let input = SweepInput {
                 machines,
                 all_machines: &all,
-                vsphere_vms: &BTreeMap::new(),
+                vsphere_vms: &vsphere_vms,
                 zones: &snapshot.zones,
                 failure_domains: &snapshot.failure_domains,
                 nodes: &snapshot.nodes.values().cloned().collect::<Vec<_>>(),
@@ -235,11 +283,15 @@ pub async fn run_machines(
         {
             break;
         }
-        let pending = cluster
-            .lock()
-            .machines
-            .iter()
-            .any(|(k, m)| in_flight(m) && !report.machine_failures.contains_key(k));
+        let pending = {
+            let s = cluster.lock();
+            let standins = s.vsphere_vms.values().map(machine_for);
+            s.machines
+                .values()
+                .cloned()
+                .chain(standins)
+                .any(|m| in_flight(&m) && !report.machine_failures.contains_key(&key(&m)))
+        };
         if !changed && !pending {
             break;
         }

@@ -1,6 +1,7 @@
 //! Local mode (`vsphere-provider reconcile -f`): manifests from files, an in-process object store
 //! persisted in a state file, the same reconcilers run to a fixed point against a real vCenter,
 //! results printed.
+pub mod capi;
 pub mod cluster;
 pub mod cpms;
 pub mod deletes;

@@ -8,6 +8,8 @@ use super::machines::MachineReport;
 use super::store::Store;
 use crate::api::conditions::{cluster, find_capi};
 use crate::api::machine::ZONE_LABEL;
+use crate::plan::capi_machine::actuated::vm_key;
+use crate::plan::capi_machine::capi_play;
 use crate::plan::placement::requested_zone;
 
 /// A fixed-width table; the last column is not padded.
@@ -224,6 +226,10 @@ pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> Stri
             &rows,
         ));
     }
+    if !store.capi_machines.is_empty() {
+        out.push('\n');
+        out.push_str(&capi_machine_table(store, report, now));
+    }
     if !store.machine_sets.is_empty() {
         let rows: Vec<Vec<String>> = store
             .machine_sets
@@ -316,9 +322,64 @@ pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> Stri
     out
 }
 
+/// The Cluster API machines: phase (as CAPI would report it; `Provisioned` is as far as local
+/// mode goes), failure domain, provider ID, VM and what it waits for.
+fn capi_machine_table(store: &Store, report: &MachineReport, now: &Time) -> String {
+    let rows: Vec<Vec<String>> = store
+        .capi_machines
+        .iter()
+        .map(|(k, m)| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_string();
+            let vm = capi_play::infra_machine_ref(m)
+                .ok()
+                .and_then(|vk| {
+                    let uid = store.vsphere_machines.get(&vk)?.metadata.uid.clone()?;
+                    store.vsphere_vms.values().find(|vm| {
+                        vm.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|o| o.uid == uid)
+                    })
+                })
+                .and_then(|vm| report.vm_paths.get(&format!("VSphereVM {}", vm_key(vm))))
+                .cloned()
+                .unwrap_or_else(|| "-".into());
+            vec![
+                k.clone(),
+                s(&m.status["phase"]),
+                s(&m.spec["failureDomain"]),
+                s(&m.spec["providerID"]),
+                vm,
+                match m.status["phase"].as_str() {
+                    Some(capi_play::phase::PROVISIONED) => "-".into(),
+                    _ => super::run::capi_machine_why(store, report, k, m)
+                        .unwrap_or_else(|| "-".into()),
+                },
+                age(m.metadata.creation_timestamp.as_ref(), now),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "CLUSTER-API-MACHINES",
+            "PHASE",
+            "FAILURE-DOMAIN",
+            "PROVIDER-ID",
+            "VM",
+            "WAITING-FOR",
+            "AGE",
+        ],
+        &rows,
+    )
+}
+
 /// The vCenter changes machines made, one per line.
 pub fn machine_changes(report: &MachineReport) -> String {
     let mut out = String::new();
+    for w in &report.capi_done {
+        let _ = writeln!(out, "done: cluster api (played by local mode): {w}");
+    }
     for w in &report.vcenter_writes {
         let _ = writeln!(out, "done: {w}");
     }
@@ -336,7 +397,10 @@ pub fn machine_changes(report: &MachineReport) -> String {
 
 /// The machines' part of the summary line.
 pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
-    if store.machines.is_empty() && report.vcenter_writes.is_empty() {
+    if store.machines.is_empty()
+        && store.capi_machines.is_empty()
+        && report.vcenter_writes.is_empty()
+    {
         return String::new();
     }
     if !report.would.is_empty() {
@@ -351,8 +415,21 @@ pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
         .values()
         .filter(|m| m.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         .count();
+    let capi = if store.capi_machines.is_empty() {
+        String::new()
+    } else {
+        let provisioned = store
+            .capi_machines
+            .values()
+            .filter(|m| m.status["phase"] == capi_play::phase::PROVISIONED)
+            .count();
+        format!(
+            "; {provisioned}/{} Cluster API machine(s) provisioned",
+            store.capi_machines.len()
+        )
+    };
     format!(
-        "; {running}/{} machine(s) running; {} machine change(s) in vCenter; {}",
+        "; {running}/{} machine(s) running{capi}; {} machine change(s) in vCenter; {}",
         store.machines.len(),
         report.vcenter_writes.len(),
         report.round_trips.summary()

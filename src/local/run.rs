@@ -8,6 +8,9 @@ use super::cluster::LocalCluster;
 use super::driver::{self, Options, Report};
 use super::machines::{MachineReport, run_machines};
 use super::store::Store;
+use crate::api::capi_core::CapiObject;
+use crate::plan::capi_machine::capi_play;
+use crate::plan::capi_machine::status::VM_PROVISIONED;
 use crate::vcenter::session::SessionCache;
 
 /// What a local run did.
@@ -29,6 +32,8 @@ pub async fn run(
     sessions: &SessionCache,
     progress: &mut dyn FnMut(&str),
 ) -> (Store, LocalReport) {
+    // CAPI's Cluster controller adopts the VSphereClusters first, so they are owned this run.
+    super::capi::own_infra_clusters(&mut store);
     let mut report = LocalReport {
         zones: driver::run(&mut store, opts, sessions, progress).await,
         ..LocalReport::default()
@@ -75,8 +80,66 @@ impl LocalReport {
             out.push(format!("failed: {f}"));
         }
         out.extend(machines_not_ready(store, &self.machines, simulate_nodes));
+        out.extend(capi_not_ready(store, &self.machines));
         out
     }
+}
+
+/// Why the Cluster API objects are not all done: one line per Cluster, MachineDeployment or
+/// Machine that waits, and per Machine not yet `Provisioned` (as far as local mode takes one:
+/// there is no node to find), with why.
+fn capi_not_ready(store: &Store, report: &MachineReport) -> Vec<String> {
+    let mut lines: Vec<String> = report
+        .capi_waits
+        .iter()
+        .filter(|(k, _)| !k.starts_with("machine "))
+        .map(|(k, why)| format!("{k} waits: {why}"))
+        .collect();
+    for (k, m) in &store.capi_machines {
+        let phase = m.status["phase"].as_str().unwrap_or("-");
+        if phase == capi_play::phase::PROVISIONED {
+            continue;
+        }
+        let why = capi_machine_why(store, report, k, m)
+            .unwrap_or_else(|| "the VM is being provisioned".into());
+        lines.push(format!("cluster api machine {k} is {phase}: {why}"));
+    }
+    lines
+}
+
+/// Why a Cluster API machine is not there yet: what local mode's pass waits for, else what
+/// failed this run, else its VSphereMachine's `VirtualMachineProvisioned` reason.
+pub fn capi_machine_why(
+    store: &Store,
+    report: &MachineReport,
+    k: &str,
+    m: &CapiObject,
+) -> Option<String> {
+    report
+        .capi_waits
+        .get(&format!("machine {k}"))
+        .or_else(|| report.machine_failures.get(&format!("VSphereVM {k}")))
+        .cloned()
+        .or_else(|| vsphere_machine_reason(store, m))
+}
+
+/// The VSphereMachine's `VirtualMachineProvisioned` reason and message, when it is False.
+fn vsphere_machine_reason(store: &Store, m: &CapiObject) -> Option<String> {
+    let vk = capi_play::infra_machine_ref(m).ok()?;
+    let c = store
+        .vsphere_machines
+        .get(&vk)?
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == VM_PROVISIONED && c.status == "False")?;
+    Some(format!(
+        "{}: {}",
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default()
+    ))
 }
 
 /// Why the machines are not all done: one line per machine not Running, and per control plane

@@ -16,9 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::api::capi_core::CapiObject;
 use crate::api::ipam::{InClusterIpPool, IpAddress, IpAddressClaim};
 use crate::api::manifest::{LoadedObject, Object, load_paths};
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
 use crate::api::{
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
     VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
@@ -61,7 +62,21 @@ pub struct Store {
     /// IP addresses local mode allocated for the claims, by `namespace/name` (kept in the
     /// state file, so an address stays its claim's across runs).
     pub ip_addresses: BTreeMap<String, IpAddress>,
-    /// Cluster API VSphereVMs by `namespace/name`.
+    /// Cluster API `Cluster`s by `namespace/name` (the user's; local mode keeps their
+    /// `infrastructureReady` as CAPI would).
+    pub capi_clusters: BTreeMap<String, CapiObject>,
+    /// Cluster API `MachineDeployment`s by `namespace/name` (the user's).
+    pub machine_deployments: BTreeMap<String, CapiObject>,
+    /// Cluster API `Machine`s by `namespace/name`: the user's and those local mode made for the
+    /// MachineDeployments.
+    pub capi_machines: BTreeMap<String, CapiObject>,
+    /// VSphereMachines by `namespace/name`.
+    pub vsphere_machines: BTreeMap<String, VSphereMachine>,
+    /// VSphereMachineTemplates by `namespace/name`, from the manifests only.
+    pub machine_templates: BTreeMap<String, VSphereMachineTemplate>,
+    /// Cluster API VSphereVMs by `namespace/name`: local mode's own (made from VSphereMachines,
+    /// kept in the state file; a VSphereVM's UID, its VM's instance UUID, is fixed the first
+    /// time it is stored).
     pub vsphere_vms: BTreeMap<String, VSphereVM>,
     /// Every event so far (the state file keeps the newest [`EVENTS_KEPT`]).
     pub events: Vec<Event>,
@@ -93,7 +108,7 @@ fn ns_key(meta: &ObjectMeta) -> String {
 }
 
 /// Stored identity for a new object: a UID, a creation time and generation 1.
-fn born(meta: &mut ObjectMeta, now: &Time) {
+pub(crate) fn born(meta: &mut ObjectMeta, now: &Time) {
     if meta.uid.as_deref().is_none_or(str::is_empty) {
         meta.uid = Some(uuid::Uuid::new_v4().to_string());
     }
@@ -146,6 +161,11 @@ impl Store {
             value: outcome.object.clone(),
         };
         let typed = defaulted.typed().map_err(|e| format!("{what}: {e}"))?;
+        if matches!(typed, Object::VSphereVM(_)) {
+            return Err(format!(
+                "{what}: local mode makes VSphereVMs from VSphereMachines (kept in its state file); give the VSphereMachine, its Machine, or a MachineDeployment"
+            ));
+        }
         self.insert(typed)
             .map_err(|k| format!("{what}: duplicate {} {k}", obj.kind()))
     }
@@ -230,10 +250,30 @@ impl Store {
                 let k = namespaced(&mut a.metadata);
                 put(&mut self.ip_addresses, k, a)
             }
-            // Local mode has no Cluster API Machines: these are validated, not kept.
-            Object::VSphereMachine(_)
-            | Object::VSphereMachineTemplate(_)
-            | Object::VSphereVM(_) => Ok(()),
+            Object::Capi(c) => {
+                let mut c = *c;
+                let k = namespaced(&mut c.metadata);
+                match c.kind.as_str() {
+                    "Cluster" => put(&mut self.capi_clusters, k, c),
+                    "MachineDeployment" => put(&mut self.machine_deployments, k, c),
+                    _ => put(&mut self.capi_machines, k, c),
+                }
+            }
+            Object::VSphereMachine(v) => {
+                let mut v = *v;
+                let k = namespaced(&mut v.metadata);
+                put(&mut self.vsphere_machines, k, v)
+            }
+            Object::VSphereMachineTemplate(t) => {
+                let mut t = *t;
+                let k = namespaced(&mut t.metadata);
+                put(&mut self.machine_templates, k, t)
+            }
+            Object::VSphereVM(v) => {
+                let mut v = *v;
+                let k = namespaced(&mut v.metadata);
+                put(&mut self.vsphere_vms, k, v)
+            }
         }
     }
 
@@ -288,6 +328,34 @@ impl Store {
             );
             merge("Machine", &mut self.machines, &st.machines, &["spec"], p);
             merge(
+                "Cluster",
+                &mut self.capi_clusters,
+                &st.capi_clusters,
+                &["spec"],
+                p,
+            );
+            merge(
+                "MachineDeployment",
+                &mut self.machine_deployments,
+                &st.machine_deployments,
+                &["spec"],
+                p,
+            );
+            merge(
+                "Machine (cluster.x-k8s.io)",
+                &mut self.capi_machines,
+                &st.capi_machines,
+                &["spec"],
+                p,
+            );
+            merge(
+                "VSphereMachine",
+                &mut self.vsphere_machines,
+                &st.vsphere_machines,
+                &["spec"],
+                p,
+            );
+            merge(
                 "ControlPlaneMachineSet",
                 &mut self.machine_sets,
                 &st.machine_sets,
@@ -317,6 +385,8 @@ impl Store {
             // manifests' only.
             self.ip_claims = st.ip_claims.clone();
             self.ip_addresses = st.ip_addresses.clone();
+            // VSphereVMs are local mode's own, as claims are.
+            self.vsphere_vms = st.vsphere_vms.clone();
             self.events = st.events.clone();
         }
         self.events_before_run = self.events.len();
@@ -341,6 +411,17 @@ impl Store {
         for n in self.nodes.values_mut() {
             born(&mut n.metadata, now);
         }
+        for c in self
+            .capi_clusters
+            .values_mut()
+            .chain(self.machine_deployments.values_mut())
+            .chain(self.capi_machines.values_mut())
+        {
+            born(&mut c.metadata, now);
+        }
+        for v in self.vsphere_machines.values_mut() {
+            born(&mut v.metadata, now);
+        }
         for i in self.infrastructures.values_mut() {
             born(&mut i.metadata, now);
         }
@@ -353,7 +434,8 @@ impl Store {
 
     /// Every object (never Secrets, never the pools: they come from the manifests), as JSON, in a
     /// stable order: infrastructures, failure domains, zones, clusters, machine sets, health
-    /// checks, machines, IP address claims, IP addresses, nodes.
+    /// checks, machines, IP address claims, IP addresses, nodes; then Cluster API's: Clusters,
+    /// MachineDeployments, Machines, VSphereMachines, VSphereVMs.
     pub fn objects(&self) -> Vec<serde_json::Value> {
         fn all<T: Serialize>(m: &BTreeMap<String, T>, out: &mut Vec<serde_json::Value>) {
             out.extend(m.values().filter_map(|o| serde_json::to_value(o).ok()));
@@ -374,6 +456,11 @@ impl Store {
             n["kind"] = "Node".into();
             v.push(n);
         }
+        all(&self.capi_clusters, &mut v);
+        all(&self.machine_deployments, &mut v);
+        all(&self.capi_machines, &mut v);
+        all(&self.vsphere_machines, &mut v);
+        all(&self.vsphere_vms, &mut v);
         v
     }
 

@@ -97,6 +97,11 @@ pub fn admit_layers(
                         ipam::GLOBAL_POOL_KIND
                     )),
                 ])
+                .chain(
+                    crate::api::capi_core::LOCAL_KINDS
+                        .iter()
+                        .map(|k| Value::String(format!("cluster.x-k8s.io/v1beta1/{k}"))),
+                )
                 .collect();
             outcome.errors.push(FieldError::not_supported(
                 "kind",
@@ -105,12 +110,17 @@ pub fn admit_layers(
             ));
         }
         ObjectType::Secret => admit_secret(&mut outcome, ctx),
-        // Nodes are the kubelet's and the Infrastructure is OpenShift's; local mode only needs
-        // them to decode.
-        ObjectType::Node | ObjectType::Infrastructure => {
+        // Nodes are the kubelet's, the Infrastructure is OpenShift's and the Cluster API core
+        // kinds are CAPI's; local mode only needs them to decode (what it reads of CAPI's
+        // objects, it checks when it plays CAPI, naming the field).
+        ObjectType::Node | ObjectType::Infrastructure | ObjectType::CapiCore => {
             let mut errors = Vec::new();
-            outcome.warnings =
-                schema::validate_metadata(outcome.object.get("metadata"), false, ctx, &mut errors);
+            outcome.warnings = schema::validate_metadata(
+                outcome.object.get("metadata"),
+                ty == ObjectType::CapiCore,
+                ctx,
+                &mut errors,
+            );
             if ty == ObjectType::Infrastructure
                 && let Some(name) = outcome.object["metadata"]["name"].as_str()
                 && name != crate::api::infrastructure::CLUSTER

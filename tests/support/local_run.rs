@@ -141,3 +141,84 @@ impl From<std::process::Output> for Run {
         }
     }
 }
+
+/// A property of the VM at `path`, as vCenter (here vcsim) has it.
+pub async fn vm_property(
+    sim: &Vcsim,
+    path: &str,
+    property: &str,
+) -> vsphere_provider::vcenter::soap::Node {
+    let c = admin(sim);
+    let vm = c
+        .inventory()
+        .await
+        .unwrap()
+        .at_path(path)
+        .unwrap()
+        .moref
+        .clone();
+    let props = c
+        .retrieve_objects(&[vm], "VirtualMachine", &[property])
+        .await
+        .unwrap();
+    props[0].props[property].clone()
+}
+
+/// The VM's extraConfig at `path`, as vCenter (here vcsim) stores it: key → value.
+pub async fn extra_config(sim: &Vcsim, path: &str) -> std::collections::BTreeMap<String, String> {
+    vm_property(sim, path, "config.extraConfig")
+        .await
+        .children
+        .iter()
+        .filter_map(|o| {
+            Some((
+                o.child_text("key")?.to_string(),
+                o.child_text("value")?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Start `reconcile` (with `extra`) `times` times, each killed after a random delay below
+/// `max_ms`. Returns the seed (printed with each kill, so a failing schedule can be replayed).
+pub async fn kill_runs(
+    sim: &Vcsim,
+    dir: &Path,
+    state: &Path,
+    extra: &[&str],
+    times: usize,
+    max_ms: u64,
+) -> u64 {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut rng = Lcg(seed);
+    for i in 0..times {
+        let delay = rng.next(max_ms);
+        let mut child = command(sim, dir, state)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("kill {i}: after {delay} ms (seed {seed})");
+    }
+    seed
+}
+
+/// A tiny deterministic generator, so a failing kill schedule can be replayed from its seed.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}

@@ -5,11 +5,16 @@
 //! * [`actuated`] — a VSphereVM as the OpenShift Machine the shared actuator acts on, and back;
 //! * [`resolve`] — Machine + Cluster + VSphereMachine + failure domain → the VSphereVM spec and
 //!   the provider spec the placement resolver reads, or why the machine waits;
+//! * [`machine`] — one VSphereMachine pass: the VSphereVM to create or delete, the status, when next;
+//! * [`capi_play`] — what local mode plays of Cluster API (Cluster readiness, MachineDeployment
+//!   expansion, Machine ↔ VSphereMachine copies);
 //! * [`bootstrap`] — the bootstrap data Secret and cloud-init metadata → guestinfo keys;
 //! * [`status`] — the VSphereMachine's finalizer, providerID, ready, addresses and conditions;
 //! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut).
 pub mod actuated;
 pub mod bootstrap;
+pub mod capi_play;
+pub mod machine;
 pub mod naming;
 pub mod resolve;
 pub mod status;

@@ -26,6 +26,8 @@
 //!   the zone because CAPI had not copied the field yet;
 //! * missing or not-ready zones — CAPV only logs and clones *without* the overrides; here the
 //!   machine waits, naming the zone (or its failure domain), and nothing is cloned;
+//! * a zone that names no resource pool places the VM in its failure domain's compute cluster
+//!   (its root pool), not in vCenter's default pool (ambiguous with several clusters);
 //! * #3376 — `spec.network` is optional: the failure domain's networks supply the devices;
 //! * #4128 — the template is looked up inside the failure domain's datacenter, so per-datacenter
 //!   copies of one template name resolve to the zone's own copy instead of being ambiguous.
@@ -299,6 +301,13 @@ pub fn apply_failure_domain(
     }
     if let Some(p) = given(&pc.resource_pool) {
         spec.resource_pool = Some(p.to_string());
+    } else if let Some(c) = given(&topo.compute_cluster)
+        && given(&spec.resource_pool).is_none()
+    {
+        // No pool named: the failure domain's compute cluster's root pool, as an OpenShift
+        // Machine in the same zone gets (CAPV leaves it to vCenter's default pool, which is
+        // ambiguous in any datacenter with several clusters).
+        spec.resource_pool = Some(format!("{c}/Resources"));
     }
     if let Some(d) = given(&topo.datastore) {
         spec.datastore = Some(d.to_string());

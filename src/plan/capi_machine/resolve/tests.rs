@@ -593,3 +593,28 @@ fn fields_acted_on_elsewhere_are_reported_as_ignored() {
         ("ipam.cluster.x-k8s.io", "InClusterIPPool", "p")
     );
 }
+
+/// A zone naming no pool places the VM in its failure domain's compute cluster (its root pool),
+/// as an OpenShift Machine of the zone gets; the machine's own pool still wins over that.
+#[test]
+fn a_zone_without_a_pool_places_the_vm_in_the_failure_domains_cluster() {
+    let mut w = World::new();
+    w.zones = [("zone-a".to_string(), zone("zone-a", Some(true), json!({})))].into();
+    w.fds = [(
+        "fd-zone-a".to_string(),
+        failure_domain(
+            "fd-zone-a",
+            json!({"datacenter": "DC0", "computeCluster": "C1"}),
+        ),
+    )]
+    .into();
+    w.vsm = vsphere_machine(json!({}));
+    let d = w.resolve().unwrap();
+    assert_eq!(
+        d.vm.spec.clone.resource_pool.as_deref(),
+        Some("C1/Resources")
+    );
+    w.vsm = vsphere_machine(json!({"resourcePool": "rp0"}));
+    let d = w.resolve().unwrap();
+    assert_eq!(d.vm.spec.clone.resource_pool.as_deref(), Some("rp0"));
+}

@@ -1,0 +1,525 @@
+//! Cluster API machines in local mode, end to end against a live vcsim through the `reconcile`
+//! command: a Cluster, its VSphereCluster, three zones and a MachineDeployment per zone become
+//! VMs in each zone's pool with the bootstrap Secret as `guestinfo.userdata` and cloud-init
+//! metadata, powered on; a re-run changes nothing; a run killed mid-way and resumed makes no
+//! second VM; bad input waits naming what is missing. Local mode plays CAPI's part (Cluster
+//! readiness, MachineDeployment → Machines, the copies back onto the Machine): these tests
+//! stand in for no component beyond that, which the command itself says it plays.
+#[path = "support/local_run.rs"]
+mod local_run;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+use vcsim::Vcsim;
+
+use local_run::{Run, admin, extra_config, kill_runs, reconcile, vm_property};
+
+const BOOTSTRAP: &str = "#cloud-config\nruncmd: [kubeadm join]\n";
+
+async fn sim() -> Vcsim {
+    Vcsim::builder()
+        .clusters(3)
+        .hosts(1)
+        .pools(1)
+        .datastores(1)
+        .start()
+        .await
+}
+
+/// Zone `dz-<x>` in compute cluster `DC0_C<i>`, its pool `DC0_C<i>_RP1`.
+fn zone(x: &str, i: usize) -> String {
+    format!(
+        "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereFailureDomain
+metadata: {{name: fd-{x}}}
+spec:
+  region: {{name: region-1, type: Datacenter, tagCategory: k8s-region, autoConfigure: true}}
+  zone: {{name: zone-{x}, type: ComputeCluster, tagCategory: k8s-zone, autoConfigure: true}}
+  topology: {{datacenter: DC0, computeCluster: DC0_C{i}, datastore: LocalDS_0, networks: [VM Network]}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata: {{name: dz-{x}}}
+spec:
+  server: 127.0.0.1
+  failureDomain: fd-{x}
+  placementConstraint: {{resourcePool: DC0_C{i}_RP1, folder: vm}}
+---
+"
+    )
+}
+
+/// The cluster: Cluster + VSphereCluster, three zones, the bootstrap Secret and a template.
+fn cluster(dir: &Path) {
+    let mut y = String::new();
+    for (i, x) in ["a", "b", "c"].iter().enumerate() {
+        y += &zone(x, i);
+    }
+    y += "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereCluster
+metadata: {name: c1, namespace: default}
+spec:
+  server: 127.0.0.1
+  failureDomainSelector: {}
+---
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata: {name: c1, namespace: default}
+spec:
+  infrastructureRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: VSphereCluster, name: c1}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: tpl, namespace: default}
+spec:
+  template:
+    spec:
+      template: DC0_H0_VM0
+      numCPUs: 1
+      memoryMiB: 512
+      network:
+        devices: [{networkName: VM Network, dhcp4: true}]
+---
+";
+    y += &format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: boot, namespace: default}}\nstringData:\n  value: {BOOTSTRAP:?}\n  format: cloud-config\n"
+    );
+    std::fs::write(dir.join("cluster.yaml"), y).unwrap();
+}
+
+/// A MachineDeployment in zone `dz-<x>`, with `replicas`, its template and bootstrap Secret.
+fn deployment(x: &str, replicas: u32, template: &str, secret: Option<&str>) -> String {
+    let boot = secret
+        .map(|s| format!("{{dataSecretName: {s}}}"))
+        .unwrap_or_else(|| "{}".into());
+    format!(
+        "apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachineDeployment
+metadata: {{name: md-{x}, namespace: default}}
+spec:
+  clusterName: c1
+  replicas: {replicas}
+  template:
+    spec:
+      clusterName: c1
+      failureDomain: dz-{x}
+      bootstrap: {boot}
+      infrastructureRef: {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: VSphereMachineTemplate, name: {template}}}
+---
+"
+    )
+}
+
+fn workdir() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("m");
+    std::fs::create_dir(&manifests).unwrap();
+    let state = dir.path().join("state.json");
+    (dir, manifests, state)
+}
+
+/// The Cluster API Machine of that name (not OpenShift's `Machine`).
+fn capi_machine<'a>(run: &'a Run, name: &str) -> Option<&'a Value> {
+    run.items("Machine")
+        .into_iter()
+        .find(|m| m["apiVersion"] == "cluster.x-k8s.io/v1beta1" && m["metadata"]["name"] == name)
+}
+
+/// VM path → (instance UUID, resource pool name, power state) for VMs whose name starts so.
+async fn vms(sim: &Vcsim, prefix: &str) -> Vec<(String, String)> {
+    let inv = admin(sim).inventory().await.unwrap();
+    inv.iter()
+        .filter(|e| e.name.starts_with(prefix))
+        .map(|e| {
+            (
+                e.path.clone(),
+                e.vm.as_ref()
+                    .and_then(|v| v.instance_uuid.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The VM's power state, BIOS UUID and extraConfig (key → value), as vCenter (here vcsim)
+/// has them.
+async fn vm_facts(
+    sim: &Vcsim,
+    path: &str,
+) -> (String, String, std::collections::BTreeMap<String, String>) {
+    (
+        vm_property(sim, path, "runtime.powerState").await.text,
+        vm_property(sim, path, "config.uuid").await.text,
+        extra_config(sim, path).await,
+    )
+}
+
+async fn pool_of(sim: &Vcsim, path: &str) -> String {
+    let pool = vm_property(sim, path, "resourcePool").await.text;
+    let inv = admin(sim).inventory().await.unwrap();
+    inv.iter()
+        .find(|e| e.moref.value == pool)
+        .map(|e| e.path.clone())
+        .unwrap_or(pool)
+}
+
+#[tokio::test]
+async fn a_deployment_per_zone_becomes_vms_in_the_zones_pools_and_a_rerun_changes_nothing() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let mut y = deployment("a", 2, "tpl", Some("boot"));
+    y += &deployment("b", 1, "tpl", Some("boot"));
+    y += &deployment("c", 1, "tpl", Some("boot"));
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+
+    // A dry run says what it would do and does none of it (its zones are not tagged yet, so
+    // the machines would wait for them).
+    let dry = reconcile(&sim, &manifests, &state, &["--dry-run"]);
+    assert!(
+        dry.stderr
+            .contains("would: Machine default/md-a-0: created for MachineDeployment default/md-a"),
+        "{}",
+        dry.stderr
+    );
+    assert!(
+        dry.stderr.contains(
+            "cluster api machine default/md-a-0 is Provisioning: WaitingForFailureDomain"
+        ),
+        "{}",
+        dry.stderr
+    );
+    assert!(
+        vms(&sim, "md-").await.is_empty(),
+        "a dry run clones nothing"
+    );
+    assert!(!state.exists(), "no state file on a dry run");
+
+    // The VMs are made and powered on; with no guest tools in vcsim they report no address, so
+    // the machines are not provisioned yet and the run says so.
+    let first = reconcile(&sim, &manifests, &state, &[]);
+    assert_ne!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first.stderr.contains("cluster api machine default/md-a-0 is Provisioning: WaitingForNetworkAddress: VM md-a-0 reports no IP address yet"),
+        "{}",
+        first.stderr
+    );
+    // Then each guest reports an address, as VMware Tools in a booted guest would (stand-in:
+    // vcsim's `SET.guest.ipAddress`).
+    let c = admin(&sim);
+    let inv = c.inventory().await.unwrap();
+    for (i, (path, _)) in vms(&sim, "md-").await.iter().enumerate() {
+        let vm = inv.at_path(path).unwrap().moref.clone();
+        let t = c
+            .set_extra_config(
+                &vm,
+                &[("SET.guest.ipAddress".into(), format!("10.0.0.{}", 10 + i))],
+            )
+            .await
+            .unwrap();
+        c.wait_task(&t, Duration::from_secs(10)).await.unwrap();
+    }
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("4/4 Cluster API machine(s) provisioned"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("clone"),
+        "nothing cloned again: {}",
+        run.stderr
+    );
+    let cluster = run
+        .items("Cluster")
+        .into_iter()
+        .find(|c| c["apiVersion"] == "cluster.x-k8s.io/v1beta1")
+        .unwrap();
+    assert_eq!(cluster["status"]["infrastructureReady"], true);
+    let decode = |s: &str| {
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()
+    };
+    for (name, pool) in [
+        ("md-a-0", "/DC0/host/DC0_C0/Resources/DC0_C0_RP1"),
+        ("md-a-1", "/DC0/host/DC0_C0/Resources/DC0_C0_RP1"),
+        ("md-b-0", "/DC0/host/DC0_C1/Resources/DC0_C1_RP1"),
+        ("md-c-0", "/DC0/host/DC0_C2/Resources/DC0_C2_RP1"),
+    ] {
+        let path = format!("/DC0/vm/{name}");
+        assert_eq!(pool_of(&sim, &path).await, pool, "{name}");
+        let (power, bios, x) = vm_facts(&sim, &path).await;
+        assert_eq!(power, "poweredOn", "{name}");
+        assert_eq!(decode(&x["guestinfo.userdata"]), BOOTSTRAP);
+        assert_eq!(x["guestinfo.userdata.encoding"], "base64");
+        let md = decode(&x["guestinfo.metadata"]);
+        assert!(md.contains(&format!("local-hostname: {name}")), "{md}");
+        assert!(md.contains("macaddress: "), "{md}");
+        // The Machine as CAPI would have it: the provider ID of its VM, Provisioned.
+        let m = capi_machine(&run, name).unwrap();
+        assert_eq!(m["status"]["phase"], "Provisioned", "{m:#}");
+        assert_eq!(
+            m["spec"]["providerID"].as_str().unwrap(),
+            format!("vsphere://{bios}")
+        );
+        assert!(m["status"]["addresses"][0]["address"].is_string(), "{m:#}");
+        // The VM's instance UUID is its VSphereVM's UID.
+        let vm = run.object("VSphereVM", name).unwrap();
+        let uid = vm["metadata"]["uid"].as_str().unwrap();
+        assert!(
+            vms(&sim, name).await.iter().any(|(_, u)| u == uid),
+            "{name}"
+        );
+    }
+    assert!(
+        !run.stderr.contains(BOOTSTRAP.trim()),
+        "the bootstrap data is never printed"
+    );
+
+    // Again: nothing to do.
+    let again = reconcile(&sim, &manifests, &state, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(!again.stderr.contains("done:"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("0 machine change(s) in vCenter"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(vms(&sim, "md-").await.len(), 4);
+
+    // A dry run of a scale-up names the clone it would make, and makes none.
+    let up = deployment("a", 2, "tpl", Some("boot"))
+        + &deployment("b", 1, "tpl", Some("boot"))
+        + &deployment("c", 2, "tpl", Some("boot"));
+    std::fs::write(manifests.join("md.yaml"), up).unwrap();
+    let dry = reconcile(&sim, &manifests, &state, &["--dry-run"]);
+    assert!(
+        dry.stderr
+            .contains("would: VSphereVM default/md-c-1: created for VSphereMachine default/md-c-1"),
+        "{}",
+        dry.stderr
+    );
+    assert!(
+        dry.stderr
+            .contains("would: VSphereVM default/md-c-1: clone"),
+        "{}",
+        dry.stderr
+    );
+    assert_eq!(vms(&sim, "md-").await.len(), 4);
+
+    // Scaled down and deleted: their VMs are destroyed, the rest stay.
+    let mut y = deployment("a", 1, "tpl", Some("boot"));
+    y += &deployment("b", 1, "tpl", Some("boot"));
+    y += &deployment("c", 1, "tpl", Some("boot"));
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+    let down = reconcile(
+        &sim,
+        &manifests,
+        &state,
+        &["--delete", "machinedeployment/md-b"],
+    );
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(
+        down.stderr
+            .contains("done: VSphereVM default/md-b-0: destroy"),
+        "{}",
+        down.stderr
+    );
+    let left: Vec<String> = vms(&sim, "md-").await.into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        left,
+        ["/DC0/vm/md-a-0", "/DC0/vm/md-c-0"],
+        "{}",
+        down.stderr
+    );
+    assert!(capi_machine(&down, "md-a-1").is_none());
+    assert!(capi_machine(&down, "md-b-0").is_none());
+    assert!(down.object("VSphereVM", "md-b-0").is_none());
+    assert!(down.object("VSphereMachine", "md-b-0").is_none());
+}
+
+#[tokio::test]
+async fn killed_at_random_points_then_resumed_makes_one_vm_per_machine() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let mut y = String::new();
+    for x in ["a", "b", "c"] {
+        y += &deployment(x, 1, "tpl", Some("boot"));
+    }
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+    let seed = kill_runs(&sim, &manifests, &state, &[], 12, 500).await;
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    // No guest reports an address in vcsim: the machines end at WaitingForNetworkAddress.
+    assert!(
+        !run.stderr.contains("failed"),
+        "seed {seed}: {}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("WaitingForNetworkAddress").count(),
+        3,
+        "seed {seed}: {}",
+        run.stderr
+    );
+    let all = vms(&sim, "md-").await;
+    assert_eq!(all.len(), 3, "seed {seed}: {all:?}");
+    for x in ["a", "b", "c"] {
+        let name = format!("md-{x}-0");
+        let vm = run.object("VSphereVM", &name).unwrap();
+        let uid = vm["metadata"]["uid"].as_str().unwrap();
+        assert_eq!(
+            all.iter().filter(|(_, u)| u == uid).count(),
+            1,
+            "seed {seed}: {name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_waits_naming_what_is_missing_and_clones_nothing() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let mut y = deployment("a", 1, "nope", Some("boot"));
+    // No bootstrap data: local mode runs no bootstrap provider.
+    y += &deployment("b", 1, "tpl", None);
+    // A failure domain no zone is named after.
+    y += &deployment("c", 1, "tpl", Some("boot"))
+        .replace("failureDomain: dz-c", "failureDomain: dz-gone");
+    // A template vCenter does not have: the VM cannot be made; the machine fails saying why.
+    y += &deployment("a", 1, "tpl-x", Some("boot")).replace("md-a", "md-x");
+    y += "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: tpl-x, namespace: default}
+spec:
+  template:
+    spec:
+      template: no-such-template
+---
+";
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "machinedeployment default/md-a waits: MachineDeployment default/md-a: spec.template.spec.infrastructureRef: VSphereMachineTemplate default/nope not found"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("cluster api machine default/md-b-0 is Pending")
+            && run.stderr.contains(
+                "local mode runs no bootstrap provider: set spec.bootstrap.dataSecretName"
+            ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("cluster api machine default/md-c-0 is Provisioning: WaitingForFailureDomain: VSphereDeploymentZone dz-gone (the machine's failure domain) not found"),
+        "{}",
+        run.stderr
+    );
+    let failed = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("cluster api machine default/md-x-0 is Failed: "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(failed.contains("no-such-template"), "{failed}");
+    assert!(vms(&sim, "md-").await.is_empty(), "nothing cloned");
+    assert!(run.object("VSphereVM", "md-b-0").is_none());
+    // Fixed: the next run makes them (local mode rolls no template change out to Machines
+    // already made: those are deleted and made again, as a rollout would replace them).
+    let mut y = deployment("a", 1, "tpl", Some("boot"));
+    y += &deployment("b", 1, "tpl", Some("boot"));
+    y += &deployment("c", 1, "tpl", Some("boot"));
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+    let run = reconcile(
+        &sim,
+        &manifests,
+        &state,
+        &[
+            "--delete",
+            "machine/md-b-0",
+            "--delete",
+            "machine.cluster.x-k8s.io/md-c-0",
+        ],
+    );
+    assert!(!run.stderr.contains("waits:"), "{}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("WaitingForNetworkAddress").count(),
+        3,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(vms(&sim, "md-").await.len(), 3, "{}", run.stderr);
+}
+
+/// An OpenShift Machine and a Cluster API machine on the same server are one sweep: the run
+/// reconciles both as one group and makes both VMs.
+#[tokio::test]
+async fn openshift_and_cluster_api_machines_of_a_server_share_one_sweep() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let openshift = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: worker-user-data, namespace: openshift-machine-api}}
+stringData: {{userData: '{}'}}
+---
+apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: os-0
+  namespace: openshift-machine-api
+  labels: {{vsphere-provider.io/deployment-zone: dz-b}}
+spec:
+  providerSpec:
+    value:
+      apiVersion: machine.openshift.io/v1beta1
+      kind: VSphereMachineProviderSpec
+      template: DC0_H0_VM0
+      network: {{devices: []}}
+---
+",
+        local_run::IGNITION
+    );
+    std::fs::write(
+        manifests.join("md.yaml"),
+        deployment("a", 1, "tpl", Some("boot")) + &openshift,
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &["--simulate-nodes"]);
+    let groups: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("reconciling ") && l.contains("machine(s)"))
+        .collect();
+    assert_eq!(groups.len(), 1, "{}", run.stderr);
+    assert!(
+        groups[0].starts_with("reconciling 2 machine(s) on "),
+        "{}",
+        run.stderr
+    );
+    let made: Vec<String> = vms(&sim, "")
+        .await
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p == "/DC0/vm/md-a-0" || p == "/DC0/vm/os-0")
+        .collect();
+    assert_eq!(made.len(), 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("1/1 machine(s) running"),
+        "{}",
+        run.stderr
+    );
+}
