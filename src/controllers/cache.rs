@@ -122,6 +122,15 @@ where
             .collect()
     }
 
+    /// The first decodable object `pred` accepts, cloning only that one (a reconcile per object
+    /// that copied every object of its kind would cost N² copies per resync).
+    pub fn find(&self, pred: impl Fn(&K) -> bool) -> Option<K> {
+        self.store
+            .state()
+            .iter()
+            .find_map(|g| g.0.as_ref().ok().filter(|o| pred(o)).cloned())
+    }
+
     /// Every object that could not be decoded (metadata and the error).
     pub fn invalid(&self) -> Vec<InvalidObject> {
         self.store

@@ -73,7 +73,7 @@ pub async fn reconcile(vsm: Arc<VSphereMachine>, ctx: Arc<Context>) -> Result<Ac
 /// The machine's VSphereVM, as cached: the one it controls.
 fn vsphere_vm_of(vsm: &VSphereMachine, ctx: &Context) -> Option<VSphereVM> {
     let uid = vsm.metadata.uid.as_deref()?;
-    ctx.stores.vsphere_vms.valid().into_iter().find(|vm| {
+    ctx.stores.vsphere_vms.find(|vm| {
         vm.metadata.namespace == vsm.metadata.namespace
             && vm
                 .owner_references()
