@@ -916,5 +916,9 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
         !readback.vms().await.iter().any(|v| v.name == "m1"),
         "the VM is destroyed"
     );
+    // Zones are cluster-scoped: one left behind would be published by the next test's cluster
+    // if its vcsim got this one's port.
+    cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
+        .ok();
     controllers.stop().await;
 }
