@@ -523,3 +523,70 @@ spec:
         run.stderr
     );
 }
+
+/// A Cluster API machine whose device asks for an address from an `InClusterIPPool`: its
+/// `IPAddressClaim` (owned by the VSphereVM, named `<vm>-<device>-<pool>` as CAPV names it) is
+/// bound by local mode — which plays the IPAM provider here, as it says, standing in for
+/// cluster-api-ipam-provider-in-cluster — and the bound address and the pool's gateway reach the
+/// guest in `guestinfo.metadata`; no afterburn kargs (an OpenShift Machine's) are written.
+#[tokio::test]
+async fn an_address_from_a_pool_reaches_the_guest_metadata() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let mut y = deployment("a", 1, "tpl-ip", Some("boot"));
+    y += "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: tpl-ip, namespace: default}
+spec:
+  template:
+    spec:
+      template: DC0_H0_VM0
+      numCPUs: 1
+      memoryMiB: 512
+      network:
+        devices:
+        - networkName: VM Network
+          nameservers: [10.20.0.53]
+          addressesFromPools:
+          - {apiGroup: ipam.cluster.x-k8s.io, kind: InClusterIPPool, name: nodes}
+---
+apiVersion: ipam.cluster.x-k8s.io/v1alpha2
+kind: InClusterIPPool
+metadata: {name: nodes, namespace: default}
+spec:
+  addresses: [10.20.0.10-10.20.0.20]
+  prefix: 24
+  gateway: 10.20.0.1
+---
+";
+    std::fs::write(manifests.join("md.yaml"), y).unwrap();
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    let claim = run
+        .object("IPAddressClaim", "md-a-0-0-0")
+        .unwrap_or_else(|| panic!("no claim md-a-0-0-0: {}", run.stderr));
+    let owner = &claim["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "VSphereVM", "{claim}");
+    assert_eq!(owner["name"], "md-a-0", "{claim}");
+    let found = vms(&sim, "md-a-0").await;
+    let (path, _) = found
+        .first()
+        .unwrap_or_else(|| panic!("no VM: {}", run.stderr));
+    let (_, _, extra) = vm_facts(&sim, path).await;
+    let metadata = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(&extra["guestinfo.metadata"])
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(metadata.contains("10.20.0.10/24"), "{metadata}");
+    assert!(
+        metadata.contains("10.20.0.1"),
+        "the pool's gateway: {metadata}"
+    );
+    assert!(metadata.contains("10.20.0.53"), "{metadata}");
+    assert!(
+        !extra.contains_key("guestinfo.afterburn.initrd.network-kargs"),
+        "{extra:?}"
+    );
+}
