@@ -4,7 +4,7 @@
 #   from the captured vcsim replies, runs each target for FUZZ_SECONDS, fails if any crashes, and
 #   prints the executions per target on stdout.
 #   Short runs (CI) use the quick unoptimized build: a cold build there is mostly compile time,
-#   and the optimized one costs about twice the CPU (fuzz/README.md has the numbers).
+#   and the optimized one costs 2.5 times the CPU (fuzz/README.md has the numbers).
 #
 # Environment (all optional):
 #   FUZZ_SECONDS     seconds per target (default 20); FUZZ_SECONDS=3600 for a long run
