@@ -3,9 +3,14 @@
 #   installs cargo-fuzz if missing (kept in ~/.cargo/bin), builds every target, seeds each corpus
 #   from the captured vcsim replies, runs each target for FUZZ_SECONDS, fails if any crashes, and
 #   prints the executions per target on stdout.
+#   Short runs (CI) use the quick unoptimized build: a cold build there is mostly compile time,
+#   and the optimized one costs 2.5 times the CPU (fuzz/README.md has the numbers).
 #
 # Environment (all optional):
 #   FUZZ_SECONDS     seconds per target (default 20); FUZZ_SECONDS=3600 for a long run
+#   FUZZ_BUILD       dev | release: `cargo fuzz build --dev` ([profile.dev] of fuzz/Cargo.toml:
+#                    unoptimized but for the XML/JSON parsers) or the optimized release build
+#                    (default: dev when FUZZ_SECONDS < 600, else release)
 #   FUZZ_TARGETS     space-separated subset of the targets (default: all of fuzz/Cargo.toml)
 #   FUZZ_TOOLCHAIN   nightly | stable (default: nightly if rustup has it, else stable, which
 #                    builds with RUSTC_BOOTSTRAP=1 and no sanitizer)
@@ -39,7 +44,8 @@ total_start=$SECONDS
 if ! cargo fuzz --version >/dev/null 2>&1; then
 	log "installing cargo-fuzz $cargo_fuzz_version (once; kept in ~/.cargo/bin)"
 	start=$SECONDS
-	cargo install --locked cargo-fuzz --version "$cargo_fuzz_version" >&2 || die "cargo install cargo-fuzz failed"
+	# --debug: half the compile time of a release build, and cargo-fuzz's own speed does not matter.
+	cargo install --locked --debug cargo-fuzz --version "$cargo_fuzz_version" >&2 || die "cargo install cargo-fuzz failed"
 	log "cargo-fuzz installed ($((SECONDS - start))s)"
 fi
 log "$(cargo fuzz --version)"
@@ -69,8 +75,17 @@ stable)
 	;;
 *) die "FUZZ_TOOLCHAIN must be nightly or stable (got '$toolchain')" ;;
 esac
-log "toolchain: $toolchain ($("${cargo[@]}" --version)), sanitizer: $sanitizer, build dir: $target_dir"
+build="${FUZZ_BUILD:-}"
+if [ -z "$build" ]; then
+	if [ "$seconds" -lt 600 ]; then build=dev; else build=release; fi
+fi
 fuzz_args=(--fuzz-dir "$fuzz_dir" --target-dir "$target_dir" --sanitizer "$sanitizer" --debug-assertions)
+case "$build" in
+dev) fuzz_args+=(--dev) ;;
+release) ;;
+*) die "FUZZ_BUILD must be dev or release (got '$build')" ;;
+esac
+log "toolchain: $toolchain ($("${cargo[@]}" --version)), sanitizer: $sanitizer, build: $build, build dir: $target_dir"
 
 # 3. Targets and build.
 mapfile -t all_targets < <("${cargo[@]}" fuzz list --fuzz-dir "$fuzz_dir")
@@ -85,9 +100,14 @@ else
 fi
 start=$SECONDS
 log "building ${#targets[@]} targets"
-for t in "${targets[@]}"; do
-	"${cargo[@]}" fuzz build "${fuzz_args[@]}" "$t" >&2 || die "building fuzz target $t failed"
-done
+if [ "${#targets[@]}" -eq "${#all_targets[@]}" ]; then
+	# One cargo invocation for all of them: the binaries link in parallel.
+	"${cargo[@]}" fuzz build "${fuzz_args[@]}" >&2 || die "building the fuzz targets failed"
+else
+	for t in "${targets[@]}"; do
+		"${cargo[@]}" fuzz build "${fuzz_args[@]}" "$t" >&2 || die "building fuzz target $t failed"
+	done
+fi
 log "built ($((SECONDS - start))s)"
 
 # 4. Seed corpora: the bodies of the captured replies (fuzz/corpus/<target>, not committed),
@@ -149,7 +169,9 @@ for t in "${targets[@]}"; do
 		failed+=("$t")
 		grep -E '^(thread .* panicked|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)|panicked at' "$logfile" | head -n 20 >&2 || true
 		tail -n 30 "$logfile" >&2
-		log "reproduce: cargo fuzz run --fuzz-dir fuzz $t <artifact>; minimize: cargo fuzz tmin --fuzz-dir fuzz $t <artifact>"
+		dev_flag=""
+		[ "$build" = dev ] && dev_flag=" --dev"
+		log "reproduce: cargo fuzz run$dev_flag --fuzz-dir fuzz $t <artifact>; minimize: cargo fuzz tmin$dev_flag --fuzz-dir fuzz $t <artifact>"
 	fi
 	log "<== $t: ${result[$t]}, ${execs[$t]:-?} executions in ${secs[$t]}s"
 done
