@@ -610,10 +610,12 @@ impl Readback {
                     &format!("cis/tagging/tag-association/id:{id}?~action=list-attached-objects"),
                 )
                 .await;
+            // vcsim answers `null` for a tag attached to nothing (a run killed between creating
+            // a tag and attaching it leaves one).
             let mut attached: Vec<String> = attached
                 .as_array()
-                .unwrap()
-                .iter()
+                .into_iter()
+                .flatten()
                 .map(|o| {
                     format!(
                         "{}:{}",
