@@ -292,6 +292,43 @@ fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
     })
 }
 
+/// Zone `<ns>-zone` (failure domain and deployment zone, autoConfigure, on compute cluster
+/// DC0_C0 of `sim`, a control-plane zone) and the credentials Secret `vsphere-credentials` of
+/// `ns`, with `more` objects, applied together; returns the zone's name.
+fn apply_zone(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<Value>) -> String {
+    let zone = format!("{ns}-zone");
+    let mut items = vec![
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereFailureDomain",
+            "metadata": {"name": zone},
+            "spec": {
+                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+                "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+                "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0", "networks": ["VM Network"]}
+            }
+        }),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone",
+            "metadata": {"name": zone},
+            "spec": {
+                "server": sim.url(), "failureDomain": zone, "controlPlane": true,
+                "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
+            }
+        }),
+        credentials_secret(ns, "vsphere-credentials", sim),
+    ];
+    items.extend(more);
+    cp.apply_text(
+        ADMIN,
+        &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+        None,
+    )
+    .ok();
+    zone
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its_deletion_waits_for_machines()
  {
@@ -326,35 +363,7 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
     let controllers = Controllers::start(cp).await;
 
     // One zone on the vCenter, as config/samples has them (controlPlane set: no webhook here).
-    let zone = format!("{ns}-zone");
-    cp.apply_text(
-        ADMIN,
-        &json!({"apiVersion": "v1", "kind": "List", "items": [
-            {
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereFailureDomain",
-                "metadata": {"name": zone},
-                "spec": {
-                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                    "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                    "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0", "networks": ["VM Network"]}
-                }
-            },
-            {
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereDeploymentZone",
-                "metadata": {"name": zone},
-                "spec": {
-                    "server": sim.url(), "failureDomain": zone, "controlPlane": true,
-                    "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
-                }
-            },
-            credentials_secret(&ns, "vsphere-credentials", &sim),
-        ]})
-        .to_string(),
-        None,
-    )
-    .ok();
+    let zone = apply_zone(cp, &ns, &sim, Vec::new());
     let api = owned_cluster(
         cp,
         &ns,
@@ -686,42 +695,13 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
     let (user, password) = sim.credentials();
     let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
     let controllers = Controllers::start(cp).await;
-    let zone = format!("{ns}-zone");
-    cp.apply_text(
-        ADMIN,
-        &json!({"apiVersion": "v1", "kind": "List", "items": [
-            {
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereFailureDomain",
-                "metadata": {"name": zone},
-                "spec": {
-                    "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                    // (VM groups: tests/capi_machines.rs, under CAPI's controllers.)
-                    "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                    "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0",
-                                 "networks": ["VM Network"]}
-                }
-            },
-            {
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                "kind": "VSphereDeploymentZone",
-                "metadata": {"name": zone},
-                "spec": {
-                    "server": sim.url(), "failureDomain": zone, "controlPlane": true,
-                    "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
-                }
-            },
-            credentials_secret(&ns, "vsphere-credentials", &sim),
-            {
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "m1-bootstrap", "namespace": ns},
-                "stringData": {"value": "#cloud-config\nruncmd: [kubeadm join]\n", "format": "cloud-config"}
-            },
-        ]})
-        .to_string(),
-        None,
-    )
-    .ok();
+    // (VM groups: tests/capi_machines.rs, under CAPI's controllers.)
+    let bootstrap = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "m1-bootstrap", "namespace": ns},
+        "stringData": {"value": "#cloud-config\nruncmd: [kubeadm join]\n", "format": "cloud-config"}
+    });
+    let zone = apply_zone(cp, &ns, &sim, vec![bootstrap]);
     let api = owned_cluster(
         cp,
         &ns,
