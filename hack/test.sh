@@ -2,7 +2,8 @@
 # The project's test entry point (also what CI runs via .ci/run):
 #   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
-#   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl).
+#   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl)
+#   -> the quick start's demos (hack/demo.sh, hack/demo-cluster.sh, hack/demo-capi.sh once it exists).
 # Fails fast with the name of the failing step.
 set -euo pipefail
 
@@ -78,6 +79,18 @@ if command -v "$KUBECTL" >/dev/null 2>&1; then
 	[ "$found" -eq 1 ] || log "note: no config/**/kustomization.yaml found"
 else
 	log "note: kubectl not installed; skipping kustomize checks of config/"
+fi
+
+# The README's quick start, as a newcomer runs it: each demo against its own vcsim (and, for
+# demo-cluster, its own kube-apiserver), reusing the binaries built above; a demo that exits
+# non-zero fails the run. SKIP_DEMOS=1 skips them (a quick local run; CI never sets it).
+if [ -z "${SKIP_DEMOS:-}" ]; then
+	for demo in hack/demo.sh hack/demo-cluster.sh hack/demo-capi.sh; do
+		[ -e "$demo" ] || continue
+		step "demo $demo" bash -c '"$1" </dev/null >"$2" 2>&1 || { tail -n 60 "$2" >&2; exit 1; }' _ "$demo" "${TMPDIR:-/tmp}/$(basename "$demo" .sh).log"
+	done
+else
+	log "note: SKIP_DEMOS set; the quick-start demos were not run"
 fi
 
 log "all checks passed in $((SECONDS - total_start))s"

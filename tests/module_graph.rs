@@ -1,4 +1,4 @@
-//! The layering of `src/vcenter/`, checked on the source text (README "Module map"):
+//! The layering of `src/vcenter/`, checked on the source text (DESIGN.md "Module maps"):
 //!
 //! 1. the modules of `src/vcenter/` (one per file) depend on each other without a cycle;
 //! 2. `vcenter::model` refers to nothing in the crate but other `model` modules;

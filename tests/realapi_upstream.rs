@@ -263,7 +263,7 @@ fn suite(file: &str) -> Vec<Case> {
 }
 
 /// `MachineAPIMigration`'s default for `authoritativeAPI`: the gated upstream CRD sets it, the
-/// ungated CRD served here does not (as tests/validate_upstream.rs, README "Differences").
+/// ungated CRD served here does not (as tests/validate_upstream.rs, docs/differences.md).
 const AUTHORITATIVE_API_DEFAULTS: &[&str] = &[
     "/spec/authoritativeAPI",
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/authoritativeAPI",

@@ -9,9 +9,11 @@ use vsphere_provider::api::manifest::{self, LoadedObject};
 use vsphere_provider::webhook::Ctx;
 use vsphere_provider::webhook::admission::admit;
 
+/// config/samples and docs/examples: between them one object of every kind served.
 fn samples() -> Vec<LoadedObject> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/samples");
-    let (objects, errors) = manifest::load_paths(&[dir]);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let (objects, errors) =
+        manifest::load_paths(&[root.join("config/samples"), root.join("docs/examples")]);
     assert!(errors.is_empty());
     objects
 }

@@ -122,7 +122,7 @@ fn named(mut v: Value) -> Value {
     v
 }
 
-/// Where a suite's expectations are not ours, on purpose (README, "Differences from upstream").
+/// Where a suite's expectations are not ours, on purpose (docs/differences.md).
 struct Known<'a> {
     /// Cases we decide differently: a prefix of the case name (after `onCreate: ` /
     /// `onUpdate: `) and the reason. We only ever differ by admitting: each such case must be
@@ -402,7 +402,8 @@ fn openshift_api_cpms_machine_api_migration_suite() {
 
 /// Other platforms' failure domains are kept (preserve-unknown-fields) and ignored with a
 /// warning: the platform rules of the CPMS CEL hold, their contents are not validated.
-const OTHER_PLATFORM: &str = "other platforms' failure domain contents are not validated (README)";
+const OTHER_PLATFORM: &str =
+    "other platforms' failure domain contents are not validated (docs/differences.md)";
 
 #[test]
 fn openshift_api_cpms_platform_suites() {

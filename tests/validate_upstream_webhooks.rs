@@ -7,8 +7,8 @@
 //!   `TestMachineCreation` and `TestMachineUpdate`.
 //!
 //! Inputs and expected outcomes are upstream's (Go structs written as the JSON they marshal to).
-//! Where we decide differently, the case carries our outcome and the reason, as README's
-//! "Differences from upstream" gives it; we only ever differ by admitting more, by naming the
+//! Where we decide differently, the case carries our outcome and the reason, as docs/differences.md
+//! gives it; we only ever differ by admitting more, by naming the
 //! field more precisely, or by our own added rules.
 
 use serde_json::{Value, json};

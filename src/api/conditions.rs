@@ -340,7 +340,7 @@ pub mod zone {
 
 /// Reasons this project adds to the zone conditions (both styles), only for classes of failure
 /// upstream has no reason for (capv-failure-domains.md §1, §3, §9). **Ours**, not upstream; each
-/// is listed in README's "Differences from upstream". Everything else the zone planner knows
+/// is listed in docs/differences.md. Everything else the zone planner knows
 /// beyond upstream (a tag in another category, a missing group, a disabled rule, a refused or
 /// pending autoConfigure change, an ambiguous name) is said in the message under upstream's
 /// reason.

@@ -5,7 +5,7 @@
 //! (style, type, reason) the planner sets; the test drives the planner into every class of
 //! failure, writes the status, and checks that what it set is exactly that list, that each
 //! entry is upstream's (transcribed below from capv-failure-domains.md §1/§3), and that each of
-//! ours is named in README's "Differences from upstream".
+//! ours is named in docs/differences.md.
 use std::collections::BTreeSet;
 
 use super::host_groups::{groups, hg_fd, hg_world, rule};
@@ -23,7 +23,7 @@ enum Source {
     /// CAPV v1.15.0 `apis/v1beta1/vspheredeploymentzone_types.go` V1Beta2 constants
     /// (`status.v1beta2.conditions`), or CAPI's generic v1beta2 reasons for `Ready`.
     CapvV1beta2(&'static str),
-    /// Ours: upstream has no reason for this class. Must be in README's Differences.
+    /// Ours: upstream has no reason for this class. Must be in docs/differences.md.
     Ours,
 }
 
@@ -494,11 +494,7 @@ fn every_reason_the_zone_planner_emits_is_upstreams_or_a_listed_difference() {
     }
 
     // Each reason is upstream's for its style and type, or ours and documented.
-    let readme = include_str!("../../../../README.md");
-    let differences = readme
-        .split("## Differences from upstream")
-        .nth(1)
-        .expect("README has a Differences from upstream section");
+    let differences = include_str!("../../../../docs/differences.md");
     for (style, type_, _, reason, source) in EMITTED {
         match source {
             Source::CapvV1beta1(name) | Source::CapvV1beta2(name) => {
@@ -515,7 +511,7 @@ fn every_reason_the_zone_planner_emits_is_upstreams_or_a_listed_difference() {
                 );
                 assert!(
                     differences.contains(&format!("`{reason}`")),
-                    "README's Differences from upstream must name our reason `{reason}`"
+                    "docs/differences.md must name our reason `{reason}`"
                 );
             }
         }
