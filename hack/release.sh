@@ -2,6 +2,7 @@
 # Writes this provider's clusterctl release artifacts into a clusterctl *local repository*:
 #   <out>/infrastructure-vsphere-provider/<version>/infrastructure-components.yaml
 #   <out>/infrastructure-vsphere-provider/<version>/metadata.yaml   (copy of ./metadata.yaml)
+#   <out>/infrastructure-vsphere-provider/<version>/cluster-template*.yaml (copies of templates/)
 #   <out>/clusterctl.yaml  (a `providers:` entry naming that repository; merged into, not replaced)
 # and prints <out> as the last line on stdout. Then:
 #   clusterctl init --infrastructure vsphere-provider --config <out>/clusterctl.yaml
@@ -96,6 +97,11 @@ EOF
 	die "kubectl kustomize config/clusterctl failed"
 mv "$dir/infrastructure-components.yaml.tmp" "$dir/infrastructure-components.yaml"
 cp "$metadata" "$dir/metadata.yaml"
+# Cluster templates (templates/cluster-template*.yaml), for `clusterctl generate cluster NAME
+# --infrastructure vsphere-provider [--flavor F]`: clusterctl reads them from the version folder.
+for t in "$REPO_ROOT"/templates/cluster-template*.yaml; do
+	[ -e "$t" ] && cp "$t" "$dir/"
+done
 
 # clusterctl.yaml: keep what other scripts (hack/capi/repository.sh) wrote, replace our entry.
 config="$out/clusterctl.yaml"
@@ -119,5 +125,5 @@ else
 	mv "$config.tmp" "$config"
 fi
 
-log "wrote $dir/{infrastructure-components.yaml,metadata.yaml} (image $image) and $config"
+log "wrote $dir/{infrastructure-components.yaml,metadata.yaml,cluster-template.yaml} (image $image) and $config"
 echo "$out"

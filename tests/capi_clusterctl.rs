@@ -93,6 +93,61 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
     );
     assert!(!out.contains(&password), "clusterctl printed the password");
 
+    // The template the release ships (templates/cluster-template.yaml), as README's install
+    // section tells a user to fill it: `clusterctl generate cluster --infrastructure`.
+    let generate = [
+        "generate",
+        "cluster",
+        "prod",
+        "--infrastructure",
+        "vsphere-provider",
+        "--config",
+        &config,
+        "--target-namespace",
+        "prod",
+        "--kubernetes-version",
+        "v1.33.0",
+        "--control-plane-machine-count",
+        "3",
+        "--worker-machine-count",
+        "3",
+    ];
+    let o = clusterctl(
+        &capi,
+        cp,
+        home,
+        &generate,
+        &[
+            ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.20"),
+            ("CPI_IMAGE_K8S_VERSION", "v1.33.0"),
+            ("VSPHERE_SERVER", "vcenter.example.com"),
+            ("VSPHERE_TLS_THUMBPRINT", ""),
+            ("VSPHERE_USERNAME", "capi-user@vsphere.local"),
+            ("VSPHERE_PASSWORD", &password),
+            ("VSPHERE_DATACENTER", "DC0"),
+            ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
+            ("VSPHERE_DATASTORE", "LocalDS_0"),
+            ("VSPHERE_FOLDER", "vm"),
+            ("VSPHERE_NETWORK", "VM Network"),
+            ("VSPHERE_TEMPLATE", "ubuntu-2404-kube-v1.33.0"),
+            ("VSPHERE_STORAGE_POLICY", ""),
+            ("VSPHERE_SSH_AUTHORIZED_KEY", "ssh-ed25519 AAAA test"),
+        ],
+    );
+    let generated = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "clusterctl generate cluster --infrastructure vsphere-provider:\n{}",
+        text(&o)
+    );
+    assert!(
+        generated.contains("  failureDomainSelector: {}")
+            && generated.contains("kind: KubeadmControlPlane")
+            && generated.contains("replicas: 3")
+            && generated.contains("namespace: 'prod'"),
+        "{generated}"
+    );
+
     // clusterctl's inventory: four providers at the versions of the repository, ours under the
     // contract of metadata.yaml (init validated that every provider shares it).
     let providers = get(cp, &["providers.clusterctl.cluster.x-k8s.io", "-A"]);

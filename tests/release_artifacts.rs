@@ -295,3 +295,48 @@ fn release_refuses_a_version_metadata_does_not_map_and_a_bad_image() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a semantic version"));
 }
+
+/// The release ships a cluster template for `clusterctl generate cluster --infrastructure
+/// vsphere-provider`: CAPV's own (tests/fixtures/capv, unchanged there) plus the one line that
+/// makes the cluster take our zones as its failure domains.
+#[test]
+fn the_release_ships_capvs_cluster_template_with_our_failure_domains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("repo");
+    release_ok(&out, &[]);
+    let shipped = std::fs::read_to_string(
+        out.join("infrastructure-vsphere-provider")
+            .join(cargo_version())
+            .join("cluster-template.yaml"),
+    )
+    .expect("cluster-template.yaml in the version folder");
+    let ours = std::fs::read_to_string(realapi::repo().join("templates/cluster-template.yaml"))
+        .unwrap();
+    assert_eq!(shipped, ours);
+
+    let capv =
+        std::fs::read_to_string(realapi::repo().join("tests/fixtures/capv/cluster-template.yaml"))
+            .unwrap();
+    let body: Vec<&str> = ours.lines().skip_while(|l| l.starts_with('#')).collect();
+    let added: Vec<&str> = body
+        .iter()
+        .copied()
+        .filter(|l| *l == "  failureDomainSelector: {}")
+        .collect();
+    assert_eq!(added.len(), 1, "one failureDomainSelector line");
+    let without: Vec<&str> = body
+        .into_iter()
+        .filter(|l| *l != "  failureDomainSelector: {}")
+        .collect();
+    assert_eq!(without, capv.lines().collect::<Vec<_>>(), "CAPV's template otherwise");
+
+    let objects = docs(&ours);
+    let cluster = objects
+        .iter()
+        .find(|o| o["kind"] == "VSphereCluster")
+        .expect("a VSphereCluster");
+    assert_eq!(
+        cluster["spec"]["failureDomainSelector"],
+        serde_json::json!({})
+    );
+}
