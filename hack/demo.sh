@@ -12,9 +12,10 @@
 #      index at a time, a deleted machine replaced in its zone;
 #   6. a machine health check: one NotReady control plane node → its machine replaced in the
 #      same zone; two NotReady → nothing deleted, the check says why;
-#   7. OpenShift's own vSphere CPMS manifest (fixtures cpms-01), unchanged, against a second
-#      vcsim laid out like the estate it was written for (hack/vcsim/layouts/openshift-ibmcloud.json),
-#      its vCenter name redirected with --connect-to.
+#   7. OpenShift's own vSphere CPMS manifest (fixtures cpms-01; its static IP pool pointed at a
+#      GlobalInClusterIPPool local mode serves) against a second vcsim laid out like the estate it
+#      was written for (hack/vcsim/layouts/openshift-ibmcloud.json), its vCenter name redirected
+#      with --connect-to.
 # Safe to re-run. Everything it starts is stopped on exit.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -204,14 +205,26 @@ set +e
 	sed -n '/^MACHINEHEALTHCHECKS/,/^done/p'
 set -e
 
-banner "OpenShift's own CPMS (fixture cpms-01, unchanged) against a vcsim laid out as its estate"
+banner "OpenShift's own CPMS (fixture cpms-01, its IP pool served locally) against a vcsim laid out as its estate"
 "$VCSIM_BIN" -l 127.0.0.1:0 -cluster 3 -host 1 -layout hack/vcsim/layouts/openshift-ibmcloud.json \
 	-url-file "$work/estate.url" >/dev/null 2>"$work/estate.log" &
 estate_pid=$!
 for _ in $(seq 200); do [ -s "$work/estate.url" ] && break; sleep 0.05; done
 [ -s "$work/estate.url" ] || die "vcsim did not start: $(cat "$work/estate.log")"
 mkdir -p "$work/openshift"
-cp tests/fixtures/manifests/upstream/cpms-01-cpms-vsphere-3fd-static-ip.yaml "$work/openshift/"
+# Its static IPs come from the installer's IPPool, which OpenShift's own IPAM controller serves;
+# local mode is the IPAM provider only for the in-cluster provider's pools, so the pool reference
+# points at a GlobalInClusterIPPool of the same name (nothing else of the manifest changes; as
+# tests/local_cpms_fixtures.rs does).
+sed -e 's/group: installer.openshift.io/group: ipam.cluster.x-k8s.io/' \
+	-e 's/resource: IPPool/resource: GlobalInClusterIPPool/' \
+	tests/fixtures/manifests/upstream/cpms-01-cpms-vsphere-3fd-static-ip.yaml >"$work/openshift/cpms.yaml"
+cat >"$work/openshift/pool.yaml" <<'YAML'
+apiVersion: ipam.cluster.x-k8s.io/v1alpha2
+kind: GlobalInClusterIPPool
+metadata: {name: default-0}
+spec: {addresses: [10.38.0.10-10.38.0.20], prefix: 24, gateway: 10.38.0.1}
+YAML
 # The installer's user-data Secrets: a Machine is not cloned without its Ignition config.
 sed 's/namespace: default/namespace: openshift-machine-api/' config/samples/user-data-secret.yaml \
 	>"$work/openshift/user-data-secret.yaml"

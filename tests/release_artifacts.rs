@@ -310,8 +310,8 @@ fn the_release_ships_capvs_cluster_template_with_our_failure_domains() {
             .join("cluster-template.yaml"),
     )
     .expect("cluster-template.yaml in the version folder");
-    let ours = std::fs::read_to_string(realapi::repo().join("templates/cluster-template.yaml"))
-        .unwrap();
+    let ours =
+        std::fs::read_to_string(realapi::repo().join("templates/cluster-template.yaml")).unwrap();
     assert_eq!(shipped, ours);
 
     let capv =
@@ -328,7 +328,11 @@ fn the_release_ships_capvs_cluster_template_with_our_failure_domains() {
         .into_iter()
         .filter(|l| *l != "  failureDomainSelector: {}")
         .collect();
-    assert_eq!(without, capv.lines().collect::<Vec<_>>(), "CAPV's template otherwise");
+    assert_eq!(
+        without,
+        capv.lines().collect::<Vec<_>>(),
+        "CAPV's template otherwise"
+    );
 
     let objects = docs(&ours);
     let cluster = objects
