@@ -144,7 +144,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         generated.contains("  failureDomainSelector: {}")
             && generated.contains("kind: KubeadmControlPlane")
             && generated.contains("replicas: 3")
-            && generated.contains("namespace: 'prod'"),
+            && generated.contains("namespace: prod"),
         "{generated}"
     );
 
