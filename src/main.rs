@@ -61,11 +61,11 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            cli::out::write_err(format_args!("error: cannot start the async runtime: {e}\n"));
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match cli.command {
             Command::Run(args) => cli::run::run(args).await,
             Command::Reconcile(args) => cli::reconcile::run(args).await,
@@ -74,5 +74,6 @@ fn main() -> ExitCode {
             Command::Inventory(args) => cli::inventory::run(args).await,
             Command::Doctor(args) => cli::doctor::run(args).await,
         }
-    })
+    });
+    cli::out::exit_code(code)
 }

@@ -1,6 +1,7 @@
 //! `vsphere-provider doctor`: check a vCenter step by step (address, connection and TLS, service
 //! content and API version, login, session, REST tagging) and explain the first failure of each
 //! class in one line an admin can act on.
+use super::out::{errln, outln};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,11 +19,11 @@ pub struct Args {
 
 /// One line of the report.
 fn ok(check: &str, detail: impl std::fmt::Display) {
-    println!("ok    {check:<10} {detail}");
+    outln!("ok    {check:<10} {detail}");
 }
 
 fn fail(check: &str, detail: impl std::fmt::Display) {
-    println!("FAIL  {check:<10} {detail}");
+    outln!("FAIL  {check:<10} {detail}");
 }
 
 pub async fn run(mut args: Args) -> ExitCode {
@@ -31,7 +32,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let client = match args.connect.client(stats.clone()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -132,11 +133,11 @@ async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
         Error::TlsHandshake { .. } => {
             fail("tls", e);
             if let Some(cert) = presented_certificate(endpoint).await {
-                println!(
+                outln!(
                     "      the server presents a certificate with SHA-256 thumbprint {}",
                     Thumbprint::sha256_of(&cert)
                 );
-                println!("      if you trust it, pass --thumbprint with that value");
+                outln!("      if you trust it, pass --thumbprint with that value");
             }
         }
         Error::Unreachable { .. } => fail("connect", e),

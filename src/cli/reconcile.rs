@@ -7,6 +7,7 @@
 //!
 //! Exit codes: 0 everything ready and nothing pending, 1 something is not (it says what), 2
 //! usage or input errors (nothing is sent to vCenter then).
+use super::out::{err, errln, out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -124,7 +125,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let mut store = match Store::load(&args.files) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: the manifests are not valid; nothing was sent to vCenter:\n{e}");
+            errln!("error: the manifests are not valid; nothing was sent to vCenter:\n{e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -133,7 +134,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         Some(_) => match args.connect.server() {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return ExitCode::from(EXIT_USAGE);
             }
         },
@@ -141,14 +142,14 @@ pub async fn run(mut args: Args) -> ExitCode {
     let aliases = match parse_aliases(&args.connect_to) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: --connect-to: {e}");
+            errln!("error: --connect-to: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let tls = match args.connect.tls_policy() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -164,7 +165,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         None => jiff::Timestamp::now(),
         Some(Ok(t)) => t,
         Some(Err(e)) => {
-            eprintln!("error: --now: not an RFC 3339 time ({e})");
+            errln!("error: --now: not an RFC 3339 time ({e})");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -181,19 +182,19 @@ pub async fn run(mut args: Args) -> ExitCode {
     let stored = match state_path.as_deref().map(Store::load_state).transpose() {
         Ok(s) => s.flatten(),
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     store = match store.with_state(stored.as_ref(), &now) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: the manifests cannot be applied over the state file:\n{e}");
+            errln!("error: the manifests cannot be applied over the state file:\n{e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     if let Err(e) = deletes::apply(&mut store, &args.delete, &now) {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
     if let Some(p) = &state_path {
@@ -215,7 +216,7 @@ pub async fn run(mut args: Args) -> ExitCode {
             ..ClientOptions::default()
         },
     );
-    let mut progress = |line: &str| eprintln!("{line}");
+    let mut progress = |line: &str| errln!("{line}");
     let (store, outcome) =
         run::run(store, state_path.clone(), &opts, &sessions, &mut progress).await;
     sessions.logout_all().await;
@@ -228,11 +229,11 @@ pub async fn run(mut args: Args) -> ExitCode {
             print!("{}", print::tables(&store, report));
             print!("{}", print::machine_tables(&store, machines, &now));
             if !changes.is_empty() {
-                println!();
-                print!("{changes}");
+                outln!();
+                out!("{changes}");
             }
-            println!();
-            println!("{summary}");
+            outln!();
+            outln!("{summary}");
         }
         Output::Yaml | Output::Json => {
             let body = if args.output == Output::Yaml {
@@ -240,14 +241,14 @@ pub async fn run(mut args: Args) -> ExitCode {
             } else {
                 print::json(&store)
             };
-            print!("{body}");
-            eprint!("{changes}");
-            eprintln!("{summary}");
+            out!("{body}");
+            err!("{changes}");
+            errln!("{summary}");
         }
     }
     let problems = outcome.problems(&store, args.simulate_nodes);
     for line in &problems {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     if problems.is_empty() {
         ExitCode::SUCCESS

@@ -7,6 +7,7 @@
 //! 2 for bad flags. An API server that does not answer, a CRD not installed, a list refused by
 //! RBAC are not exits: the manager logs what to fix and checks again with a growing delay
 //! (`controllers::startup`), so a Deployment does not crash-loop while its CRDs are applied.
+use super::out::errln;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -238,7 +239,7 @@ pub async fn run(args: Args) -> ExitCode {
     let manager = match manager_identity(&args.connect) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -253,14 +254,14 @@ pub async fn run(args: Args) -> ExitCode {
     let timing = match lease_timing(&args) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let (client, server) = match kube_client().await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
+            errln!(
                 "error: no Kubernetes configuration: neither a kubeconfig (KUBECONFIG, ~/.kube/config) \
                  nor the in-cluster service account works: {e}"
             );
@@ -270,7 +271,7 @@ pub async fn run(args: Args) -> ExitCode {
     match start(args, client, &server, manager, timing).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     }

@@ -24,6 +24,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::api::manifest::{self, LoadedObject, ObjectType};
+use super::out::{errln, outln};
 use crate::api::{Kind, VSphereDeploymentZone};
 use crate::webhook::Ctx;
 use crate::webhook::admission::{AdmissionOutcome, admit_loaded};
@@ -271,7 +272,7 @@ pub async fn run(args: Args) -> ExitCode {
 
     match args.output {
         Output::Json => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&to_json(&verdicts, &load_errors)).unwrap_or_default()
             );
@@ -282,11 +283,11 @@ pub async fn run(args: Args) -> ExitCode {
                     println!("{}", v.line());
                 }
                 for w in &v.outcome.warnings {
-                    eprintln!("{}: {}: warning: {w}", v.object.source, v.label());
+                    errln!("{}: {}: warning: {w}", v.object.source, v.label());
                 }
             }
             for e in &load_errors {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
             }
         }
     }
