@@ -197,6 +197,58 @@ spec: {}
     );
 }
 
+/// A negative size is refused naming the field, on each of the three CAPV machine kinds (it
+/// passed, and the VM silently got the template's size); 0 passes, as "the template's".
+#[test]
+fn negative_vm_sizes_are_rejected_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "m.yaml",
+        "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachine
+metadata: {name: m, namespace: ns}
+spec: {template: t, numCPUs: -2}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: mt, namespace: ns}
+spec: {template: {spec: {template: t, memoryMiB: -1, numCoresPerSocket: 0}}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereVM
+metadata: {name: vm, namespace: ns}
+spec: {template: t, diskGiB: -40}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachine
+metadata: {name: zero, namespace: ns}
+spec: {template: t, numCPUs: 0, memoryMiB: 0, diskGiB: 0, numCoresPerSocket: 0}
+",
+    );
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (line, field, value) in [
+        (lines[0], "spec.numCPUs", -2),
+        (lines[1], "spec.template.spec.memoryMiB", -1),
+        (lines[2], "spec.diskGiB", -40),
+    ] {
+        assert!(
+            line.contains(&format!(
+                "rejected: {field}: Invalid value: {value}: {field} in body should be greater than or equal to 0"
+            )),
+            "{line}"
+        );
+    }
+    assert!(
+        lines[3].ends_with("VSphereMachine ns/zero: ok (defaulted spec.datacenter)"),
+        "{}",
+        lines[3]
+    );
+}
+
 #[test]
 fn syntax_errors_name_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
