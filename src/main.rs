@@ -25,6 +25,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the controller manager inside a Kubernetes cluster.
+    ///
+    /// The cluster is the one kubectl would use: the current context of $KUBECONFIG, else of
+    /// ~/.kube/config, else the pod's own service account (in-cluster: the token and CA under
+    /// /var/run/secrets/kubernetes.io/serviceaccount and KUBERNETES_SERVICE_HOST/PORT).
+    ///
+    /// Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT); 1 it cannot start (no Kubernetes
+    /// configuration, a port taken); 2 bad flags. An API server that does not answer or a CRD not
+    /// installed yet is waited for, not an exit.
     Run(cli::run::Args),
     /// Reconcile manifests against a vCenter without a cluster (local mode).
     ///
@@ -54,6 +62,14 @@ enum Command {
     /// List every object in a vCenter inventory with its type and inventory path.
     Inventory(cli::inventory::Args),
     /// Check connectivity, TLS, login, API version and tagging of a vCenter.
+    ///
+    /// The checks, in order, one line each (`ok` or `FAIL`, with what to do): address (the SDK
+    /// URL), connect (TCP and TLS: the trust used, or the certificate's thumbprint to pin, or a
+    /// hint that the server speaks plain http), vcenter (service content: product and API
+    /// version), login, session (the server's clock), tagging (the REST tagging API failure
+    /// domains need). A failed check ends the run; the last line counts the round trips.
+    ///
+    /// Exit codes: 0 every check passed; 1 a check failed; 2 usage (no server or credentials).
     Doctor(cli::doctor::Args),
 }
 

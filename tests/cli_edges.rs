@@ -4,15 +4,138 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vsphere-provider");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn help(command: &str) -> String {
+    let out = Command::new(BIN)
+        .args([command, "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command} --help");
+    String::from_utf8(out.stdout).unwrap()
+}
 
 fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// The YAML files under `dir`, recursively.
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+/// The `--flags` every container of a shipped manifest passes to `vsphere-provider run`.
+fn manager_flags() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    yaml_files(&root().join("config"), &mut files);
+    let mut flags = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for v in docs {
+            let containers = v
+                .pointer("/spec/template/spec/containers")
+                .and_then(|c| c.as_array())
+                .cloned()
+                .unwrap_or_default();
+            for c in containers {
+                let args: Vec<&str> = c["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str())
+                    .collect();
+                if args.first() != Some(&"run") {
+                    continue;
+                }
+                for a in &args[1..] {
+                    if let Some(flag) = a.strip_prefix("--") {
+                        let name = flag.split('=').next().unwrap();
+                        flags.push((f.display().to_string(), format!("--{name}")));
+                    }
+                }
+            }
+        }
+    }
+    flags
+}
+
+/// Every flag the shipped manifests pass to the manager is one `run --help` lists, so an admin
+/// reading the Deployment finds each in the help (they were hidden aliases).
+#[test]
+fn every_flag_the_manifests_pass_to_the_manager_is_in_run_help() {
+    let flags = manager_flags();
+    assert!(
+        flags.iter().any(|(_, f)| f == "--metrics-bind-address"),
+        "config/manager/manager.yaml is read: {flags:?}"
+    );
+    let help = help("run");
+    let listed = |flag: &str| {
+        help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
+            .any(|w| w == flag)
+    };
+    let missing: Vec<_> = flags.iter().filter(|(_, f)| !listed(f)).collect();
+    assert!(missing.is_empty(), "not in run --help: {missing:?}\n{help}");
+}
+
+/// Each command's help says what a newcomer has to guess otherwise: how `run` finds its
+/// cluster, the exit codes of `validate`, `doctor` (with its checks) and `reconcile`, that
+/// `-f` repeats, and what `--no-state` really does (VMs are adopted by identity, not remade).
+#[test]
+fn help_says_how_the_cluster_is_found_the_checks_and_the_exit_codes() {
+    let run = help("run");
+    for s in ["KUBECONFIG", "~/.kube/config", "in-cluster", "Exit codes"] {
+        assert!(run.contains(s), "run --help lacks {s:?}:\n{run}");
+    }
+    let validate = help("validate");
+    for s in [
+        "Exit codes: 0 every object admitted or skipped; 1 some object rejected; 2",
+        "skipped",
+        "Repeatable",
+    ] {
+        assert!(
+            validate.contains(s),
+            "validate --help lacks {s:?}:\n{validate}"
+        );
+    }
+    let doctor = help("doctor");
+    for s in [
+        "address",
+        "connect",
+        "vcenter",
+        "login",
+        "session",
+        "tagging",
+        "Exit codes: 0",
+    ] {
+        assert!(doctor.contains(s), "doctor --help lacks {s:?}:\n{doctor}");
+    }
+    let reconcile = help("reconcile");
+    assert!(reconcile.contains("Exit codes: 0"), "{reconcile}");
+    assert!(reconcile.contains("Repeatable: `-f"), "{reconcile}");
+    assert!(
+        !reconcile.contains("hence a new VM"),
+        "--no-state does not make new VMs:\n{reconcile}"
+    );
+    assert!(reconcile.contains("finds and adopts the VMs"), "{reconcile}");
 }
 
 /// Runs `args` with standard output a pipe whose reader is gone before the first write.

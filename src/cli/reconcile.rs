@@ -24,6 +24,7 @@ use crate::vcenter::{ClientOptions, Endpoint, Stats};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Manifest files or directories (YAML or JSON, multi-document; directories are walked).
+    /// Repeatable: `-f zones.yaml -f machines/`.
     #[arg(
         short = 'f',
         long = "filename",
@@ -45,8 +46,10 @@ pub struct Args {
     /// Default: $XDG_STATE_HOME (or ~/.local/state)/vsphere-provider/<hash of the -f paths>.json.
     #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
     pub state: Option<PathBuf>,
-    /// Keep no state: every Machine is new (gets a new UID, hence a new VM). For one-off zone
-    /// checks.
+    /// Keep no state: each run starts from the manifests alone (no statuses, events or Nodes
+    /// of earlier runs are kept). VMs are not made again: each VM carries its Machine's identity
+    /// (namespace and name), so a run finds and adopts the VMs earlier runs cloned, and a
+    /// control plane machine set's Machines are recreated from theirs. For one-off checks.
     #[arg(long)]
     pub no_state: bool,
     /// Mark an object for deletion in this run, as `kubectl delete` would (finalizers are

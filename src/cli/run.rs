@@ -37,16 +37,18 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// and the lease release (3 s at most) this stays within the pod's 30 s grace period.
 const LOGOUT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The address flags also answer to controller-runtime's names (`--metrics-bind-address`, …),
+/// shown in `--help`, so manifests written for other Cluster API providers read the same here.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Address of `/metrics`, `/healthz` and `/readyz` (`:8080` means all interfaces).
-    #[arg(long, alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
     pub metrics_addr: SocketAddr,
     /// Also serve `/healthz`, `/livez` and `/readyz` here (a separate probe port).
-    #[arg(long, alias = "health-probe-bind-address", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "health-probe-bind-address", value_parser = parse_addr)]
     pub health_addr: Option<SocketAddr>,
     /// Address of the admission webhooks (HTTPS).
-    #[arg(long, alias = "webhook-bind-address", default_value = "0.0.0.0:9443", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "webhook-bind-address", default_value = "0.0.0.0:9443", value_parser = parse_addr)]
     pub webhook_addr: SocketAddr,
     /// Directory holding the webhook certificate (`tls.crt`, `tls.key`); without them the
     /// webhooks are not served.
