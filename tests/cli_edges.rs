@@ -234,3 +234,50 @@ impl PlainHttp {
         format!("https://127.0.0.1:{}", self.port)
     }
 }
+
+/// `doctor --server SERVER` with credentials, run to its end.
+fn doctor(server: &str) -> Output {
+    Command::new(BIN)
+        .args(["doctor", "--server", server])
+        .env("VSPHERE_USERNAME", "u")
+        .env("VSPHERE_PASSWORD", "p")
+        .output()
+        .unwrap()
+}
+
+/// `https://` against a server that speaks plain HTTP: rustls' "corrupt message of type
+/// InvalidContentType" comes with the hint to try `http://` on the same port.
+#[test]
+fn doctor_hints_at_plain_http_when_tls_meets_an_http_answer() {
+    let server = PlainHttp::start();
+    let out = doctor(&server.https_url());
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL  tls"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "the server may speak plain http; try --server http://127.0.0.1:{}",
+            server.port
+        )),
+        "{stdout}"
+    );
+}
+
+/// A refused connection, retried, is no round trip: the last line says the attempts could not
+/// connect, and says "round trips" once.
+#[test]
+fn doctor_counts_refused_attempts_apart_from_round_trips() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let out = doctor(&format!("http://127.0.0.1:{port}"));
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("0 round trips (0 session, 0 read, 0 write): none; ")
+            && last.ends_with(" attempt(s) could not connect"),
+        "{stdout}"
+    );
+    assert_eq!(last.matches("round trips").count(), 1, "{last}");
+}

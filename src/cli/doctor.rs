@@ -42,7 +42,8 @@ pub async fn run(mut args: Args) -> ExitCode {
     {
         tracing::warn!(error = %e, "logout failed");
     }
-    println!("round trips: {}", stats.snapshot().summary());
+    // The summary names itself ("7 round trips (…)"); a prefix would say it twice.
+    outln!("{}", stats.snapshot().summary());
     if failed {
         ExitCode::from(EXIT_FAILED)
     } else {
@@ -130,6 +131,19 @@ fn trust_description(endpoint: &Endpoint, policy: &TlsPolicy) -> String {
 
 async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
     match e {
+        Error::TlsHandshake { reason, .. } if speaks_plain_http(endpoint, reason) => {
+            fail("tls", e);
+            let host = endpoint.host();
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            outln!(
+                "      the server may speak plain http; try --server http://{host}:{}",
+                endpoint.port()
+            );
+        }
         Error::TlsHandshake { .. } => {
             fail("tls", e);
             if let Some(cert) = presented_certificate(endpoint).await {
@@ -150,6 +164,13 @@ async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
         ),
         _ => fail("connect", e),
     }
+}
+
+/// Whether a TLS handshake failed because the answer was not TLS at all: rustls reads the
+/// first bytes of an HTTP response as a record of an invalid content type. Nothing but plain
+/// HTTP answers a TLS hello that way in practice, and the message alone says nothing of it.
+fn speaks_plain_http(endpoint: &Endpoint, reason: &str) -> bool {
+    endpoint.is_https() && reason.contains("InvalidContentType")
 }
 
 /// Connect once without verification to learn which certificate the server presents.

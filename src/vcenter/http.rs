@@ -226,7 +226,11 @@ impl Connection {
                     }
                 }
                 Err(failure) => {
-                    self.stats.record(method, kind, elapsed, false);
+                    if matches!(failure, SendFailure::Connect(_)) {
+                        self.stats.record_unsent(method, elapsed);
+                    } else {
+                        self.stats.record(method, kind, elapsed, false);
+                    }
                     let retry = match failure {
                         SendFailure::Connect(_) => true,
                         SendFailure::Tls(_) => false,
