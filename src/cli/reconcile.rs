@@ -200,8 +200,11 @@ pub async fn run(mut args: Args) -> ExitCode {
         errln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
-    if let Some(p) = &state_path {
-        eprintln!("state: {}", p.display());
+    match &state_path {
+        Some(p) if !args.dry_run => errln!("state: {}", p.display()),
+        // A dry run reads the state file but writes nothing, not even a new one.
+        Some(p) if stored.is_some() => errln!("state: {} (read only: dry run)", p.display()),
+        _ => {}
     }
     let opts = driver::Options {
         server,
@@ -226,11 +229,14 @@ pub async fn run(mut args: Args) -> ExitCode {
     let (report, machines) = (&outcome.zones, &outcome.machines);
 
     let changes = print::changes(report, args.dry_run) + &print::machine_changes(machines);
-    let summary = print::summary(report, args.dry_run) + &print::machine_summary(&store, machines);
+    let summary = print::summary(&store, report, machines, args.dry_run);
     match args.output {
         Output::Table => {
-            print!("{}", print::tables(&store, report));
-            print!("{}", print::machine_tables(&store, machines, &now));
+            out!("{}", print::tables(&store, report));
+            out!(
+                "{}",
+                print::machine_tables(&store, machines, &now, args.dry_run)
+            );
             if !changes.is_empty() {
                 outln!();
                 out!("{changes}");

@@ -79,6 +79,22 @@ impl Snapshot {
         out
     }
 
+    /// Both together: the cost of two parts of one run, each measured with [`Snapshot::since`].
+    pub fn plus(&self, other: &Snapshot) -> Snapshot {
+        let mut out = self.clone();
+        for (name, m) in &other.methods {
+            let o = out.methods.entry(name.clone()).or_default();
+            o.calls += m.calls;
+            o.errors += m.errors;
+            o.unsent += m.unsent;
+            o.total += m.total;
+        }
+        for (kind, n) in &other.by_kind {
+            *out.by_kind.entry(*kind).or_default() += n;
+        }
+        out
+    }
+
     /// One line: `12 round trips (3 session, 8 read, 1 write): RetrievePropertiesEx×4, …`,
     /// then `; 4 attempt(s) could not connect` when some never reached vCenter.
     pub fn summary(&self) -> String {
@@ -193,5 +209,6 @@ mod tests {
             "0 round trips (0 session, 0 read, 0 write): none; 4 attempt(s) could not connect"
         );
         assert_eq!(s.since(&Snapshot::default()).unsent(), 4);
+        assert_eq!(s.plus(&s).unsent(), 8);
     }
 }
