@@ -132,7 +132,8 @@ fn trust_description(endpoint: &Endpoint, policy: &TlsPolicy) -> String {
 async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
     match e {
         Error::TlsHandshake { reason, .. } if speaks_plain_http(endpoint, reason) => {
-            fail("tls", e);
+            // Not the generic TLS error: its advice (--thumbprint, --insecure) cannot help.
+            fail("tls", format!("{endpoint} did not answer in TLS ({reason})"));
             let host = endpoint.host();
             let host = if host.contains(':') {
                 format!("[{host}]")
