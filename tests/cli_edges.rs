@@ -281,3 +281,42 @@ fn doctor_counts_refused_attempts_apart_from_round_trips() {
     );
     assert_eq!(last.matches("round trips").count(), 1, "{last}");
 }
+
+/// `--server` on a host no manifest names is not silently dropped: the run says it is unused,
+/// names the servers the manifests use and the `--connect-to` that would use it.
+#[test]
+fn a_server_no_manifest_names_is_said_to_be_unused() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    std::fs::write(
+        dir.path().join("zone.yaml"),
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereDeploymentZone
+metadata: {{name: zone-a}}
+spec: {{server: 'http://127.0.0.1:{port}', failureDomain: zone-a, placementConstraint: {{resourcePool: rp}}}}
+"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["reconcile", "--no-state", "--dry-run", "-f"])
+        .arg(dir.path())
+        .args(["--server", "vcenter.example.com"])
+        .env("VSPHERE_USERNAME", "u")
+        .env("VSPHERE_PASSWORD", "p")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains(&format!(
+            "warning: --server (or VSPHERE_SERVER) https://vcenter.example.com is not used: no \
+             manifest names vcenter.example.com; they name http://127.0.0.1:{port}. To connect to \
+             https://vcenter.example.com wherever they name 127.0.0.1, pass --connect-to \
+             127.0.0.1=https://vcenter.example.com"
+        )),
+        "{stderr}"
+    );
+}

@@ -215,6 +215,9 @@ pub async fn run(mut args: Args) -> ExitCode {
         now: now.clone(),
         simulate_nodes: args.simulate_nodes,
     };
+    if let Some(why) = driver::unused_server(&store, &opts) {
+        errln!("warning: {why}");
+    }
     let sessions = SessionCache::new(
         Stats::default(),
         ClientOptions {
