@@ -135,7 +135,10 @@ fn help_says_how_the_cluster_is_found_the_checks_and_the_exit_codes() {
         !reconcile.contains("hence a new VM"),
         "--no-state does not make new VMs:\n{reconcile}"
     );
-    assert!(reconcile.contains("finds and adopts the VMs"), "{reconcile}");
+    assert!(
+        reconcile.contains("finds and adopts the VMs"),
+        "{reconcile}"
+    );
 }
 
 /// Runs `args` with standard output a pipe whose reader is gone before the first write.

@@ -133,7 +133,10 @@ async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
     match e {
         Error::TlsHandshake { reason, .. } if speaks_plain_http(endpoint, reason) => {
             // Not the generic TLS error: its advice (--thumbprint, --insecure) cannot help.
-            fail("tls", format!("{endpoint} did not answer in TLS ({reason})"));
+            fail(
+                "tls",
+                format!("{endpoint} did not answer in TLS ({reason})"),
+            );
             let host = endpoint.host();
             let host = if host.contains(':') {
                 format!("[{host}]")

@@ -383,7 +383,8 @@ mod tests {
         let zone: crate::api::VSphereDeploymentZone = serde_json::from_value(serde_json::json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
             "kind": "VSphereDeploymentZone", "metadata": {"name": "zone-a"},
-            "spec": {"server": "127.0.0.1", "failureDomain": "fd"}
+            "spec": {"server": "127.0.0.1", "failureDomain": "fd",
+                "placementConstraint": {"resourcePool": "rp"}}
         }))
         .unwrap();
         store.zones.insert("zone-a".into(), zone);
