@@ -243,7 +243,8 @@ spec: {template: t, numCPUs: 0, memoryMiB: 0, diskGiB: 0, numCoresPerSocket: 0}
         );
     }
     assert!(
-        lines[3].ends_with("VSphereMachine ns/zero: ok (defaulted spec.powerOffMode, spec.datacenter)"),
+        lines[3]
+            .ends_with("VSphereMachine ns/zero: ok (defaulted spec.powerOffMode, spec.datacenter)"),
         "{}",
         lines[3]
     );
