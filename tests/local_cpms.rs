@@ -577,3 +577,91 @@ async fn no_state_twice_adopts_the_sets_vms_and_never_makes_a_second_control_pla
         second.stderr
     );
 }
+
+/// A dry run says what it would do, all of it, and nothing as done: one summary for zones and
+/// machines together (it said "0 change(s) would be made" for the zones before the machines'
+/// count), the clones with inventory paths (they showed morefs), "would create" for the set's
+/// machines, no EVENTS table (its events narrate steps not taken), no empty message after a
+/// condition's reason, and the state file read but not written.
+#[tokio::test]
+async fn a_dry_run_says_what_it_would_do_and_nothing_as_done() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "the zones are ready first: {}", run.stderr);
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+    let before = std::fs::read(&state).unwrap();
+
+    let out = local_run::command(&sim, &m, &state)
+        .args(["--simulate-nodes", "--dry-run"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "pending changes: {stdout}{stderr}"
+    );
+
+    let would: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("would: "))
+        .collect();
+    let clones: Vec<&str> = would
+        .iter()
+        .copied()
+        .filter(|l| l.contains(": clone "))
+        .collect();
+    assert_eq!(clones.len(), 3, "{stdout}");
+    for (c, line) in ["DC0_C0", "DC0_C1", "DC0_C2"].iter().zip({
+        let mut sorted = clones.clone();
+        sorted.sort_by_key(|l| l.split(" into pool ").nth(1).map(str::to_string));
+        sorted
+    }) {
+        assert!(
+            line.contains(&format!(
+                ": clone /DC0/vm/DC0_H0_VM0 into pool /DC0/host/{c}/Resources/{c}_RP1 as "
+            )),
+            "{line}"
+        );
+    }
+    assert!(
+        !stdout.contains("VirtualMachine:") && !stdout.contains("ResourcePool:"),
+        "{stdout}"
+    );
+    let summary = stdout.lines().last().unwrap();
+    assert!(
+        summary.starts_with(&format!(
+            "dry run, nothing changed: would make 0 zone change(s) and {} machine change(s); 3/3 zone(s) ready; ",
+            would.len()
+        )),
+        "{summary}"
+    );
+    assert!(!stdout.contains("would be made"), "{stdout}");
+    assert!(!stdout.contains("EVENTS"), "{stdout}");
+
+    assert_eq!(
+        stderr
+            .matches("control plane machine set: would create ")
+            .count(),
+        3,
+        "{stderr}"
+    );
+    assert!(!stderr.contains(": created "), "{stderr}");
+    assert!(
+        stderr.contains(&format!("state: {} (read only: dry run)", state.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().all(|l| !l.ends_with(": ")),
+        "no empty message after a reason: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        before,
+        "the state is not written"
+    );
+}

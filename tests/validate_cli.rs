@@ -80,19 +80,173 @@ fn rejected_objects_exit_one_with_field_paths() {
     );
 }
 
+/// Kinds other controllers serve are listed as skipped and do not fail the run (before, a
+/// ConfigMap made the exit code 1, so no cluster template could pass).
 #[test]
-fn unknown_kinds_are_reported_not_passed() {
+fn kinds_served_elsewhere_are_skipped_not_failed() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(
         dir.path(),
         "cm.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
     );
-    let (code, out, _) = validate(&["-f", &f]);
-    assert_eq!(code, 1);
+    let (code, out, err) = validate(&["-f", &f]);
+    assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        format!("{f}:1: v1/ConfigMap cm: unknown kind: not served by vsphere-provider\n")
+        format!("{f}:1: v1/ConfigMap cm: skipped: not served by vsphere-provider\n")
+    );
+    assert!(
+        err.contains("1 object(s): 0 ok, 0 rejected, 1 skipped (not served by vsphere-provider)"),
+        "{err}"
+    );
+    let (code, out, _) = validate(&["-q", "-f", &f]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, ""),
+        "-q prints only rejected objects"
+    );
+}
+
+/// A whole clusterctl template gates CI: our kinds are judged, the KubeadmControlPlane,
+/// ConfigMaps and ClusterResourceSet are skipped, and it exits 0.
+#[test]
+fn a_cluster_template_passes_with_the_kinds_we_do_not_serve_skipped() {
+    let (code, out, err) = validate(&["-f", "tests/fixtures/capv/cluster-template.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for kind in ["KubeadmControlPlane", "ConfigMap", "ClusterResourceSet"] {
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains(&format!("/{kind} ")))
+            .collect();
+        assert!(!lines.is_empty(), "{kind} listed: {out}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.ends_with(": skipped: not served by vsphere-provider")),
+            "{kind}: {lines:?}"
+        );
+    }
+    for kind in ["VSphereCluster", "VSphereMachineTemplate"] {
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains(&format!(" {kind} ")))
+            .collect();
+        assert!(!lines.is_empty(), "{kind} listed: {out}");
+        assert!(
+            lines.iter().all(|l| l.contains(": ok")),
+            "{kind}: {lines:?}"
+        );
+    }
+    assert!(err.contains(" 0 rejected, "), "{err}");
+}
+
+/// A document without `apiVersion` says so (it was "unknown kind: not served"), and fails.
+#[test]
+fn a_missing_api_version_is_said_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "zone.yaml",
+        &ZONE.replace("apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\n", ""),
+    );
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "{f}:1: VSphereDeploymentZone zone-a: rejected: apiVersion: Required value: missing apiVersion (VSphereDeploymentZone is infrastructure.cluster.x-k8s.io/v1beta1 or infrastructure.cluster.x-k8s.io/v1beta2)\n"
+        )
+    );
+}
+
+/// What looks like ours but is not served is rejected, not skipped: a cluster running this
+/// provider would refuse it (a kind of ours at another version, a CAPV kind we do not serve).
+#[test]
+fn kinds_of_our_groups_we_do_not_serve_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "x.yaml",
+        "apiVersion: infrastructure.cluster.x-k8s.io/v1alpha3
+kind: VSphereMachine
+metadata: {name: old, namespace: ns}
+spec: {template: t}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereClusterTemplate
+metadata: {name: cc, namespace: ns}
+spec: {}
+",
+    );
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "{f}:1: infrastructure.cluster.x-k8s.io/v1alpha3/VSphereMachine ns/old: rejected: apiVersion: Invalid value: \"infrastructure.cluster.x-k8s.io/v1alpha3\": VSphereMachine is served as infrastructure.cluster.x-k8s.io/v1beta1"
+        )
+    );
+    assert!(
+        lines[1].contains(
+            "VSphereClusterTemplate ns/cc: rejected: kind: Invalid value: \"VSphereClusterTemplate\": a CAPV kind vsphere-provider does not serve"
+        ),
+        "{}",
+        lines[1]
+    );
+}
+
+/// A negative size is refused naming the field, on each of the three CAPV machine kinds (it
+/// passed, and the VM silently got the template's size); 0 passes, as "the template's".
+#[test]
+fn negative_vm_sizes_are_rejected_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "m.yaml",
+        "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachine
+metadata: {name: m, namespace: ns}
+spec: {template: t, numCPUs: -2}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {name: mt, namespace: ns}
+spec: {template: {spec: {template: t, memoryMiB: -1, numCoresPerSocket: 0}}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereVM
+metadata: {name: vm, namespace: ns}
+spec: {template: t, diskGiB: -40}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachine
+metadata: {name: zero, namespace: ns}
+spec: {template: t, numCPUs: 0, memoryMiB: 0, diskGiB: 0, numCoresPerSocket: 0}
+",
+    );
+    let (code, out, _) = validate(&["-f", &f]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (line, field, value) in [
+        (lines[0], "spec.numCPUs", -2),
+        (lines[1], "spec.template.spec.memoryMiB", -1),
+        (lines[2], "spec.diskGiB", -40),
+    ] {
+        assert!(
+            line.contains(&format!(
+                "rejected: {field}: Invalid value: {value}: {field} in body should be greater than or equal to 0"
+            )),
+            "{line}"
+        );
+    }
+    assert!(
+        lines[3]
+            .ends_with("VSphereMachine ns/zero: ok (defaulted spec.powerOffMode, spec.datacenter)"),
+        "{}",
+        lines[3]
     );
 }
 

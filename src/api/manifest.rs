@@ -270,6 +270,45 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
     ObjectType::Unknown
 }
 
+/// Why an object of no type [`object_type`] knows is not simply another controller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unserved {
+    /// No `apiVersion`: no API server takes it, whatever its kind.
+    MissingApiVersion,
+    /// No `kind`.
+    MissingKind,
+    /// A kind this provider serves (its name, perhaps in another case) at a version or in a
+    /// group of ours that it does not serve: a typo, or a manifest for another release.
+    NotServedAs(Kind),
+    /// A CAPV kind (`VSphere*` in the infrastructure group) this provider does not serve: it
+    /// installs CAPV's CRD names, so a cluster running it has no CRD for this one.
+    CapvKind,
+}
+
+/// For an object of a type this provider does not know ([`ObjectType::Unknown`]): why it is an
+/// error, or None when it is another controller's kind (a KubeadmControlPlane, a ConfigMap in a
+/// cluster template), which `validate` passes over.
+pub fn unserved(api_version: &str, kind: &str) -> Option<Unserved> {
+    if api_version.is_empty() {
+        return Some(Unserved::MissingApiVersion);
+    }
+    if kind.is_empty() {
+        return Some(Unserved::MissingKind);
+    }
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if group != super::INFRA_GROUP && group != super::MACHINE_GROUP {
+        return None;
+    }
+    if let Some(k) = Kind::ALL
+        .into_iter()
+        .find(|k| k.name().eq_ignore_ascii_case(kind))
+    {
+        return Some(Unserved::NotServedAs(k));
+    }
+    (group == super::INFRA_GROUP && kind.to_ascii_lowercase().starts_with("vsphere"))
+        .then_some(Unserved::CapvKind)
+}
+
 /// True if `s` contains an envsubst/clusterctl placeholder such as `${VSPHERE_SERVER}` or
 /// `${VAR:=default}`.
 pub fn has_placeholder(s: &str) -> bool {

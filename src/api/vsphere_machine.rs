@@ -90,20 +90,26 @@ pub struct VirtualMachineCloneSpec {
     /// domain's networks may supply the devices).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSpec>,
-    /// NumCPUs is the number of virtual processors in a virtual machine.
+    /// NumCPUs is the number of virtual processors in a virtual machine. Unset or 0: the
+    /// template's (CAPV's Go field is `omitempty`, so 0 and unset are one value there).
     #[serde(rename = "numCPUs", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub num_cpus: Option<i32>,
-    /// NumCoresPerSocket is the number of cores among which to distribute CPUs.
+    /// NumCoresPerSocket is the number of cores among which to distribute CPUs. Unset or 0:
+    /// the template's.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub num_cores_per_socket: Option<i32>,
     /// resources is the definition of the VM's cpu and memory reservations, limits and shares.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<VirtualMachineResources>,
-    /// MemoryMiB is the size of a virtual machine's memory, in MiB.
+    /// MemoryMiB is the size of a virtual machine's memory, in MiB. Unset or 0: the template's.
     #[serde(rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub memory_mib: Option<i64>,
-    /// DiskGiB is the size of a virtual machine's disk, in GiB.
+    /// DiskGiB is the size of a virtual machine's disk, in GiB. Unset or 0: the template's.
     #[serde(rename = "diskGiB", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub disk_gib: Option<i32>,
     /// AdditionalDisksGiB holds the sizes of additional disks of the virtual machine, in GiB.
     #[serde(rename = "additionalDisksGiB", skip_serializing_if = "Option::is_none")]

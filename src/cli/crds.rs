@@ -1,5 +1,6 @@
 //! `vsphere-provider crds`: print the CustomResourceDefinitions of every kind, or write one file per
 //! kind into a directory (`--out crds/` regenerates the checked-in files).
+use super::out::{errln, out};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,7 +27,7 @@ pub async fn run(args: Args) -> ExitCode {
             Some(k) => kinds.push(k),
             None => {
                 let known: Vec<_> = Kind::ALL.iter().map(|k| k.name()).collect();
-                eprintln!(
+                errln!(
                     "error: unknown kind {name:?}; known kinds: {}",
                     known.join(", ")
                 );
@@ -42,21 +43,21 @@ pub async fn run(args: Args) -> ExitCode {
         for k in &kinds {
             out.push_str(&api::crd_yaml(&k.crd()));
         }
-        print!("{out}");
+        out!("{out}");
         return ExitCode::SUCCESS;
     }
     for dir in &args.out {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("error: cannot create {}: {e}", dir.display());
+            errln!("error: cannot create {}: {e}", dir.display());
             return ExitCode::from(super::EXIT_FAILED);
         }
         for k in &kinds {
             let path = dir.join(k.crd_file_name());
             if let Err(e) = std::fs::write(&path, api::crd_yaml(&k.crd())) {
-                eprintln!("error: cannot write {}: {e}", path.display());
+                errln!("error: cannot write {}: {e}", path.display());
                 return ExitCode::from(super::EXIT_FAILED);
             }
-            eprintln!("wrote {}", path.display());
+            errln!("wrote {}", path.display());
         }
     }
     ExitCode::SUCCESS

@@ -1,6 +1,7 @@
 //! `vsphere-provider doctor`: check a vCenter step by step (address, connection and TLS, service
 //! content and API version, login, session, REST tagging) and explain the first failure of each
 //! class in one line an admin can act on.
+use super::out::{errln, outln};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,11 +19,11 @@ pub struct Args {
 
 /// One line of the report.
 fn ok(check: &str, detail: impl std::fmt::Display) {
-    println!("ok    {check:<10} {detail}");
+    outln!("ok    {check:<10} {detail}");
 }
 
 fn fail(check: &str, detail: impl std::fmt::Display) {
-    println!("FAIL  {check:<10} {detail}");
+    outln!("FAIL  {check:<10} {detail}");
 }
 
 pub async fn run(mut args: Args) -> ExitCode {
@@ -31,7 +32,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let client = match args.connect.client(stats.clone()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -41,7 +42,8 @@ pub async fn run(mut args: Args) -> ExitCode {
     {
         tracing::warn!(error = %e, "logout failed");
     }
-    println!("round trips: {}", stats.snapshot().summary());
+    // The summary names itself ("7 round trips (…)"); a prefix would say it twice.
+    outln!("{}", stats.snapshot().summary());
     if failed {
         ExitCode::from(EXIT_FAILED)
     } else {
@@ -129,14 +131,31 @@ fn trust_description(endpoint: &Endpoint, policy: &TlsPolicy) -> String {
 
 async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
     match e {
+        Error::TlsHandshake { reason, .. } if speaks_plain_http(endpoint, reason) => {
+            // Not the generic TLS error: its advice (--thumbprint, --insecure) cannot help.
+            fail(
+                "tls",
+                format!("{endpoint} did not answer in TLS ({reason})"),
+            );
+            let host = endpoint.host();
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            outln!(
+                "      the server may speak plain http; try --server http://{host}:{}",
+                endpoint.port()
+            );
+        }
         Error::TlsHandshake { .. } => {
             fail("tls", e);
             if let Some(cert) = presented_certificate(endpoint).await {
-                println!(
+                outln!(
                     "      the server presents a certificate with SHA-256 thumbprint {}",
                     Thumbprint::sha256_of(&cert)
                 );
-                println!("      if you trust it, pass --thumbprint with that value");
+                outln!("      if you trust it, pass --thumbprint with that value");
             }
         }
         Error::Unreachable { .. } => fail("connect", e),
@@ -149,6 +168,13 @@ async fn explain_connect_failure(endpoint: &Endpoint, e: &Error) {
         ),
         _ => fail("connect", e),
     }
+}
+
+/// Whether a TLS handshake failed because the answer was not TLS at all: rustls reads the
+/// first bytes of an HTTP response as a record of an invalid content type. Nothing but plain
+/// HTTP answers a TLS hello that way in practice, and the message alone says nothing of it.
+fn speaks_plain_http(endpoint: &Endpoint, reason: &str) -> bool {
+    endpoint.is_https() && reason.contains("InvalidContentType")
 }
 
 /// Connect once without verification to learn which certificate the server presents.

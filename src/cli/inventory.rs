@@ -1,7 +1,7 @@
 //! `vsphere-provider inventory`: every inventory object as `TYPE<TAB>PATH`, sorted by path.
 //! Costs 4 round trips whatever the inventory size (service content, login, one bulk read,
 //! logout), plus continuation pages on real vCenter.
-use std::io::Write;
+use super::out::{self, errln, out};
 use std::process::ExitCode;
 
 use super::connect::ConnectArgs;
@@ -31,7 +31,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let client = match args.connect.client(stats.clone()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -40,7 +40,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let inventory = match result {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_FAILED);
         }
     };
@@ -54,11 +54,11 @@ pub async fn run(mut args: Args) -> ExitCode {
         .into_iter()
         .chain(inventory.iter().map(|e| (e, e.path.as_str())))
         .collect();
-    let mut out = std::io::stdout().lock();
-    let written = match args.output {
+    let text = match args.output {
         Output::Text => listed
             .iter()
-            .try_for_each(|(e, path)| writeln!(out, "{}\t{path}", e.kind())),
+            .map(|(e, path)| format!("{}\t{path}\n", e.kind()))
+            .collect::<String>(),
         Output::Json => {
             let rows: Vec<serde_json::Value> = listed
                 .iter()
@@ -71,16 +71,15 @@ pub async fn run(mut args: Args) -> ExitCode {
                     })
                 })
                 .collect();
-            serde_json::to_writer_pretty(&mut out, &rows)
-                .map_err(std::io::Error::other)
-                .and_then(|_| writeln!(out))
+            serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
         }
     };
-    if written.is_err() {
-        // Closed pipe (`| head`): not an error worth a message.
+    out!("{text}");
+    if out::stdout_closed() {
+        // A reader that stopped reading (`| head`) wanted no more, the count included.
         return ExitCode::SUCCESS;
     }
     let s = stats.snapshot();
-    eprintln!("{} objects, {} round trips", listed.len(), s.total());
+    errln!("{} objects, {} round trips", listed.len(), s.total());
     ExitCode::SUCCESS
 }

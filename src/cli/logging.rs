@@ -1,4 +1,5 @@
 //! Logging setup shared by every subcommand. Logs go to stderr so stdout stays machine-readable.
+use super::out::errln;
 use tracing_subscriber::EnvFilter;
 
 #[derive(clap::Args, Debug)]
@@ -22,7 +23,7 @@ pub enum LogFormat {
 pub fn init(args: &LogArgs, default_level: &str) {
     let level = args.log_level.as_deref().unwrap_or(default_level);
     let filter = EnvFilter::try_new(level).unwrap_or_else(|e| {
-        eprintln!("warning: invalid --log-level {level:?} ({e}); using {default_level}");
+        errln!("warning: invalid --log-level {level:?} ({e}); using {default_level}");
         EnvFilter::new(default_level)
     });
     let builder = tracing_subscriber::fmt()

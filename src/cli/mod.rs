@@ -8,6 +8,7 @@ pub mod crds;
 pub mod doctor;
 pub mod inventory;
 pub mod logging;
+pub mod out;
 pub mod reconcile;
 pub mod run;
 pub mod validate;

@@ -7,6 +7,7 @@
 //!
 //! Exit codes: 0 everything ready and nothing pending, 1 something is not (it says what), 2
 //! usage or input errors (nothing is sent to vCenter then).
+use super::out::{err, errln, out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,6 +24,7 @@ use crate::vcenter::{ClientOptions, Endpoint, Stats};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Manifest files or directories (YAML or JSON, multi-document; directories are walked).
+    /// Repeatable: `-f zones.yaml -f machines/`.
     #[arg(
         short = 'f',
         long = "filename",
@@ -44,8 +46,10 @@ pub struct Args {
     /// Default: $XDG_STATE_HOME (or ~/.local/state)/vsphere-provider/<hash of the -f paths>.json.
     #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
     pub state: Option<PathBuf>,
-    /// Keep no state: every Machine is new (gets a new UID, hence a new VM). For one-off zone
-    /// checks.
+    /// Keep no state: each run starts from the manifests alone (no statuses, events or Nodes
+    /// of earlier runs are kept). VMs are not made again: each VM carries its Machine's identity
+    /// (namespace and name), so a run finds and adopts the VMs earlier runs cloned, and a
+    /// control plane machine set's Machines are recreated from theirs. For one-off checks.
     #[arg(long)]
     pub no_state: bool,
     /// Mark an object for deletion in this run, as `kubectl delete` would (finalizers are
@@ -124,7 +128,7 @@ pub async fn run(mut args: Args) -> ExitCode {
     let mut store = match Store::load(&args.files) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: the manifests are not valid; nothing was sent to vCenter:\n{e}");
+            errln!("error: the manifests are not valid; nothing was sent to vCenter:\n{e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -133,7 +137,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         Some(_) => match args.connect.server() {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return ExitCode::from(EXIT_USAGE);
             }
         },
@@ -141,14 +145,14 @@ pub async fn run(mut args: Args) -> ExitCode {
     let aliases = match parse_aliases(&args.connect_to) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: --connect-to: {e}");
+            errln!("error: --connect-to: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let tls = match args.connect.tls_policy() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -164,7 +168,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         None => jiff::Timestamp::now(),
         Some(Ok(t)) => t,
         Some(Err(e)) => {
-            eprintln!("error: --now: not an RFC 3339 time ({e})");
+            errln!("error: --now: not an RFC 3339 time ({e})");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -181,23 +185,26 @@ pub async fn run(mut args: Args) -> ExitCode {
     let stored = match state_path.as_deref().map(Store::load_state).transpose() {
         Ok(s) => s.flatten(),
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     store = match store.with_state(stored.as_ref(), &now) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: the manifests cannot be applied over the state file:\n{e}");
+            errln!("error: the manifests cannot be applied over the state file:\n{e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     if let Err(e) = deletes::apply(&mut store, &args.delete, &now) {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
-    if let Some(p) = &state_path {
-        eprintln!("state: {}", p.display());
+    match &state_path {
+        Some(p) if !args.dry_run => errln!("state: {}", p.display()),
+        // A dry run reads the state file but writes nothing, not even a new one.
+        Some(p) if stored.is_some() => errln!("state: {} (read only: dry run)", p.display()),
+        _ => {}
     }
     let opts = driver::Options {
         server,
@@ -208,6 +215,9 @@ pub async fn run(mut args: Args) -> ExitCode {
         now: now.clone(),
         simulate_nodes: args.simulate_nodes,
     };
+    if let Some(why) = driver::unused_server(&store, &opts) {
+        errln!("warning: {why}");
+    }
     let sessions = SessionCache::new(
         Stats::default(),
         ClientOptions {
@@ -215,24 +225,27 @@ pub async fn run(mut args: Args) -> ExitCode {
             ..ClientOptions::default()
         },
     );
-    let mut progress = |line: &str| eprintln!("{line}");
+    let mut progress = |line: &str| errln!("{line}");
     let (store, outcome) =
         run::run(store, state_path.clone(), &opts, &sessions, &mut progress).await;
     sessions.logout_all().await;
     let (report, machines) = (&outcome.zones, &outcome.machines);
 
     let changes = print::changes(report, args.dry_run) + &print::machine_changes(machines);
-    let summary = print::summary(report, args.dry_run) + &print::machine_summary(&store, machines);
+    let summary = print::summary(&store, report, machines, args.dry_run);
     match args.output {
         Output::Table => {
-            print!("{}", print::tables(&store, report));
-            print!("{}", print::machine_tables(&store, machines, &now));
+            out!("{}", print::tables(&store, report));
+            out!(
+                "{}",
+                print::machine_tables(&store, machines, &now, args.dry_run)
+            );
             if !changes.is_empty() {
-                println!();
-                print!("{changes}");
+                outln!();
+                out!("{changes}");
             }
-            println!();
-            println!("{summary}");
+            outln!();
+            outln!("{summary}");
         }
         Output::Yaml | Output::Json => {
             let body = if args.output == Output::Yaml {
@@ -240,14 +253,14 @@ pub async fn run(mut args: Args) -> ExitCode {
             } else {
                 print::json(&store)
             };
-            print!("{body}");
-            eprint!("{changes}");
-            eprintln!("{summary}");
+            out!("{body}");
+            err!("{changes}");
+            errln!("{summary}");
         }
     }
     let problems = outcome.problems(&store, args.simulate_nodes);
     for line in &problems {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     if problems.is_empty() {
         ExitCode::SUCCESS

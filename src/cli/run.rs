@@ -7,6 +7,7 @@
 //! 2 for bad flags. An API server that does not answer, a CRD not installed, a list refused by
 //! RBAC are not exits: the manager logs what to fix and checks again with a growing delay
 //! (`controllers::startup`), so a Deployment does not crash-loop while its CRDs are applied.
+use super::out::errln;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,16 +37,18 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// and the lease release (3 s at most) this stays within the pod's 30 s grace period.
 const LOGOUT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The address flags also answer to controller-runtime's names (`--metrics-bind-address`, …),
+/// shown in `--help`, so manifests written for other Cluster API providers read the same here.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Address of `/metrics`, `/healthz` and `/readyz` (`:8080` means all interfaces).
-    #[arg(long, alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
     pub metrics_addr: SocketAddr,
     /// Also serve `/healthz`, `/livez` and `/readyz` here (a separate probe port).
-    #[arg(long, alias = "health-probe-bind-address", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "health-probe-bind-address", value_parser = parse_addr)]
     pub health_addr: Option<SocketAddr>,
     /// Address of the admission webhooks (HTTPS).
-    #[arg(long, alias = "webhook-bind-address", default_value = "0.0.0.0:9443", value_parser = parse_addr)]
+    #[arg(long, visible_alias = "webhook-bind-address", default_value = "0.0.0.0:9443", value_parser = parse_addr)]
     pub webhook_addr: SocketAddr,
     /// Directory holding the webhook certificate (`tls.crt`, `tls.key`); without them the
     /// webhooks are not served.
@@ -238,7 +241,7 @@ pub async fn run(args: Args) -> ExitCode {
     let manager = match manager_identity(&args.connect) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -253,14 +256,14 @@ pub async fn run(args: Args) -> ExitCode {
     let timing = match lease_timing(&args) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let (client, server) = match kube_client().await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
+            errln!(
                 "error: no Kubernetes configuration: neither a kubeconfig (KUBECONFIG, ~/.kube/config) \
                  nor the in-cluster service account works: {e}"
             );
@@ -270,7 +273,7 @@ pub async fn run(args: Args) -> ExitCode {
     match start(args, client, &server, manager, timing).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     }

@@ -8,15 +8,23 @@
 //! ```text
 //! config/samples/zones.yaml:2: VSphereDeploymentZone zone-a: ok (defaulted spec.controlPlane)
 //! bad.yaml:7: VSphereFailureDomain fd: rejected: spec.region.type: Forbidden: region's Failure Domain type cannot be HostGroup
-//! x.yaml:1: v1/ConfigMap cm: unknown kind: not served by vsphere-provider
+//! x.yaml:1: v1/ConfigMap cm: skipped: not served by vsphere-provider
 //! ```
 //!
-//! Warnings go to standard error. Exit status: 0 all admitted, 1 some object rejected or of an
-//! unknown kind, 2 a file could not be read or parsed (the error names file and line).
+//! Kinds other controllers serve are skipped, not failed: a cluster template (clusterctl's, with
+//! its KubeadmControlPlane, ConfigMaps and ClusterResourceSet) is the natural input of a CI gate,
+//! and a flag every such pipeline must remember would be worse than a default that fits it.
+//! What is skipped is only what is surely not ours (`manifest::unserved`): a missing apiVersion
+//! or kind, a kind of ours at a version it is not served at, or a CAPV kind this provider does
+//! not serve is rejected, since a cluster running it would refuse those.
+//!
+//! Warnings go to standard error. Exit status: 0 all admitted (or skipped), 1 some object
+//! rejected, 2 a file could not be read or parsed (the error names file and line).
 //!
 //! `${VAR}` placeholders (clusterctl templates) are strings: values holding one skip format
 //! checks unless `--strict-placeholders` is given.
 
+use super::out::{errln, outln};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,7 +47,7 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
-    /// Print only objects that are not admitted.
+    /// Print only rejected objects (no `ok` or `skipped` lines; the summary still counts them).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -63,20 +71,31 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// `ok`, `rejected` or `unknown kind`.
+    /// `ok`, `rejected` or `skipped` (another controller's kind, not judged).
     pub fn result(&self) -> &'static str {
-        if self.outcome.object_type == ObjectType::Unknown {
-            "unknown kind"
-        } else if self.outcome.errors.is_empty() {
+        if self.skipped() {
+            "skipped"
+        } else if self.outcome.errors.is_empty() && self.outcome.object_type != ObjectType::Unknown
+        {
             "ok"
         } else {
             "rejected"
         }
     }
 
+    fn skipped(&self) -> bool {
+        self.outcome.object_type == ObjectType::Unknown
+            && manifest::unserved(self.object.api_version(), self.object.kind()).is_none()
+    }
+
     fn label(&self) -> String {
         let kind = match self.outcome.object_type {
-            ObjectType::Unknown => format!("{}/{}", self.object.api_version(), self.object.kind()),
+            ObjectType::Unknown => match (self.object.api_version(), self.object.kind()) {
+                ("", "") => "(no apiVersion or kind)".to_string(),
+                ("", kind) => kind.to_string(),
+                (api_version, "") => format!("{api_version} (no kind)"),
+                (api_version, kind) => format!("{api_version}/{kind}"),
+            },
             // Name the version when it is not the storage version (v1beta2 zones).
             ObjectType::Served(k) if self.object.api_version() != k.api_version() => {
                 let version = self
@@ -111,7 +130,7 @@ impl Verdict {
     pub fn line(&self) -> String {
         let head = format!("{}: {}", self.object.source, self.label());
         match self.result() {
-            "unknown kind" => format!("{head}: unknown kind: not served by vsphere-provider"),
+            "skipped" => format!("{head}: skipped: not served by vsphere-provider"),
             "ok" if self.outcome.defaulted.is_empty() => format!("{head}: ok"),
             "ok" => format!(
                 "{head}: ok (defaulted {})",
@@ -271,42 +290,39 @@ pub async fn run(args: Args) -> ExitCode {
 
     match args.output {
         Output::Json => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&to_json(&verdicts, &load_errors)).unwrap_or_default()
             );
         }
         Output::Text => {
             for v in &verdicts {
-                if !(args.quiet && v.result() == "ok") {
-                    println!("{}", v.line());
+                if !(args.quiet && v.result() != "rejected") {
+                    outln!("{}", v.line());
                 }
                 for w in &v.outcome.warnings {
-                    eprintln!("{}: {}: warning: {w}", v.object.source, v.label());
+                    errln!("{}: {}: warning: {w}", v.object.source, v.label());
                 }
             }
             for e in &load_errors {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
             }
         }
     }
 
     let rejected = verdicts.iter().filter(|v| v.result() == "rejected").count();
-    let unknown = verdicts
-        .iter()
-        .filter(|v| v.result() == "unknown kind")
-        .count();
+    let skipped = verdicts.iter().filter(|v| v.result() == "skipped").count();
     if args.output == Output::Text {
-        eprintln!(
-            "{} object(s): {} ok, {rejected} rejected, {unknown} of unknown kind; {} input error(s)",
+        errln!(
+            "{} object(s): {} ok, {rejected} rejected, {skipped} skipped (not served by vsphere-provider); {} input error(s)",
             verdicts.len(),
-            verdicts.len() - rejected - unknown,
+            verdicts.len() - rejected - skipped,
             load_errors.len()
         );
     }
     if !load_errors.is_empty() {
         ExitCode::from(super::EXIT_USAGE)
-    } else if rejected + unknown > 0 {
+    } else if rejected > 0 {
         ExitCode::from(super::EXIT_FAILED)
     } else {
         ExitCode::SUCCESS

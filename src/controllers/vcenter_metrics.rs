@@ -41,7 +41,8 @@ impl Collector for VcenterCollector {
                 method: method.clone(),
             };
             requests.get_or_create(&labels).inc_by(m.calls);
-            errors.get_or_create(&labels).inc_by(m.errors);
+            // A connection that failed is no round trip, but it is a failed request.
+            errors.get_or_create(&labels).inc_by(m.errors + m.unsent);
             seconds.get_or_create(&labels).inc_by(m.total.as_secs_f64());
         }
         let by_kind = Family::<KindLabels, Counter>::default();

@@ -1,6 +1,6 @@
 //! Local mode: run the zone and cluster reconcilers (machines: [`super::machines`]) over the in-process store to a fixed point
 //! against real vCenters, exactly as the in-cluster controllers would, and say what changed.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -9,6 +9,7 @@ use crate::api::VSphereCluster;
 use crate::plan::cluster::lifecycle::{self, Owner, Stage};
 use crate::plan::cluster::{apply as apply_cluster, plan_cluster};
 use crate::plan::credentials::{IdentitySources, ManagerIdentity, cluster_identity, identity_for};
+use crate::plan::machine::observe::machine_server;
 use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
 use crate::plan::zone_status::{apply_zone_status, with_owner};
 use crate::reconcile::zones::reconcile_server;
@@ -70,6 +71,70 @@ pub(crate) fn connect_to(zone_server: &str, opts: &Options) -> Result<Endpoint, 
         Some(s) if s.host() == host => s.clone(),
         _ => own,
     })
+}
+
+/// Every vCenter the manifests name, as they name it: zones', clusters', machines' (their own
+/// or their zone's), VSphereMachines' and the Infrastructure's failure domains'.
+pub fn named_servers(store: &Store) -> BTreeSet<String> {
+    let zones = store.zones.values().filter_map(|z| z.spec.server.clone());
+    let clusters = store
+        .clusters
+        .values()
+        .filter_map(|c| c.spec.server.clone());
+    let machines = store
+        .machines
+        .values()
+        .filter_map(|m| machine_server(m, &store.zones));
+    let capv = store
+        .vsphere_machines
+        .values()
+        .map(|m| &m.spec.clone)
+        .chain(
+            store
+                .machine_templates
+                .values()
+                .map(|t| &t.spec.template.spec.clone),
+        )
+        .filter_map(|c| c.server.clone());
+    let infra = store
+        .infrastructures
+        .values()
+        .flat_map(|i| i.vsphere_failure_domains())
+        .map(|d| d.server.clone());
+    zones
+        .chain(clusters)
+        .chain(machines)
+        .chain(capv)
+        .chain(infra)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `--server` names a host no manifest names, and no machine falls back to it: it is never
+/// used, and the run would go to the manifests' own servers (and likely fail to connect there)
+/// without a word. Says so, naming the servers the manifests use and the `--connect-to` that
+/// reaches one of them at `--server`'s address.
+pub fn unused_server(store: &Store, opts: &Options) -> Option<String> {
+    let server = opts.server.as_ref()?;
+    let named = named_servers(store);
+    let used = named
+        .iter()
+        .any(|n| connect_to(n, opts).as_ref() == Ok(server));
+    let fallback = store
+        .machines
+        .values()
+        .any(|m| machine_server(m, &store.zones).is_none());
+    if used || fallback || named.is_empty() {
+        return None;
+    }
+    let first = named.iter().next()?;
+    let first = Endpoint::parse(first).map_or_else(|_| first.clone(), |e| e.host());
+    Some(format!(
+        "--server (or VSPHERE_SERVER) {server} is not used: no manifest names {}; they name {}. \
+         To connect to {server} wherever they name {first}, pass --connect-to {first}={server}",
+        server.host(),
+        named.iter().cloned().collect::<Vec<_>>().join(", "),
+    ))
 }
 
 /// The client for a server, with the credentials local mode picks for it: the `identityRef`
@@ -307,6 +372,35 @@ mod tests {
             now: Time(jiff::Timestamp::UNIX_EPOCH),
             simulate_nodes: false,
         }
+    }
+
+    /// `--server` on a host no manifest names is said to be unused, naming the manifests'
+    /// servers and the `--connect-to` that would use it; on a named host it is used, and
+    /// silent.
+    #[test]
+    fn a_server_no_manifest_names_is_said_to_be_unused() {
+        let mut store = Store::default();
+        let zone: crate::api::VSphereDeploymentZone = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereDeploymentZone", "metadata": {"name": "zone-a"},
+            "spec": {"server": "127.0.0.1", "failureDomain": "fd",
+                "placementConstraint": {"resourcePool": "rp"}}
+        }))
+        .unwrap();
+        store.zones.insert("zone-a".into(), zone);
+        let why = unused_server(&store, &opts(Some("vcenter.example.com"), &[])).unwrap();
+        assert_eq!(
+            why,
+            "--server (or VSPHERE_SERVER) https://vcenter.example.com is not used: no manifest \
+             names vcenter.example.com; they name 127.0.0.1. To connect to \
+             https://vcenter.example.com wherever they name 127.0.0.1, pass --connect-to \
+             127.0.0.1=https://vcenter.example.com"
+        );
+        assert_eq!(
+            unused_server(&store, &opts(Some("http://127.0.0.1:8989"), &[])),
+            None
+        );
+        assert_eq!(unused_server(&store, &opts(None, &[])), None);
     }
 
     /// A `--connect-to` alias wins (case-insensitively), then `--server` on the same host, then

@@ -113,11 +113,16 @@ pub async fn run_machines(
                         .map(|d| format!("{d}: delete Machine (control plane machine set)")),
                 );
             }
+            let (create, delete) = if opts.dry_run {
+                ("would create", "would delete")
+            } else {
+                ("created", "deleting")
+            };
             for c in &pass.created {
-                progress(&format!("control plane machine set: created {c}"));
+                progress(&format!("control plane machine set: {create} {c}"));
             }
             for d in &pass.deleted {
-                progress(&format!("control plane machine set: deleting {d}"));
+                progress(&format!("control plane machine set: {delete} {d}"));
             }
             changed |= pass.changed;
             report
@@ -140,8 +145,13 @@ pub async fn run_machines(
                         .map(|r| format!("{r}: remediate (machine health check)")),
                 );
             }
+            let remediate = if opts.dry_run {
+                "would remediate"
+            } else {
+                "remediating"
+            };
             for r in &pass.remediated {
-                progress(&format!("machine health check: remediating {r}"));
+                progress(&format!("machine health check: {remediate} {r}"));
             }
             changed |= pass.changed;
             report
@@ -157,12 +167,13 @@ pub async fn run_machines(
         // sweep makes the VMs.
         let capi = capi_pass(cluster).await;
         changed |= capi.changed;
-        for d in &capi.done {
-            progress(&format!("cluster api: {d}"));
-        }
         if opts.dry_run {
-            report.would.extend(capi.done.iter().cloned());
+            // Said as done (`created …`), so only in the `would:` list, never as progress.
+            report.would.extend(capi.done);
         } else {
+            for d in &capi.done {
+                progress(&format!("cluster api: {d}"));
+            }
             report.capi_done.extend(capi.done);
         }
         report.capi_waits = capi.waits;

@@ -110,22 +110,36 @@ pub fn tables(store: &Store, report: &Report) -> String {
     out
 }
 
-/// One line: what changed in vCenter and what it cost.
-pub fn summary(report: &Report, dry_run: bool) -> String {
-    let ready = report.verdicts.values().filter(|v| v.ready()).count();
-    let changes = if dry_run {
-        format!("{} change(s) would be made", report.pending.len())
-    } else {
-        let mut s = format!("{} vCenter change(s) made", report.applied.len());
-        if !report.failed.is_empty() {
-            s.push_str(&format!(", {} refused", report.failed.len()));
-        }
-        s
-    };
+/// The last line of a run: what changed in vCenter and what it cost. A dry run's is one
+/// statement of what it would change, zones and machines together ("0 change(s)" for zones
+/// alone, followed by the machines' own count, read as "nothing will change").
+pub fn summary(store: &Store, zones: &Report, machines: &MachineReport, dry_run: bool) -> String {
+    if dry_run {
+        return dry_run_summary(zones, machines);
+    }
+    let ready = zones.verdicts.values().filter(|v| v.ready()).count();
+    let mut changes = format!("{} vCenter change(s) made", zones.applied.len());
+    if !zones.failed.is_empty() {
+        changes.push_str(&format!(", {} refused", zones.failed.len()));
+    }
     format!(
-        "{ready}/{} zone(s) ready; {changes}; {}",
-        report.verdicts.len(),
-        report.round_trips.summary()
+        "{ready}/{} zone(s) ready; {changes}; {}{}",
+        zones.verdicts.len(),
+        zones.round_trips.summary(),
+        machine_summary(store, machines)
+    )
+}
+
+fn dry_run_summary(zones: &Report, machines: &MachineReport) -> String {
+    let ready = zones.verdicts.values().filter(|v| v.ready()).count();
+    let mut would = format!("{} zone change(s)", zones.pending.len());
+    if !machines.would.is_empty() || machines.rounds > 0 {
+        would.push_str(&format!(" and {} machine change(s)", machines.would.len()));
+    }
+    format!(
+        "dry run, nothing changed: would make {would}; {ready}/{} zone(s) ready; {}",
+        zones.verdicts.len(),
+        zones.round_trips.plus(&machines.round_trips).summary()
     )
 }
 
@@ -186,8 +200,10 @@ fn age(since: Option<&Time>, now: &Time) -> String {
     }
 }
 
-/// The MACHINES and EVENTS tables (nothing when there are no machines and no events).
-pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> String {
+/// The MACHINES and EVENTS tables (nothing when there are no machines and no events). A dry
+/// run has no EVENTS table: its events narrate steps it did not take ("Cloning VM"); the
+/// `would:` lines say what it would do, and the problems what stands in the way.
+pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time, dry_run: bool) -> String {
     let mut out = String::new();
     if !store.machines.is_empty() {
         let rows: Vec<Vec<String>> = store
@@ -299,7 +315,7 @@ pub fn machine_tables(store: &Store, report: &MachineReport, now: &Time) -> Stri
         ));
     }
     let events = store.run_events();
-    if !events.is_empty() {
+    if !events.is_empty() && !dry_run {
         let rows: Vec<Vec<String>> = events
             .iter()
             .map(|e| {
@@ -395,20 +411,13 @@ pub fn machine_changes(report: &MachineReport) -> String {
     out
 }
 
-/// The machines' part of the summary line.
-pub fn machine_summary(store: &Store, report: &MachineReport) -> String {
+/// The machines' part of a run's summary line.
+fn machine_summary(store: &Store, report: &MachineReport) -> String {
     if store.machines.is_empty()
         && store.capi_machines.is_empty()
         && report.vcenter_writes.is_empty()
     {
         return String::new();
-    }
-    if !report.would.is_empty() {
-        return format!(
-            "; {} machine change(s) would be made; {}",
-            report.would.len(),
-            report.round_trips.summary()
-        );
     }
     let running = store
         .machines

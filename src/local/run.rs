@@ -155,10 +155,12 @@ fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: boo
             .flatten()
             .find(|c| c.type_ == "Degraded" && c.status == "True");
         if let Some(d) = degraded {
-            lines.push(format!(
-                "control plane machine set {k} is degraded: {}: {}",
-                d.reason, d.message
-            ));
+            // Upstream's NoReadyMachines has no message: the reason is all there is to say.
+            let mut line = format!("control plane machine set {k} is degraded: {}", d.reason);
+            if !d.message.is_empty() {
+                line.push_str(&format!(": {}", d.message));
+            }
+            lines.push(line);
         } else if st.updated_replicas.unwrap_or(0) != want || st.ready_replicas.unwrap_or(0) != want
         {
             lines.push(format!(

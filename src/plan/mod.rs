@@ -12,5 +12,6 @@ pub mod machine;
 pub mod placement;
 pub mod selector;
 pub mod view;
+pub mod vm_size;
 pub mod zone;
 pub mod zone_status;

@@ -9,6 +9,7 @@
 //! plain comparison.
 use std::fmt;
 
+use super::vm_size::{self, VmSize};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{FailureDomainType, VSphereFailureDomain};
 use crate::api::machine::{
@@ -253,6 +254,7 @@ pub struct Placement {
     /// One network per device, in order.
     pub networks: Vec<MoRef>,
     pub vm_group: Option<String>,
+    /// The sizes to ask for; None keeps the template's (a 0 in the spec, `plan::vm_size`).
     pub num_cpus: Option<i32>,
     pub num_cores_per_socket: Option<i32>,
     pub memory_mib: Option<i64>,
@@ -338,6 +340,11 @@ pub fn resolve(
     spec: &VSphereMachineProviderSpec,
     inv: &Inventory,
 ) -> Result<Placement, ConfigError> {
+    let size = VmSize::from(spec);
+    if let Some((field, n)) = size.negative().first() {
+        return Err(err(&ps(field), format!("{n}: {}", vm_size::NEGATIVE)));
+    }
+    let size = size.asked();
     let ws = spec.workspace.clone().unwrap_or_default();
     let dc = match given(&ws.datacenter) {
         Some(d) => inv
@@ -473,10 +480,10 @@ pub fn resolve(
         datastore,
         networks,
         vm_group,
-        num_cpus: spec.num_cpus,
-        num_cores_per_socket: spec.num_cores_per_socket,
-        memory_mib: spec.memory_mib,
-        disk_gib: spec.disk_gib.filter(|g| *g > 0),
+        num_cpus: size.num_cpus,
+        num_cores_per_socket: size.num_cores_per_socket,
+        memory_mib: size.memory_mib,
+        disk_gib: size.disk_gib,
         data_disks: data_disks(spec)?,
         linked_clone: (spec.clone_mode() == CloneMode::LinkedClone).then(|| LinkedClone {
             snapshot: given(&spec.snapshot).map(str::to_string),

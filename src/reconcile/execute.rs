@@ -333,8 +333,5 @@ async fn cluster_batch(
 }
 
 fn path_of(view: &VcenterView, m: &MoRef) -> String {
-    view.inventory
-        .path(m)
-        .map(str::to_string)
-        .unwrap_or_else(|| m.to_string())
+    view.inventory.describe(m)
 }

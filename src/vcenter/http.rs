@@ -226,7 +226,11 @@ impl Connection {
                     }
                 }
                 Err(failure) => {
-                    self.stats.record(method, kind, elapsed, false);
+                    if matches!(failure, SendFailure::Connect(_)) {
+                        self.stats.record_unsent(method, elapsed);
+                    } else {
+                        self.stats.record(method, kind, elapsed, false);
+                    }
                     let retry = match failure {
                         SendFailure::Connect(_) => true,
                         SendFailure::Tls(_) => false,
@@ -347,13 +351,16 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
     TLS_MARKERS.iter().any(|m| text.contains(m))
 }
 
-/// Messages rustls gives TLS failures, most specific first.
-const TLS_MARKERS: [&str; 5] = [
+/// Messages rustls gives TLS failures, most specific first. "received corrupt message" is an
+/// answer that is no TLS at all (plain HTTP on the port): a failure of the handshake, which a
+/// retry does not mend, not a connection that could not be made.
+const TLS_MARKERS: [&str; 6] = [
     "certificate thumbprint mismatch",
     "the server did not prove it holds the key",
     "invalid peer certificate",
     "peer is incompatible",
     "received fatal alert",
+    "received corrupt message",
 ];
 
 fn tls_reason(chain: &str) -> String {
@@ -364,6 +371,7 @@ fn tls_reason(chain: &str) -> String {
         "invalid peer certificate",
         "peer is incompatible",
         "received fatal alert",
+        "received corrupt message",
     ] {
         if let Some(i) = chain.find(marker) {
             // `i` is where `find` matched: a char boundary of `chain`.

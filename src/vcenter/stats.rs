@@ -16,8 +16,13 @@ pub enum CallKind {
 
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct MethodStats {
+    /// Round trips: requests that reached vCenter, answered or not.
     pub calls: u64,
     pub errors: u64,
+    /// Attempts that never reached vCenter (the connection failed). Counted apart: a refused
+    /// connection retried four times is no round trip, and a summary saying "4 round trips"
+    /// would send an admin looking for a server that answered.
+    pub unsent: u64,
     #[serde(with = "duration_ms")]
     pub total: Duration,
 }
@@ -43,17 +48,23 @@ impl Snapshot {
         self.methods.get(method).map(|m| m.calls).unwrap_or(0)
     }
 
+    /// Attempts that never reached vCenter.
+    pub fn unsent(&self) -> u64 {
+        self.methods.values().map(|m| m.unsent).sum()
+    }
+
     /// What happened between `earlier` and `self`.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         let mut out = Snapshot::default();
         for (name, m) in &self.methods {
             let before = earlier.methods.get(name).cloned().unwrap_or_default();
-            if m.calls > before.calls {
+            if m.calls > before.calls || m.unsent > before.unsent {
                 out.methods.insert(
                     name.clone(),
                     MethodStats {
                         calls: m.calls - before.calls,
                         errors: m.errors.saturating_sub(before.errors),
+                        unsent: m.unsent.saturating_sub(before.unsent),
                         total: m.total.saturating_sub(before.total),
                     },
                 );
@@ -68,14 +79,32 @@ impl Snapshot {
         out
     }
 
-    /// One line: `12 round trips (3 session, 8 read, 1 write): RetrievePropertiesEx×4, …`.
+    /// Both together: the cost of two parts of one run, each measured with [`Snapshot::since`].
+    pub fn plus(&self, other: &Snapshot) -> Snapshot {
+        let mut out = self.clone();
+        for (name, m) in &other.methods {
+            let o = out.methods.entry(name.clone()).or_default();
+            o.calls += m.calls;
+            o.errors += m.errors;
+            o.unsent += m.unsent;
+            o.total += m.total;
+        }
+        for (kind, n) in &other.by_kind {
+            *out.by_kind.entry(*kind).or_default() += n;
+        }
+        out
+    }
+
+    /// One line: `12 round trips (3 session, 8 read, 1 write): RetrievePropertiesEx×4, …`,
+    /// then `; 4 attempt(s) could not connect` when some never reached vCenter.
     pub fn summary(&self) -> String {
         let methods: Vec<String> = self
             .methods
             .iter()
+            .filter(|(_, m)| m.calls > 0)
             .map(|(n, m)| format!("{n}×{}", m.calls))
             .collect();
-        format!(
+        let mut out = format!(
             "{} round trips ({} session, {} read, {} write): {}",
             self.total(),
             self.kind(CallKind::Session),
@@ -86,7 +115,12 @@ impl Snapshot {
             } else {
                 methods.join(", ")
             }
-        )
+        );
+        let unsent = self.unsent();
+        if unsent > 0 {
+            out.push_str(&format!("; {unsent} attempt(s) could not connect"));
+        }
+        out
     }
 }
 
@@ -104,6 +138,14 @@ impl Stats {
             m.errors += 1;
         }
         *s.by_kind.entry(kind).or_default() += 1;
+    }
+
+    /// An attempt that never reached vCenter: not a round trip ([`MethodStats::unsent`]).
+    pub fn record_unsent(&self, method: &str, elapsed: Duration) {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let m = s.methods.entry(method.to_string()).or_default();
+        m.unsent += 1;
+        m.total += elapsed;
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -150,5 +192,23 @@ mod tests {
             d.summary()
                 .starts_with("2 round trips (0 session, 2 read, 0 write)")
         );
+    }
+
+    /// Connections that failed are no round trips: a refused vCenter retried four times reads
+    /// "0 round trips …; 4 attempt(s) could not connect", not "4 round trips".
+    #[test]
+    fn attempts_that_never_connected_are_not_round_trips() {
+        let stats = Stats::default();
+        for _ in 0..4 {
+            stats.record_unsent("RetrieveServiceContent", Duration::from_millis(1));
+        }
+        let s = stats.snapshot();
+        assert_eq!((s.total(), s.unsent()), (0, 4));
+        assert_eq!(
+            s.summary(),
+            "0 round trips (0 session, 0 read, 0 write): none; 4 attempt(s) could not connect"
+        );
+        assert_eq!(s.since(&Snapshot::default()).unsent(), 4);
+        assert_eq!(s.plus(&s).unsent(), 8);
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::vsphere_machine as vm;
 use super::{Ctx, FieldError, dedup, schema};
 use crate::api::ipam;
-use crate::api::manifest::{LoadedObject, ObjectType, object_type};
+use crate::api::manifest::{self, LoadedObject, ObjectType, Unserved, object_type};
 use crate::api::{
     ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
     VSphereDeploymentZone, VSphereFailureDomain, VSphereMachine, VSphereMachineTemplate, VSphereVM,
@@ -79,35 +79,9 @@ pub fn admit_layers(
     };
     match ty {
         ObjectType::Unknown => {
-            let known: Vec<Value> = Kind::ALL
-                .iter()
-                .map(|k| Value::String(format!("{}/{}", k.api_version(), k.name())))
-                .chain([
-                    Value::String("v1/Secret".into()),
-                    Value::String("v1/Node".into()),
-                    Value::String(format!(
-                        "{}/{}",
-                        crate::api::infrastructure::API_VERSION,
-                        crate::api::infrastructure::KIND
-                    )),
-                    Value::String(format!("{}/{}", ipam::POOL_API_VERSION, ipam::POOL_KIND)),
-                    Value::String(format!(
-                        "{}/{}",
-                        ipam::POOL_API_VERSION,
-                        ipam::GLOBAL_POOL_KIND
-                    )),
-                ])
-                .chain(
-                    crate::api::capi_core::LOCAL_KINDS
-                        .iter()
-                        .map(|k| Value::String(format!("cluster.x-k8s.io/v1beta1/{k}"))),
-                )
-                .collect();
-            outcome.errors.push(FieldError::not_supported(
-                "kind",
-                &format!("{api_version}/{kind_name}").into(),
-                &known,
-            ));
+            outcome
+                .errors
+                .push(unknown_type_error(api_version, kind_name));
         }
         ObjectType::Secret => admit_secret(&mut outcome, ctx),
         // Nodes are the kubelet's, the Infrastructure is OpenShift's and the Cluster API core
@@ -179,6 +153,69 @@ pub fn admit_layers(
         }
     }
     outcome
+}
+
+/// Why an object of a type this provider does not know is refused, in the words that help
+/// most: a missing `apiVersion` or `kind` said as such, a kind of ours at a version it is not
+/// served at named with the versions it is, else the kinds that are served.
+fn unknown_type_error(api_version: &str, kind_name: &str) -> FieldError {
+    let versions = |k: Kind| k.api_versions().join(" or ");
+    match manifest::unserved(api_version, kind_name) {
+        Some(Unserved::MissingApiVersion) => {
+            let hint = Kind::ALL
+                .into_iter()
+                .find(|k| k.name() == kind_name)
+                .map(|k| format!(" ({kind_name} is {})", versions(k)))
+                .unwrap_or_default();
+            FieldError::required("apiVersion", format!("missing apiVersion{hint}"))
+        }
+        Some(Unserved::MissingKind) => FieldError::required("kind", "missing kind"),
+        Some(Unserved::NotServedAs(k)) if k.name() != kind_name => FieldError::invalid_str(
+            "kind",
+            kind_name,
+            format!("no such kind; did you mean {} ({})?", k.name(), versions(k)),
+        ),
+        Some(Unserved::NotServedAs(k)) => FieldError::invalid_str(
+            "apiVersion",
+            api_version,
+            format!("{kind_name} is served as {}", versions(k)),
+        ),
+        Some(Unserved::CapvKind) => FieldError::invalid_str(
+            "kind",
+            kind_name,
+            format!(
+                "a CAPV kind vsphere-provider does not serve, so a cluster running it has no CRD for it (served: {})",
+                Kind::ALL.map(Kind::name).join(", ")
+            ),
+        ),
+        None => {
+            let known: Vec<Value> = Kind::ALL
+                .iter()
+                .map(|k| Value::String(format!("{}/{}", k.api_version(), k.name())))
+                .chain([
+                    Value::String("v1/Secret".into()),
+                    Value::String("v1/Node".into()),
+                    Value::String(format!(
+                        "{}/{}",
+                        crate::api::infrastructure::API_VERSION,
+                        crate::api::infrastructure::KIND
+                    )),
+                    Value::String(format!("{}/{}", ipam::POOL_API_VERSION, ipam::POOL_KIND)),
+                    Value::String(format!(
+                        "{}/{}",
+                        ipam::POOL_API_VERSION,
+                        ipam::GLOBAL_POOL_KIND
+                    )),
+                ])
+                .chain(
+                    crate::api::capi_core::LOCAL_KINDS
+                        .iter()
+                        .map(|k| Value::String(format!("cluster.x-k8s.io/v1beta1/{k}"))),
+                )
+                .collect();
+            FieldError::not_supported("kind", &format!("{api_version}/{kind_name}").into(), &known)
+        }
+    }
 }
 
 /// Applies schema defaults and the kind's mutating webhook. Returns the defaulted paths.

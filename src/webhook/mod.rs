@@ -235,6 +235,21 @@ pub fn child(base: &str, name: &str) -> String {
     }
 }
 
+/// The VM size rule both machine APIs share ([`crate::plan::vm_size`]): each negative size is
+/// an error under `base`, saying that 0 (or leaving it out) keeps the template's value.
+pub fn negative_sizes(base: &str, size: crate::plan::vm_size::VmSize) -> Vec<FieldError> {
+    size.negative()
+        .into_iter()
+        .map(|(field, n)| {
+            FieldError::invalid(
+                child(base, field),
+                &Value::from(n),
+                crate::plan::vm_size::NEGATIVE,
+            )
+        })
+        .collect()
+}
+
 /// `base[i]`.
 pub fn index(base: &str, i: usize) -> String {
     format!("{base}[{i}]")

@@ -12,9 +12,11 @@
 //! or EagerlyZeroed. Unknown fields and an unexpected apiVersion only warn.
 //!
 //! Where ours differ (README, "Differences from upstream"): paths name the real field
-//! (`dataDisks[i]`, not `disks[i]`; `tagIDs[i]`), a negative disk size and a repeated data disk
-//! name are rejected, the server must be a host name, IP or URL, the datacenter's `vm` folder
-//! itself is accepted, and VM groups need no feature gate. With failure domains (a CPMS
+//! (`dataDisks[i]`, not `disks[i]`; `tagIDs[i]`), a negative data disk size and a repeated data
+//! disk name are rejected, a negative numCPUs, numCoresPerSocket, memoryMiB or diskGiB is
+//! rejected (upstream only warns that it is under the minimum; 0 keeps the template's value),
+//! the server must be a host name, IP or URL, the datacenter's `vm` folder itself is accepted,
+//! and VM groups need no feature gate. With failure domains (a CPMS
 //! template), the zone supplies the workspace and networks, so those must not be set
 //! (OCPBUGS-32947).
 
@@ -23,7 +25,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{Ctx, ErrorKind, FieldError, child, index, schema};
+use super::{Ctx, ErrorKind, FieldError, child, index, negative_sizes, schema};
 use crate::api::machine::{
     CloneMode, PROVIDER_SPEC_KIND, VSphereMachineProviderSpec,
     is_vsphere_provider_spec as is_vsphere,
@@ -383,7 +385,7 @@ fn zone_supplied_rules(
 
 /// Rules for every use: network device count, tag IDs, data disks.
 fn common_rules(spec: &VSphereMachineProviderSpec, path: &str, ctx: &Ctx) -> Vec<FieldError> {
-    let mut errors = Vec::new();
+    let mut errors = negative_sizes(path, spec.into());
     let devices = &spec.network.devices;
     if devices.len() > MAX_NETWORK_DEVICES {
         errors.push(FieldError::too_many(
@@ -486,25 +488,26 @@ fn common_rules(spec: &VSphereMachineProviderSpec, path: &str, ctx: &Ctx) -> Vec
 }
 
 /// Upstream's warnings about sizes under the recommended minimums, and a disk size a linked
-/// clone ignores. Missing values count as 0, as upstream's Go zero values do.
+/// clone ignores. Missing values count as 0, as upstream's Go zero values do; a negative one is
+/// an error already ([`negative_sizes`]), not also a warning.
 fn sizing_warnings(spec: &VSphereMachineProviderSpec, path: &str) -> Vec<String> {
     let mut out = Vec::new();
     let cpus = i64::from(spec.num_cpus.unwrap_or(0));
-    if cpus < MIN_CPUS {
+    if (0..MIN_CPUS).contains(&cpus) {
         out.push(format!(
             "{}: {cpus} is missing or less than the minimum value ({MIN_CPUS}): nodes may not boot correctly",
             child(path, "numCPUs")
         ));
     }
     let memory = spec.memory_mib.unwrap_or(0);
-    if memory < MIN_MEMORY_MIB {
+    if (0..MIN_MEMORY_MIB).contains(&memory) {
         out.push(format!(
             "{}: {memory} is missing or less than the recommended minimum value ({MIN_MEMORY_MIB}): nodes may not boot correctly",
             child(path, "memoryMiB")
         ));
     }
     let disk = i64::from(spec.disk_gib.unwrap_or(0));
-    if disk < MIN_DISK_GIB {
+    if (0..MIN_DISK_GIB).contains(&disk) {
         out.push(format!(
             "{}: {disk} is missing or less than the recommended minimum ({MIN_DISK_GIB}): nodes may fail to start if disk size is too low",
             child(path, "diskGiB")
@@ -562,6 +565,32 @@ mod tests {
             [
                 "p: incorrect GroupVersionKind for VSphereMachineProviderSpec object: vsphereprovider.openshift.io/v2, Kind=VSphereMachineProviderSpec"
             ]
+        );
+    }
+
+    /// A negative size is an error naming the field (upstream only warns, and vCenter then
+    /// refuses the clone), not also an under-the-minimum warning; 0 keeps the template's value
+    /// and only warns, as upstream.
+    #[test]
+    fn negative_sizes_are_refused_naming_the_field() {
+        let mut v = base();
+        v["numCPUs"] = json!(-2);
+        v["memoryMiB"] = json!(0);
+        let r = check(&v, "p", ProviderSpecUse::Machine, &Ctx::default());
+        let errors: Vec<String> = r.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            ["p.numCPUs: Invalid value: -2: must be 0 or more (0 or unset: the template's value)"]
+        );
+        assert!(
+            r.warnings.iter().all(|w| !w.starts_with("p.numCPUs")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(
+            r.warnings.iter().any(|w| w.starts_with("p.memoryMiB: 0 ")),
+            "{:?}",
+            r.warnings
         );
     }
 

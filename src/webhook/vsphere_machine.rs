@@ -16,6 +16,9 @@
 //!   on update only `bootstrapRef`, `thumbprint`, the power-off fields, `network.devices`, and
 //!   `os` and `biosUUID` while unset may change.
 //!
+//! All three refuse a negative `numCPUs`, `numCoresPerSocket`, `memoryMiB` or `diskGiB` (CAPV
+//! has no rule and drops them; 0 keeps meaning the template's value, `plan::vm_size`).
+//!
 //! Paths use JSON names and, where CAPV's are vague (`spec.PreferredAPIServerCIDR`,
 //! `spec.template.spec.pciDevices` on a VSphereMachine, `devices.ipAddrs` without an index),
 //! name the field exactly. Messages keep CAPV's text.
@@ -25,7 +28,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{Ctx, FieldError, child, index};
+use super::{Ctx, FieldError, child, index, negative_sizes};
 use crate::api::vsphere_machine::{
     NetworkSpec, PciDeviceSpec, PowerOffMode, VSphereMachine, VSphereMachineSpec,
     VSphereMachineTemplate, VSphereVM,
@@ -198,6 +201,7 @@ pub fn validate_machine_create(m: &VSphereMachine, _ctx: &Ctx) -> Vec<FieldError
         &mut errors,
     );
     check_pci("spec", s.clone.pci_devices.as_ref(), &mut errors);
+    errors.extend(negative_sizes("spec", (&s.clone).into()));
     errors
 }
 
@@ -293,6 +297,7 @@ pub fn validate_template_create(t: &VSphereMachineTemplate, _ctx: &Ctx) -> Vec<F
     );
     check_pci(base, s.clone.pci_devices.as_ref(), &mut errors);
     check_naming(base, s, &mut errors);
+    errors.extend(negative_sizes(base, (&s.clone).into()));
     errors
 }
 
@@ -344,6 +349,7 @@ pub fn validate_vm_create(vm: &VSphereVM, _ctx: &Ctx) -> Vec<FieldError> {
         s.guest_soft_power_off_timeout.as_deref(),
         &mut errors,
     );
+    errors.extend(negative_sizes("spec", (&s.clone).into()));
     errors
 }
 
@@ -383,6 +389,52 @@ pub fn validate_vm_update(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind refuses a negative size, naming the field and what 0 means; 0 and unset pass
+    /// (the template's value).
+    #[test]
+    fn negative_sizes_are_refused_naming_the_field() {
+        let clone = serde_json::json!({"template": "t", "numCPUs": -2, "numCoresPerSocket": 0,
+            "memoryMiB": -1, "diskGiB": 0});
+        let object = |kind: &str, spec: Value| {
+            serde_json::json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": kind, "metadata": {"name": "m", "namespace": "ns"}, "spec": spec})
+        };
+        let paths = |errors: Vec<FieldError>| -> Vec<String> {
+            errors
+                .iter()
+                .inspect(|e| assert!(e.message.contains("0 or unset: the template's value")))
+                .map(|e| e.path.clone())
+                .collect()
+        };
+        let ctx = Ctx::default();
+        let m: VSphereMachine =
+            serde_json::from_value(object("VSphereMachine", clone.clone())).unwrap();
+        assert_eq!(
+            paths(validate_machine_create(&m, &ctx)),
+            ["spec.numCPUs", "spec.memoryMiB"]
+        );
+        let t: VSphereMachineTemplate = serde_json::from_value(object(
+            "VSphereMachineTemplate",
+            serde_json::json!({"template": {"spec": clone}}),
+        ))
+        .unwrap();
+        assert_eq!(
+            paths(validate_template_create(&t, &ctx)),
+            ["spec.template.spec.numCPUs", "spec.template.spec.memoryMiB"]
+        );
+        let vm: VSphereVM = serde_json::from_value(object("VSphereVM", clone)).unwrap();
+        assert_eq!(
+            paths(validate_vm_create(&vm, &ctx)),
+            ["spec.numCPUs", "spec.memoryMiB"]
+        );
+        let zero: VSphereMachine = serde_json::from_value(object(
+            "VSphereMachine",
+            serde_json::json!({"template": "t", "numCPUs": 0}),
+        ))
+        .unwrap();
+        assert!(validate_machine_create(&zero, &ctx).is_empty());
+    }
 
     #[test]
     fn go_durations() {

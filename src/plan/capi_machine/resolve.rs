@@ -48,6 +48,7 @@ use crate::api::vsphere_machine::{
     MachineAddress, MachineAddressType, NetworkDeviceSpec, NetworkSpec, VSphereMachine, VSphereVM,
     VSphereVMSpec,
 };
+use crate::plan::vm_size::{self, VmSize};
 
 /// Why a machine waits (the `VirtualMachineProvisioned` condition's reason), CAPV's names where
 /// CAPV has one.
@@ -215,6 +216,12 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
             spec.thumbprint.clone_from(&vc.spec.thumbprint);
         }
     }
+    if let Some((field, n)) = VmSize::from(&spec).negative().first() {
+        return wait(
+            reason::INVALID_CONFIGURATION,
+            format!("spec.{field}: {n}: {}", vm_size::NEGATIVE),
+        );
+    }
     if given(&spec.server).is_none() {
         return wait(
             reason::INVALID_CONFIGURATION,
@@ -379,6 +386,7 @@ fn merge_configuration(d: &mut NetworkDeviceSpec, nc: &NetworkConfiguration) {
 /// tags, snapshot, clone mode and data disks as they are.
 pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMachineProviderSpec {
     let c = &vm.clone;
+    let size = VmSize::from(c).asked();
     let own = |s: &Option<String>| given(s).map(str::to_string);
     let devices = c
         .network
@@ -417,10 +425,12 @@ pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMac
             vm_group,
         }),
         network: mapi::NetworkSpec { devices },
-        num_cpus: c.num_cpus.filter(|n| *n > 0),
-        num_cores_per_socket: c.num_cores_per_socket.filter(|n| *n > 0),
-        memory_mib: c.memory_mib.filter(|n| *n > 0),
-        disk_gib: c.disk_gib.filter(|n| *n > 0),
+        // 0 is the template's value; a negative one is kept for the placement to refuse,
+        // naming the field, rather than dropped (the VM would silently get the template's).
+        num_cpus: size.num_cpus,
+        num_cores_per_socket: size.num_cores_per_socket,
+        memory_mib: size.memory_mib,
+        disk_gib: size.disk_gib,
         tag_ids: c.tag_ids.clone().filter(|t| !t.is_empty()),
         snapshot: own(&c.snapshot),
         clone_mode: own(&c.clone_mode),

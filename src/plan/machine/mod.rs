@@ -29,6 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::conditions::{ConditionUpdate, set_capi_condition};
 use crate::api::machine::Machine;
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
+use crate::vcenter::model::inventory::Inventory;
 use crate::vcenter::model::moref::MoRef;
 use crate::vcenter::model::task::TaskState;
 
@@ -233,21 +234,27 @@ pub enum VmStep {
 }
 
 impl VmStep {
-    pub fn describe(&self) -> String {
+    /// One line for the `would:`/`done:` lists and events, naming objects by their paths in
+    /// `inv` (the snapshot the step was planned on), as the zone steps do.
+    pub fn describe(&self, inv: &Inventory) -> String {
+        let at = |m: &MoRef| inv.describe(m);
         match self {
             VmStep::Clone {
                 name, placement, ..
             } => format!(
                 "clone {} into pool {} as {name}",
-                placement.template, placement.pool
+                at(&placement.template),
+                at(&placement.pool)
             ),
-            VmStep::JoinGroup { group, vm, .. } => format!("add {vm} to VM group {group}"),
-            VmStep::WriteMetadata(vm) => format!("write guestinfo.metadata to {vm}"),
-            VmStep::PowerOn(vm) => format!("power on {vm}"),
-            VmStep::PowerOff(vm) => format!("power off {vm}"),
-            VmStep::ShutdownGuest(vm) => format!("shut down the guest of {vm}"),
-            VmStep::Destroy(vm) => format!("destroy {vm}"),
-            VmStep::AttachTags { vm, tags } => format!("attach tags {} to {vm}", tags.join(", ")),
+            VmStep::JoinGroup { group, vm, .. } => format!("add {} to VM group {group}", at(vm)),
+            VmStep::WriteMetadata(vm) => format!("write guestinfo.metadata to {}", at(vm)),
+            VmStep::PowerOn(vm) => format!("power on {}", at(vm)),
+            VmStep::PowerOff(vm) => format!("power off {}", at(vm)),
+            VmStep::ShutdownGuest(vm) => format!("shut down the guest of {}", at(vm)),
+            VmStep::Destroy(vm) => format!("destroy {}", at(vm)),
+            VmStep::AttachTags { vm, tags } => {
+                format!("attach tags {} to {}", tags.join(", "), at(vm))
+            }
         }
     }
 }

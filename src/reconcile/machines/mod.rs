@@ -177,11 +177,13 @@ pub async fn sweep<K: KubeOps>(
         locking: Locking::Whole,
     };
     let driven = drive(views, client, &mut sweep, limits).await;
-    if input.dry_run {
+    if input.dry_run
+        && let Some(view) = &driven.view
+    {
         out.would = driven
             .pending
             .iter()
-            .flat_map(MachineStep::describe)
+            .flat_map(|s| s.describe(&view.inventory))
             .collect();
     }
     out.inventory = driven.view.map(|v| v.inventory);
@@ -233,17 +235,23 @@ pub enum MachineStep {
 }
 
 impl MachineStep {
-    /// One line per machine the step changes, `namespace/name: what`.
-    fn describe(&self) -> Vec<String> {
+    /// One line per machine the step changes, `namespace/name: what`, naming objects by their
+    /// paths in `inv`.
+    fn describe(&self, inv: &Inventory) -> Vec<String> {
+        let at = |m: &MoRef| inv.describe(m);
         match self {
-            MachineStep::Vm { machine, step } => vec![format!("{machine}: {}", step.describe())],
+            MachineStep::Vm { machine, step } => {
+                vec![format!("{machine}: {}", step.describe(inv))]
+            }
             MachineStep::Join {
                 cluster,
                 group,
                 members,
             } => members
                 .iter()
-                .map(|(m, vm)| format!("{m}: add {vm} to VM group {group} of {cluster}"))
+                .map(|(m, vm)| {
+                    format!("{m}: add {} to VM group {group} of {}", at(vm), at(cluster))
+                })
                 .collect(),
             MachineStep::PowerOn {
                 datacenter,
@@ -252,7 +260,9 @@ impl MachineStep {
                 .iter()
                 .map(|(m, vm)| {
                     format!(
-                        "{m}: power on {vm} (one task on {datacenter} for {} VM(s))",
+                        "{m}: power on {} (one task on {} for {} VM(s))",
+                        at(vm),
+                        at(datacenter),
                         members.len()
                     )
                 })

@@ -49,7 +49,10 @@ pub async fn start(
         for (k, _) in members {
             let result = result.clone().map(|task| StepResult::Started {
                 task,
-                what: format!("add to VM group {group} of {cluster}"),
+                what: format!(
+                    "add to VM group {group} of {}",
+                    view.inventory.describe(cluster)
+                ),
             });
             record(&mut outcome, results, step, k, result);
         }
@@ -64,7 +67,11 @@ pub async fn start(
             continue;
         };
         let vms: Vec<MoRef> = members.iter().map(|(_, vm)| vm.clone()).collect();
-        let what = format!("power on with {} VM(s) of {datacenter}", vms.len());
+        let what = format!(
+            "power on with {} VM(s) of {}",
+            vms.len(),
+            view.inventory.describe(datacenter)
+        );
         let result = client
             .power_on_multi(datacenter, &vms)
             .await
@@ -97,7 +104,7 @@ pub async fn start(
         else {
             continue;
         };
-        let what = vm_step.describe();
+        let what = vm_step.describe(&view.inventory);
         if let VmStep::ShutdownGuest(vm) = vm_step {
             // No task: the guest is asked; the VM's power state says when it is down.
             let result = client

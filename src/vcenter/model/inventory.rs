@@ -229,6 +229,14 @@ impl Inventory {
         self.entities.get(m).map(|e| e.path.as_str())
     }
 
+    /// How messages name an object: its inventory path, the name an admin knows and finds in
+    /// the vSphere client; its moref when this snapshot predates it (a VM cloned since).
+    pub fn describe(&self, m: &MoRef) -> String {
+        self.path(m)
+            .map(str::to_string)
+            .unwrap_or_else(|| m.to_string())
+    }
+
     /// Exact absolute path lookup; None when nothing or more than one object has this path.
     pub fn at_path(&self, path: &str) -> Option<&Entity> {
         match self.all_at_path(path).as_slice() {

@@ -618,3 +618,40 @@ fn a_zone_without_a_pool_places_the_vm_in_the_failure_domains_cluster() {
     let d = w.resolve().unwrap();
     assert_eq!(d.vm.spec.clone.resource_pool.as_deref(), Some("rp0"));
 }
+
+/// A negative size is the machine's configuration error, naming the field (it used to be
+/// dropped, and the VM silently got the template's); 0 is the template's value, as CAPV's
+/// `omitempty` makes it, so it is not asked for; and a VSphereVM stored with a negative size
+/// (before admission refused one) is refused by the placement, naming the VSphereVM's field.
+#[test]
+fn negative_sizes_are_refused_naming_the_field_and_zero_is_the_templates() {
+    let mut w = World::new();
+    w.vsm = vsphere_machine(json!({"numCPUs": -2, "memoryMiB": 4096}));
+    let e = w.resolve().unwrap_err();
+    assert_eq!(e.reason, reason::INVALID_CONFIGURATION);
+    assert_eq!(
+        e.message,
+        "spec.numCPUs: -2: must be 0 or more (0 or unset: the template's value)"
+    );
+
+    w.vsm = vsphere_machine(json!({"numCPUs": 0, "numCoresPerSocket": 0, "memoryMiB": 0,
+        "diskGiB": 0}));
+    let d = w.resolve().unwrap();
+    let ps = &d.provider_spec;
+    assert_eq!(
+        (
+            ps.num_cpus,
+            ps.num_cores_per_socket,
+            ps.memory_mib,
+            ps.disk_gib
+        ),
+        (None, None, None, None)
+    );
+
+    let mut stored = d.vm.spec.clone();
+    stored.clone.disk_gib = Some(-40);
+    let ps = provider_spec(&stored, None);
+    let e = placement::resolve(&ps, &two_datacenter_inventory()).unwrap_err();
+    assert_eq!(capv_field(&e.field), "spec.diskGiB");
+    assert!(e.message.starts_with("-40: must be 0 or more"), "{e}");
+}
