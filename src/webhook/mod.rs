@@ -24,6 +24,7 @@ pub mod machine_health_check;
 pub mod provider_spec;
 pub mod schema;
 pub mod server;
+pub mod tag_ids;
 pub mod vsphere_cluster;
 pub mod vsphere_machine;
 
