@@ -2,6 +2,7 @@
 //! unwrapped JSON) and the deprecated `/rest/com/vmware/cis/...` (`{"value": ...}`), which is
 //! all vcsim 0.24.2 serves. We try `/api/session` once, fall back to `/rest`, and remember which
 //! dialect the server speaks for the life of the client.
+pub(crate) mod path;
 pub mod tagging;
 
 use std::future::Future;
@@ -11,10 +12,13 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::debug;
+use url::Url;
 
 use super::http::{Connection, sensitive, snippet};
+use super::model::endpoint::Endpoint;
 use super::model::error::{Error, RestErrorKind, Result};
 use super::stats::CallKind;
+use path::RestPath;
 
 /// Which REST dialect the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +44,16 @@ struct RestState {
     generation: u64,
 }
 
+impl Dialect {
+    /// The path every request of the dialect stays under.
+    pub(crate) fn prefix(self) -> &'static [&'static str] {
+        match self {
+            Dialect::Api => &["api"],
+            Dialect::Rest => &["rest", "com", "vmware"],
+        }
+    }
+}
+
 /// One REST request in both dialects.
 pub(crate) struct RestRequest {
     /// Name for round-trip accounting (`rest:tagging.category.create`).
@@ -47,11 +61,21 @@ pub(crate) struct RestRequest {
     pub kind: CallKind,
     pub method: Method,
     /// Path and query under `/api/` (e.g. `cis/tagging/category`).
-    pub api_path: String,
+    pub api: RestPath,
     pub api_body: Option<Value>,
     /// Path and query under `/rest/com/vmware/` (e.g. `cis/tagging/category`).
-    pub rest_path: String,
+    pub rest: RestPath,
     pub rest_body: Option<Value>,
+}
+
+impl RestRequest {
+    /// The URL in `dialect`, or why a value in it cannot be sent.
+    pub(crate) fn url(&self, endpoint: &Endpoint, dialect: Dialect) -> Result<Url, String> {
+        match dialect {
+            Dialect::Api => self.api.url(endpoint, dialect.prefix()),
+            Dialect::Rest => self.rest.url(endpoint, dialect.prefix()),
+        }
+    }
 }
 
 impl RestSession {
@@ -97,6 +121,15 @@ impl RestSession {
     where
         F: Future<Output = Option<String>>,
     {
+        // Refused before anything is sent, the login included, whichever dialect is spoken.
+        for dialect in [Dialect::Api, Dialect::Rest] {
+            req.url(&conn.endpoint, dialect)
+                .map_err(|reason| Error::InvalidRequest {
+                    server: conn.server(),
+                    method: req.op.to_string(),
+                    reason,
+                })?;
+        }
         let (dialect, token, generation) = self.token(conn, &api_version).await?;
         match send(conn, &req, dialect, &token).await {
             Err(Error::Rest {
@@ -284,19 +317,17 @@ async fn send(
     dialect: Dialect,
     token: &SecretString,
 ) -> Result<Value> {
-    let (path, body) = match dialect {
-        Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
-        Dialect::Rest => (
-            format!("rest/com/vmware/{}", req.rest_path),
-            req.rest_body.clone(),
-        ),
+    let body = match dialect {
+        Dialect::Api => req.api_body.clone(),
+        Dialect::Rest => req.rest_body.clone(),
     };
-    let (path_only, query) = match path.split_once('?') {
-        Some((p, q)) => (p.to_string(), Some(q.to_string())),
-        None => (path, None),
-    };
-    let mut url = conn.endpoint.join(&path_only);
-    url.set_query(query.as_deref());
+    let url = req
+        .url(&conn.endpoint, dialect)
+        .map_err(|reason| Error::InvalidRequest {
+            server: conn.server(),
+            method: req.op.to_string(),
+            reason,
+        })?;
     let raw = conn
         .with_retries(req.op, req.kind, || {
             let mut r = conn
