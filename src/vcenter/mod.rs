@@ -34,6 +34,9 @@ pub mod tags;
 pub mod task;
 pub mod vm;
 
+#[cfg(test)]
+mod request_encoding_tests;
+
 pub use client::Client;
 pub use credentials::Credentials;
 pub use http::{ClientOptions, RetryPolicy};
