@@ -35,6 +35,8 @@ pub mod task;
 pub mod vm;
 
 #[cfg(test)]
+mod fake_vcenter;
+#[cfg(test)]
 mod request_encoding_tests;
 
 pub use client::Client;
