@@ -161,6 +161,12 @@ impl Client {
         })
     }
 
+    /// Whether another handle on this client exists besides this one (a cache asks before it
+    /// drops and logs out a client: one in use elsewhere would lose its session mid-work).
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.conn.endpoint
     }

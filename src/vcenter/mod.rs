@@ -21,6 +21,7 @@ pub mod soap;
 pub mod client;
 pub mod credentials;
 pub mod http;
+pub mod idle_cache;
 pub mod rest;
 pub mod session;
 pub mod stats;
