@@ -15,6 +15,7 @@
 //! Field paths use JSON names (`spec.topology.computeCluster`); messages keep upstream's text.
 
 pub mod admission;
+mod connections;
 pub mod control_plane_machine_set;
 pub mod conversion;
 pub mod deployment_zone;
