@@ -187,6 +187,63 @@ fn pci(v: Value) -> Option<Value> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// tagIDs (ours: CAPV does not validate them; they end up in a REST path)
+// ---------------------------------------------------------------------------------------------
+
+const TAG: &str = "urn:vmomi:InventoryServiceTag:bd0346ac-2b03-4125-8ad6-2ddb3d0ec350:GLOBAL";
+
+fn with_tags(mut obj: Value, tags: &[&str]) -> Value {
+    let spec = if obj["kind"] == "VSphereMachineTemplate" {
+        &mut obj["spec"]["template"]["spec"]
+    } else {
+        &mut obj["spec"]
+    };
+    spec["tagIDs"] = json!(tags);
+    obj
+}
+
+#[test]
+fn tag_ids_must_be_vcenter_tag_urns_on_every_capi_machine_kind() {
+    let evil = format!("{TAG}/../../../../vcenter/vm/vm-42/power?action=stop&x=");
+    let query = format!("{TAG}?action=detach");
+    let machine = || machine("foo.com", None, "", &[], "hard", None, None);
+    let template = || template("foo.com", "", None, "", &[], None, None);
+    let vm = || vm("v", "foo.com", "", "", "", &[], None, "", "hard", None);
+    run(vec![
+        create("machine: a tag URN", with_tags(machine(), &[TAG]), &[]),
+        create(
+            "machine: a path in a tag",
+            with_tags(machine(), &[TAG, &evil]),
+            &["spec.tagIDs[1]"],
+        ),
+        create(
+            "template: a query in a tag",
+            with_tags(template(), &[&query]),
+            &["spec.template.spec.tagIDs[0]"],
+        ),
+        create(
+            "vm: a name instead of an id",
+            with_tags(vm(), &["zone-a", TAG]),
+            &["spec.tagIDs[0]"],
+        ),
+        // CAPV forbids changing a VSphereMachine's spec at all; the tags' own rule holds too.
+        update(
+            "machine: a new bad tag",
+            with_tags(machine(), &[TAG]),
+            with_tags(machine(), &["a b"]),
+            &["spec", "spec.tagIDs[0]"],
+        ),
+    ]);
+    let out = admit(&with_tags(vm(), &[&evil]), None, &Ctx::default());
+    assert_eq!(
+        out.errors[0].to_string(),
+        format!(
+            "spec.tagIDs[0]: Invalid value: {evil:?}: tag ID must be in the format of urn:vmomi:InventoryServiceTag:<UUID>:GLOBAL"
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // VSphereMachine
 // ---------------------------------------------------------------------------------------------
 

@@ -583,15 +583,46 @@ async fn cluster_groups_and_rules_add_edit_remove() {
     assert!(cfg.groups.is_empty() && cfg.rules.is_empty(), "{cfg:?}");
 }
 
-#[tokio::test]
-async fn vm_clone_power_and_destroy() {
+/// A full clone named `name` into `folder` and `pool`, powered off (to power it on in the test:
+/// vcsim honours powerOn like real vCenter since govmomi 0.56; 0.24.2 ignored it), with nothing
+/// else set.
+fn plain_clone(name: &str, folder: MoRef, pool: MoRef) -> CloneSpec {
+    CloneSpec {
+        name: name.into(),
+        folder,
+        pool: Some(pool),
+        instance_uuid: None,
+        extra_config: Vec::new(),
+        nics: Vec::new(),
+        disk_resize: None,
+        data_disks: Vec::new(),
+        linked_clone: None,
+        power_on: false,
+        datastore: None,
+        host: None,
+        annotation: None,
+        num_cpus: None,
+        num_cores_per_socket: None,
+        memory_mb: None,
+    }
+}
+
+/// A vcsim with a child pool, a client, and a VM to clone with the folder and pool to clone it
+/// into. With a child pool, vcsim puts the cluster's VMs there (`DC0_C0_RP1_VM*`), not in
+/// `Resources`.
+async fn clone_setup() -> (Vcsim, Client, MoRef, MoRef, MoRef) {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let c = client(&sim);
     let inv = c.inventory().await.unwrap();
-    // With a child pool, vcsim puts the cluster's VMs there (`DC0_C0_RP1_VM*`), not in `Resources`.
     let source = moref_of(&inv, Wanted::VirtualMachine, "DC0_C0_RP1_VM0");
     let folder = moref_of(&inv, Wanted::Folder, "/DC0/vm");
     let pool = moref_of(&inv, Wanted::ResourcePool, "DC0_C0_RP1");
+    (sim, c, source, folder, pool)
+}
+
+#[tokio::test]
+async fn vm_clone_power_and_destroy() {
+    let (_sim, c, source, folder, pool) = clone_setup().await;
     let uuid = "5029d0b0-1111-2222-3333-444455556666";
     let wait = Duration::from_secs(10);
 
@@ -599,24 +630,9 @@ async fn vm_clone_power_and_destroy() {
         .clone_vm(
             &source,
             &CloneSpec {
-                name: "machine-0".into(),
-                folder,
-                pool: Some(pool.clone()),
                 instance_uuid: Some(uuid.into()),
                 extra_config: vec![("guestinfo.role".into(), "master".into())],
-                nics: Vec::new(),
-                disk_resize: None,
-                data_disks: Vec::new(),
-                linked_clone: None,
-                // Off, to power it on below (vcsim honours powerOn like real vCenter since
-                // govmomi 0.56; 0.24.2 ignored it).
-                power_on: false,
-                datastore: None,
-                host: None,
-                annotation: None,
-                num_cpus: None,
-                num_cores_per_socket: None,
-                memory_mb: None,
+                ..plain_clone("machine-0", folder, pool.clone())
             },
         )
         .await
@@ -655,6 +671,60 @@ async fn vm_clone_power_and_destroy() {
         err.fault().map(|f| &f.kind),
         Some(VFault::ManagedObjectNotFound { .. })
     ));
+}
+
+/// Markup and quotes in a VM name and an extraConfig value reach vCenter (vcsim's Go XML
+/// stack) as text and come back unchanged; a character XML cannot carry is refused before
+/// anything is sent.
+#[tokio::test]
+async fn markup_in_names_and_values_reaches_vcenter_as_text() {
+    let (sim, c, source, folder, pool) = clone_setup().await;
+    let name = r#"m<0> & "q" 'a' ]]> ☃"#;
+    let value = "<value>&amp;]]>\r\n\t\"'</value>";
+    let key = "guestinfo.weird";
+    let task = c
+        .clone_vm(
+            &source,
+            &CloneSpec {
+                extra_config: vec![(key.into(), value.into())],
+                ..plain_clone(name, folder, pool)
+            },
+        )
+        .await
+        .unwrap();
+    let vm = c
+        .wait_task(&task, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the clone");
+    assert_eq!(
+        c.find_by_inventory_path(&format!("DC0/vm/{name}"))
+            .await
+            .unwrap(),
+        Some(vm.clone())
+    );
+    let path = format!(r#"config.extraConfig["{key}"]"#);
+    let props = c.retrieve_one(&vm, &["name", &path]).await.unwrap();
+    assert_eq!(props.string_prop("name", &[]).unwrap(), Some(name));
+    assert_eq!(props.option_value_prop(&path).unwrap(), Some(value));
+
+    let before = sim.stats().await.soap("FindByInventoryPath");
+    let err = c
+        .find_by_inventory_path("DC0/vm/a\u{1}b")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "FindByInventoryPath was not sent to vCenter {}: the text of <inventoryPath> has the character U+0001, which XML 1.0 cannot carry",
+            c.server()
+        )
+    );
+    assert_eq!(
+        sim.stats().await.soap("FindByInventoryPath"),
+        before,
+        "nothing was sent"
+    );
 }
 
 #[tokio::test]

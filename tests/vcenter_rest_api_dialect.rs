@@ -19,6 +19,9 @@ use vsphere_provider::vcenter::{Client, ClientOptions, Credentials, Error, MoRef
 
 type Log = Arc<Mutex<Vec<String>>>;
 
+const TAG_1: &str = "urn:vmomi:InventoryServiceTag:11111111-0000-0000-0000-000000000001:GLOBAL";
+const TAG_2: &str = "urn:vmomi:InventoryServiceTag:11111111-0000-0000-0000-000000000002:GLOBAL";
+
 fn service_content() -> String {
     let raw = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -91,15 +94,17 @@ async fn handle(
             r#"{"error_type":"ALREADY_EXISTS","messages":[{"id":"x","default_message":"Category k8s-zone already exists."}]}"#,
         ),
         ("POST", "/api/cis/tagging/tag?action=list-tags-for-category") => {
-            json(StatusCode::OK, r#"["tag-1"]"#)
+            json(StatusCode::OK, &format!(r#"["{TAG_1}"]"#))
         }
-        ("POST", "/api/cis/tagging/tag") => json(StatusCode::CREATED, r#""tag-2""#),
-        ("POST", "/api/cis/tagging/tag-association/tag-1?action=attach") => {
+        ("POST", "/api/cis/tagging/tag") => json(StatusCode::CREATED, &format!(r#""{TAG_2}""#)),
+        ("POST", p) if p == format!("/api/cis/tagging/tag-association/{TAG_1}?action=attach") => {
             StatusCode::NO_CONTENT.into_response()
         }
         ("POST", "/api/cis/tagging/tag-association?action=list-attached-tags-on-objects") => json(
             StatusCode::OK,
-            r#"[{"object_id":{"type":"ClusterComputeResource","id":"domain-c7"},"tag_ids":["tag-1"]}]"#,
+            &format!(
+                r#"[{{"object_id":{{"type":"ClusterComputeResource","id":"domain-c7"}},"tag_ids":["{TAG_1}"]}}]"#
+            ),
         ),
         _ => json(
             StatusCode::NOT_FOUND,
@@ -162,15 +167,15 @@ async fn the_api_dialect_uses_unwrapped_bodies_and_action_queries() {
         "{err}"
     );
     assert!(err.to_string().contains("already exists"), "{err}");
-    assert_eq!(c.list_tags_for_category("cat-1").await.unwrap(), ["tag-1"]);
-    assert_eq!(c.create_tag("zone-a", "cat-1", "").await.unwrap(), "tag-2");
+    assert_eq!(c.list_tags_for_category("cat-1").await.unwrap(), [TAG_1]);
+    assert_eq!(c.create_tag("zone-a", "cat-1", "").await.unwrap(), TAG_2);
     let cluster = MoRef::new("ClusterComputeResource", "domain-c7");
-    c.attach_tag("tag-1", &cluster).await.unwrap();
+    c.attach_tag(TAG_1, &cluster).await.unwrap();
     let on = c
         .list_attached_tags_on_objects(std::slice::from_ref(&cluster))
         .await
         .unwrap();
-    assert_eq!(on, vec![(cluster.clone(), vec!["tag-1".to_string()])]);
+    assert_eq!(on, vec![(cluster.clone(), vec![TAG_1.to_string()])]);
     c.logout().await.unwrap();
 
     let log = log.lock().unwrap().clone();
@@ -193,8 +198,10 @@ async fn the_api_dialect_uses_unwrapped_bodies_and_action_queries() {
     );
     assert!(sent("POST /api/cis/tagging/tag ").contains(r#""category_id":"cat-1""#));
     assert!(
-        sent("POST /api/cis/tagging/tag-association/tag-1?action=attach")
-            .contains(r#""id":"domain-c7""#)
+        sent(&format!(
+            "POST /api/cis/tagging/tag-association/{TAG_1}?action=attach"
+        ))
+        .contains(r#""id":"domain-c7""#)
     );
     assert!(
         log.iter().any(|l| l.starts_with("DELETE /api/session")),
@@ -217,4 +224,35 @@ async fn a_rejected_api_login_is_invalid_login_and_is_not_repeated() {
         .filter(|l| l.starts_with("POST /api/session"))
         .count();
     assert_eq!(logins, 1, "one attempt, then remembered");
+}
+
+/// A tag ID forced past the webhooks (local mode, an object admitted before the rule) is
+/// refused by the client: nothing at all reaches the server, not even a login.
+#[tokio::test]
+async fn an_injected_tag_id_never_reaches_the_wire() {
+    let (url, log) = server().await;
+    let c = client(&url, "secret");
+    let vm = MoRef::new("VirtualMachine", "vm-42");
+    for evil in [
+        format!("{TAG_1}/../../../../vcenter/vm/vm-42/power?action=stop&x="),
+        format!("{TAG_1}?action=detach"),
+        "..".to_string(),
+        "tag-1".to_string(),
+    ] {
+        let err = c.attach_tag(&evil, &vm).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidRequest { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "rest:tagging.association.attach was not sent to vCenter {url}: tag ID "
+            )),
+            "{err}"
+        );
+        assert!(c.detach_tag(&evil, &vm).await.is_err());
+        assert!(c.get_tag(&evil).await.is_err());
+        assert!(c.list_attached_objects(&evil).await.is_err());
+    }
+    // A category id comes from vCenter, but the path builder refuses one that is not id-shaped.
+    let err = c.get_category("a/../../x").await.unwrap_err();
+    assert!(err.to_string().contains("is not a vCenter id"), "{err}");
+    assert!(log.lock().unwrap().is_empty(), "{:#?}", log.lock().unwrap());
 }

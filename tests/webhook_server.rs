@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use vsphere_provider::api::Kind;
-use vsphere_provider::webhook::server::{self, Endpoint, TlsFiles};
+use vsphere_provider::webhook::server::{self, Endpoint, Limits, TlsFiles};
 
 struct Server {
     addr: SocketAddr,
@@ -19,10 +19,14 @@ struct Server {
 
 impl Server {
     async fn start(tls: Option<TlsFiles>) -> Server {
+        Self::start_with(tls, Limits::default()).await
+    }
+
+    async fn start_with(tls: Option<TlsFiles>, limits: Limits) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server::serve_listener(listener, tls, async {
+        let task = tokio::spawn(server::serve_listener_with(listener, tls, limits, async {
             let _ = rx.await;
         }));
         Server {
@@ -318,9 +322,9 @@ fn base64_decode(s: &str) -> Vec<u8> {
     out
 }
 
-#[tokio::test]
-async fn https_with_a_certificate_from_files() {
-    let dir = tempfile::tempdir().unwrap();
+/// A self-signed certificate for `localhost` in `dir` (`tls.crt`, `tls.key`); false when
+/// openssl cannot make one here (the test is then skipped).
+fn make_certificate(dir: &Path) -> bool {
     let status = std::process::Command::new("openssl")
         .args([
             "req",
@@ -342,16 +346,24 @@ async fn https_with_a_certificate_from_files() {
             "basicConstraints=critical,CA:FALSE",
         ])
         .arg("-keyout")
-        .arg(dir.path().join("tls.key"))
+        .arg(dir.join("tls.key"))
         .arg("-out")
-        .arg(dir.path().join("tls.crt"))
+        .arg(dir.join("tls.crt"))
         .output();
     match status {
-        Ok(o) if o.status.success() => {}
+        Ok(o) if o.status.success() => true,
         other => {
-            eprintln!("skipping the HTTPS test: openssl cannot make a certificate here: {other:?}");
-            return;
+            eprintln!("skipping an HTTPS test: openssl cannot make a certificate here: {other:?}");
+            false
         }
+    }
+}
+
+#[tokio::test]
+async fn https_with_a_certificate_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    if !make_certificate(dir.path()) {
+        return;
     }
     let srv = Server::start(Some(TlsFiles::in_dir(dir.path()))).await;
 
@@ -506,5 +518,103 @@ async fn machine_template_immutability_lets_topology_dry_runs_through() {
             .any(|op| op["path"] == "/spec/datacenter" && op["value"] == "*"),
         "{patch}"
     );
+    srv.stop().await;
+}
+
+const SHORT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Waits until the server closes `stream`; returns how long after `started` (fails past 5 s).
+async fn closed_after(mut stream: TcpStream, started: std::time::Instant) -> std::time::Duration {
+    let mut sink = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut sink),
+    )
+    .await;
+    assert!(closed.is_ok(), "the server kept a silent connection open");
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_caller_that_sends_no_headers_is_dropped_after_the_header_timeout() {
+    let limits = Limits {
+        header_read_timeout: SHORT,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let started = std::time::Instant::now();
+    let silent = TcpStream::connect(srv.addr).await.unwrap();
+    let mut slow = TcpStream::connect(srv.addr).await.unwrap();
+    slow.write_all(b"POST /convert HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    for stream in [silent, slow] {
+        let took = closed_after(stream, started).await;
+        assert!(took >= SHORT / 2, "closed before the timeout: {took:?}");
+    }
+    // A caller that does send its request is served as before.
+    let (status, body) = exchange(
+        TcpStream::connect(srv.addr).await.unwrap(),
+        "GET",
+        "/healthz",
+        "",
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn a_caller_that_never_finishes_the_tls_handshake_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    if !make_certificate(dir.path()) {
+        return;
+    }
+    let limits = Limits {
+        handshake_timeout: SHORT,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(Some(TlsFiles::in_dir(dir.path())), limits).await;
+    let started = std::time::Instant::now();
+    let silent = TcpStream::connect(srv.addr).await.unwrap();
+    let took = closed_after(silent, started).await;
+    assert!(took >= SHORT / 2, "closed before the timeout: {took:?}");
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_wait_until_a_slot_frees() {
+    let limits = Limits {
+        max_connections: 2,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let first = TcpStream::connect(srv.addr).await.unwrap();
+    let _second = TcpStream::connect(srv.addr).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let addr = srv.addr;
+    let mut third = tokio::spawn(async move {
+        exchange(
+            TcpStream::connect(addr).await.unwrap(),
+            "GET",
+            "/healthz",
+            "",
+        )
+        .await
+    });
+    // Two idle connections hold both slots: the third is not taken on, however long it waits
+    // (the header timeout is 10 s), and costs the server nothing meanwhile.
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(500), &mut third)
+            .await
+            .is_err(),
+        "a connection past the cap was served"
+    );
+    drop(first);
+    let (status, body) = tokio::time::timeout(std::time::Duration::from_secs(5), third)
+        .await
+        .expect("served once a slot freed")
+        .unwrap();
+    assert_eq!((status, body.as_str()), (200, "ok"));
     srv.stop().await;
 }

@@ -4,7 +4,11 @@
 //! every failure domain on that server and is reused by all zone reconciles for `ttl`; any write
 //! by us invalidates it, and a periodic requeue past the TTL catches drift made outside
 //! Kubernetes. Local mode uses a TTL of zero (every read is fresh) seeded with its tag catalog.
-use std::collections::{BTreeSet, HashMap};
+//!
+//! Servers are bounded like sessions ([`IdleCache`]): a server unused for a while, or the least
+//! recently used past the bound, loses its view, tag catalog and write lock — never while a
+//! sweep holds or waits for them (the next sweep then reads its tags again).
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +17,7 @@ use tokio::sync::Mutex;
 use super::gather;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::plan::view::VcenterView;
+use crate::vcenter::idle_cache::{CacheLimits, Clock, IdleCache, system_clock};
 use crate::vcenter::model::tags::TagCatalog;
 use crate::vcenter::{Client, Result};
 
@@ -22,41 +27,82 @@ struct Entry {
     tags: TagCatalog,
 }
 
+/// One server's view and write lock.
+#[derive(Clone, Default)]
+struct PerServer {
+    view: Arc<Mutex<Entry>>,
+    writer: Arc<Mutex<()>>,
+}
+
+impl PerServer {
+    /// Nobody holds or waits for the view or the lock (only the cache's own handles exist):
+    /// dropping it then cannot let two writers in.
+    fn unused(&self) -> bool {
+        Arc::strong_count(&self.view) == 1 && Arc::strong_count(&self.writer) == 1
+    }
+}
+
 /// Views per server (keyed by the client's endpoint).
 pub struct ServerViews {
     ttl: Duration,
-    servers: std::sync::Mutex<HashMap<String, Arc<Mutex<Entry>>>>,
-    writers: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    servers: std::sync::Mutex<IdleCache<String, PerServer>>,
+    clock: Clock,
 }
 
 impl ServerViews {
     pub fn new(ttl: Duration) -> Self {
+        Self::with_limits(ttl, CacheLimits::DEFAULT, system_clock())
+    }
+
+    /// With other bounds and clock (tests).
+    pub fn with_limits(ttl: Duration, limits: CacheLimits, clock: Clock) -> Self {
         Self {
             ttl,
-            servers: std::sync::Mutex::default(),
-            writers: std::sync::Mutex::default(),
+            servers: std::sync::Mutex::new(IdleCache::new(limits)),
+            clock,
         }
+    }
+
+    /// The server's entry, created on first use; drops unused servers past the bounds.
+    fn server(&self, server: &str) -> PerServer {
+        let now = (self.clock)();
+        let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let key = server.to_string();
+        let found = servers.get(&key, now).cloned();
+        let entry = match found {
+            Some(e) => e,
+            None => {
+                let e = PerServer::default();
+                servers.insert(key, e.clone(), now);
+                e
+            }
+        };
+        // `entry` is held here, so this server's own entry is never the one dropped.
+        let dropped = servers.evict(now, PerServer::unused);
+        if !dropped.is_empty() {
+            let names: Vec<&str> = dropped.iter().map(|(k, _)| k.as_str()).collect();
+            tracing::debug!(servers = ?names, "dropped the cached views of unused vCenter servers");
+        }
+        entry
+    }
+
+    /// How many servers are cached.
+    pub fn len(&self) -> usize {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Held while deciding and making changes on a server.
     pub async fn write_lock(&self, client: &Client) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = self
-            .writers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(client.server())
-            .or_default()
-            .clone();
+        let lock = self.server(&client.server()).writer;
         lock.lock_owned().await
     }
 
     fn entry(&self, server: &str) -> Arc<Mutex<Entry>> {
-        self.servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(server.to_string())
-            .or_default()
-            .clone()
+        self.server(server).view
     }
 
     /// A view covering `fds` (by name), gathered at most `ttl` ago; concurrent callers for the
@@ -112,5 +158,50 @@ impl ServerViews {
     pub async fn tags(&self, client: &Client) -> TagCatalog {
         let entry = self.entry(&client.server());
         entry.lock().await.tags.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::idle_cache::TestClock;
+    use crate::vcenter::{ClientOptions, Credentials};
+
+    fn client(server: &str) -> Client {
+        let creds = Credentials::new("u", secrecy::SecretString::from("p"));
+        Client::new(server, creds, ClientOptions::default()).unwrap()
+    }
+
+    const LIMITS: CacheLimits = CacheLimits {
+        idle: Duration::from_secs(60),
+        max_entries: 2,
+    };
+
+    #[tokio::test]
+    async fn unused_servers_are_dropped_and_a_held_write_lock_never_is() {
+        let time = TestClock::new();
+        let views = ServerViews::with_limits(Duration::ZERO, LIMITS, time.clock());
+        let [a, b, c, d] =
+            ["vc-a", "vc-b", "vc-c", "vc-d"].map(|s| client(&format!("https://{s}")));
+        let held = views.write_lock(&a).await;
+        views.tags(&b).await;
+        time.advance(Duration::from_secs(61));
+        views.tags(&c).await;
+        // b went idle; a is locked, so it stays although idle.
+        assert_eq!(views.len(), 2);
+        // Still one lock for a: a second writer waits.
+        let second = tokio::time::timeout(Duration::from_millis(20), views.write_lock(&a)).await;
+        assert!(
+            second.is_err(),
+            "a second writer got in while the first held the lock"
+        );
+        drop(held);
+        time.advance(Duration::from_secs(61));
+        views.tags(&d).await;
+        assert_eq!(views.len(), 1, "a and c went idle");
+        // Past the size bound the least recently used goes, idle or not.
+        views.tags(&a).await;
+        views.tags(&b).await;
+        assert_eq!(views.len(), 2);
     }
 }

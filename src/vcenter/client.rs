@@ -26,6 +26,7 @@ use super::model::moref::MoRef;
 use super::model::trust::TlsPolicy;
 use super::rest::{Dialect, RestRequest, RestSession};
 use super::soap::decode::{Malformed, required};
+use super::soap::encode::unencodable;
 use super::soap::{Node, Xml, envelope, xml};
 use super::stats::{CallKind, Stats};
 
@@ -160,6 +161,12 @@ impl Client {
         })
     }
 
+    /// Whether another handle on this client exists besides this one (a cache asks before it
+    /// drops and logs out a client: one in use elsewhere would lose its session mid-work).
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.conn.endpoint
     }
@@ -251,10 +258,11 @@ impl Client {
         let content = self.service_content().await?.clone();
         // Drop the old cookie first: vcsim answers Login on a live cookie with InvalidLogin.
         self.inner.session.write().await.cookie = None;
-        let mut x = Xml::request("Login", &content.session_manager);
-        x.text("userName", &self.inner.conn.credentials.username);
-        x.text("password", self.inner.conn.credentials.password());
-        let body = x.finish("Login");
+        let body = login_body(
+            &content.session_manager,
+            &self.inner.conn.credentials.username,
+            self.inner.conn.credentials.password(),
+        );
         let raw = self
             .exchange_soap("Login", CallKind::Session, &body, None, self.api_version())
             .await;
@@ -334,15 +342,9 @@ impl Client {
             .key
             .clone()
             .unwrap_or_default();
-        let mut x = Xml::request("SessionIsActive", &content.session_manager);
-        x.text("sessionID", &key);
-        x.text("userName", self.username());
+        let body = session_is_active_body(&content.session_manager, &key, self.username());
         let node = self
-            .call(
-                "SessionIsActive",
-                CallKind::Session,
-                &x.finish("SessionIsActive"),
-            )
+            .call("SessionIsActive", CallKind::Session, &body)
             .await?;
         Ok(node.child("returnval").is_some_and(Node::is_true))
     }
@@ -402,6 +404,13 @@ impl Client {
     ) -> Result<RawResponse> {
         let url = self.inner.conn.endpoint.sdk_url();
         let payload = envelope(body);
+        if let Some(reason) = unencodable(&payload) {
+            return Err(Error::InvalidRequest {
+                server: self.server(),
+                method: method.to_string(),
+                reason,
+            });
+        }
         let soap_action = format!("urn:vim25/{version}");
         self.inner
             .conn
@@ -483,6 +492,26 @@ impl Client {
         let content = self.service_content().await.ok()?;
         Some(content.about.api_version.clone())
     }
+}
+
+/// The `Login` request.
+pub(crate) fn login_body(session_manager: &MoRef, username: &str, password: &str) -> String {
+    let mut x = Xml::request("Login", session_manager);
+    x.text("userName", username);
+    x.text("password", password);
+    x.finish("Login")
+}
+
+/// The `SessionIsActive` request for one session of one user.
+pub(crate) fn session_is_active_body(
+    session_manager: &MoRef,
+    session_id: &str,
+    username: &str,
+) -> String {
+    let mut x = Xml::request("SessionIsActive", session_manager);
+    x.text("sessionID", session_id);
+    x.text("userName", username);
+    x.finish("SessionIsActive")
 }
 
 /// Turn a SOAP answer into the `<MethodResponse>` element or a typed error, without I/O: a

@@ -21,6 +21,7 @@ pub mod soap;
 pub mod client;
 pub mod credentials;
 pub mod http;
+pub mod idle_cache;
 pub mod rest;
 pub mod session;
 pub mod stats;
@@ -33,6 +34,11 @@ pub mod search;
 pub mod tags;
 pub mod task;
 pub mod vm;
+
+#[cfg(test)]
+mod fake_vcenter;
+#[cfg(test)]
+mod request_encoding_tests;
 
 pub use client::Client;
 pub use credentials::Credentials;

@@ -119,6 +119,13 @@ pub struct Page {
     pub token: Option<String>,
 }
 
+/// The `ContinueRetrievePropertiesEx` request for a page token (the server's own text).
+pub(crate) fn continue_body(property_collector: &MoRef, token: &str) -> String {
+    let mut x = Xml::request("ContinueRetrievePropertiesEx", property_collector);
+    x.text("token", token);
+    x.finish("ContinueRetrievePropertiesEx")
+}
+
 /// Decode the response element of `RetrievePropertiesEx` or `ContinueRetrievePropertiesEx`.
 /// No `returnval` is an empty result (real vCenter omits it; vcsim sends an empty one).
 pub fn decode_page(response: &Node) -> Result<Page, Malformed> {
@@ -272,15 +279,10 @@ impl Client {
                     true,
                 ));
             }
-            let mut x = Xml::request("ContinueRetrievePropertiesEx", &pc);
-            x.text("token", &token);
+            let body = continue_body(&pc, &token);
             last_token = Some(token);
             response = self
-                .call(
-                    "ContinueRetrievePropertiesEx",
-                    CallKind::Read,
-                    &x.finish("ContinueRetrievePropertiesEx"),
-                )
+                .call("ContinueRetrievePropertiesEx", CallKind::Read, &body)
                 .await
                 .map_err(|e| (e, true))?;
         }

@@ -10,14 +10,9 @@ impl Client {
     /// `FindByInventoryPath` (`DC0/host/DC0_C0`; a leading `/` is ignored by vCenter).
     pub async fn find_by_inventory_path(&self, path: &str) -> Result<Option<MoRef>> {
         let si = self.service_content().await?.search_index.clone();
-        let mut x = Xml::request("FindByInventoryPath", &si);
-        x.text("inventoryPath", path.trim_start_matches('/'));
+        let body = find_by_inventory_path_body(&si, path);
         let node = self
-            .call(
-                "FindByInventoryPath",
-                CallKind::Read,
-                &x.finish("FindByInventoryPath"),
-            )
+            .call("FindByInventoryPath", CallKind::Read, &body)
             .await?;
         found(&node, "FindByInventoryPath")
             .map_err(|m| m.into_error(self.server(), "FindByInventoryPath"))
@@ -26,13 +21,8 @@ impl Client {
     /// `FindByUuid` for a VM by instance UUID (or BIOS UUID when `instance` is false).
     pub async fn find_vm_by_uuid(&self, uuid: &str, instance: bool) -> Result<Option<MoRef>> {
         let si = self.service_content().await?.search_index.clone();
-        let mut x = Xml::request("FindByUuid", &si);
-        x.text("uuid", uuid);
-        x.text("vmSearch", "true");
-        x.text("instanceUuid", if instance { "true" } else { "false" });
-        let node = self
-            .call("FindByUuid", CallKind::Read, &x.finish("FindByUuid"))
-            .await?;
+        let body = find_vm_by_uuid_body("FindByUuid", &si, uuid, instance);
+        let node = self.call("FindByUuid", CallKind::Read, &body).await?;
         found(&node, "FindByUuid").map_err(|m| m.into_error(self.server(), "FindByUuid"))
     }
 
@@ -40,18 +30,34 @@ impl Client {
     /// callers fall back to [`Client::find_vm_by_uuid`] on `MethodNotFound`).
     pub async fn find_all_vms_by_uuid(&self, uuid: &str, instance: bool) -> Result<Vec<MoRef>> {
         let si = self.service_content().await?.search_index.clone();
-        let mut x = Xml::request("FindAllByUuid", &si);
-        x.text("uuid", uuid);
-        x.text("vmSearch", "true");
-        x.text("instanceUuid", if instance { "true" } else { "false" });
-        let node = self
-            .call("FindAllByUuid", CallKind::Read, &x.finish("FindAllByUuid"))
-            .await?;
+        let body = find_vm_by_uuid_body("FindAllByUuid", &si, uuid, instance);
+        let node = self.call("FindAllByUuid", CallKind::Read, &body).await?;
         node.children_named("returnval")
             .map(|r| MoRef::decode(r, "FindAllByUuid returnval"))
             .collect::<Result<_, Malformed>>()
             .map_err(|m| m.into_error(self.server(), "FindAllByUuid"))
     }
+}
+
+/// The `FindByInventoryPath` request (`DC0/host/DC0_C0`, a leading `/` dropped).
+pub(crate) fn find_by_inventory_path_body(search_index: &MoRef, path: &str) -> String {
+    let mut x = Xml::request("FindByInventoryPath", search_index);
+    x.text("inventoryPath", path.trim_start_matches('/'));
+    x.finish("FindByInventoryPath")
+}
+
+/// The `FindByUuid` or `FindAllByUuid` (`method`) request for a VM.
+pub(crate) fn find_vm_by_uuid_body(
+    method: &str,
+    search_index: &MoRef,
+    uuid: &str,
+    instance: bool,
+) -> String {
+    let mut x = Xml::request(method, search_index);
+    x.text("uuid", uuid);
+    x.text("vmSearch", "true");
+    x.text("instanceUuid", if instance { "true" } else { "false" });
+    x.finish(method)
 }
 
 /// A search answer: no `returnval` is a miss; one that is not a moref is an error, not a miss.

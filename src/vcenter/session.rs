@@ -1,12 +1,14 @@
 //! Sessions cached per (server, user, TLS trust), held in the controller context rather than a
 //! process global so tests can inject their own. A changed password for the same key replaces
-//! the cached client and logs the old session out.
-use std::collections::HashMap;
+//! the cached client and logs the old session out. The cache is bounded ([`IdleCache`]): a
+//! client unused for [`CacheLimits::idle`] is dropped and its sessions logged out, and so are
+//! the least recently used past [`CacheLimits::max_entries`] — never one a caller still holds.
 use std::sync::{Arc, Mutex};
 
 use super::client::Client;
 use super::credentials::Credentials;
 use super::http::ClientOptions;
+use super::idle_cache::{CacheLimits, Clock, IdleCache, system_clock};
 use super::model::endpoint::Endpoint;
 use super::model::error::Result;
 use super::model::trust::TlsPolicy;
@@ -22,19 +24,31 @@ struct Key {
 /// A cache of logged-in clients.
 #[derive(Clone)]
 pub struct SessionCache {
-    clients: Arc<Mutex<HashMap<Key, (String, Client)>>>,
+    clients: Arc<Mutex<IdleCache<Key, (String, Client)>>>,
     stats: Stats,
     options: ClientOptions,
+    clock: Clock,
 }
 
 impl SessionCache {
     /// All clients record round trips into `stats`; `options` are the defaults (TLS policy is
-    /// per call).
+    /// per call). Bounded by [`CacheLimits::DEFAULT`].
     pub fn new(stats: Stats, options: ClientOptions) -> Self {
+        Self::with_limits(stats, options, CacheLimits::DEFAULT, system_clock())
+    }
+
+    /// With other bounds and clock (tests).
+    pub fn with_limits(
+        stats: Stats,
+        options: ClientOptions,
+        limits: CacheLimits,
+        clock: Clock,
+    ) -> Self {
         Self {
-            clients: Arc::default(),
+            clients: Arc::new(Mutex::new(IdleCache::new(limits))),
             stats,
             options,
+            clock,
         }
     }
 
@@ -56,15 +70,15 @@ impl SessionCache {
             tls: tls.clone(),
         };
         let fingerprint = credentials.password_fingerprint();
+        let now = (self.clock)();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((fp, client)) = clients.get(&key) {
+        let evicted = clients.evict(now, |(_, c)| !c.is_shared());
+        log_out_in_background(evicted.into_iter().map(|(_, (_, c))| c), "unused");
+        if let Some((fp, client)) = clients.get(&key, now) {
             if *fp == fingerprint {
                 return Ok(client.clone());
             }
-            let old = client.clone();
-            tokio::spawn(async move {
-                let _ = old.logout().await;
-            });
+            log_out_in_background([client.clone()], "its password changed");
         }
         let options = ClientOptions {
             tls,
@@ -72,7 +86,10 @@ impl SessionCache {
         };
         let client =
             Client::with_stats(endpoint, credentials.clone(), options, self.stats.clone())?;
-        clients.insert(key, (fingerprint, client.clone()));
+        clients.insert(key, (fingerprint, client.clone()), now);
+        // The bound holds once the new client is in (it is shared now, so it stays).
+        let evicted = clients.evict(now, |(_, c)| !c.is_shared());
+        log_out_in_background(evicted.into_iter().map(|(_, (_, c))| c), "over the bound");
         Ok(client)
     }
 
@@ -80,7 +97,7 @@ impl SessionCache {
     pub async fn logout_all(&self) {
         let clients: Vec<Client> = {
             let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-            map.drain().map(|(_, (_, c))| c).collect()
+            map.drain().into_iter().map(|(_, (_, c))| c).collect()
         };
         for c in clients {
             if let Err(e) = c.logout().await {
@@ -97,3 +114,22 @@ impl SessionCache {
         self.len() == 0
     }
 }
+
+/// End the sessions of clients dropped from the cache, without making the caller wait (the
+/// server may be slow or gone; vCenter ends idle sessions itself anyway).
+fn log_out_in_background(clients: impl IntoIterator<Item = Client>, why: &'static str) {
+    for c in clients {
+        tracing::debug!(server = %c.server(), user = %c.username(), why, "dropping a cached vCenter client");
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            if let Err(e) = c.logout().await {
+                tracing::debug!(server = %c.server(), error = %e, "logout of a dropped client failed");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

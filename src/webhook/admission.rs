@@ -452,6 +452,7 @@ fn run_rules(
             warnings.extend(super::control_plane_machine_set::warnings(&n, ctx));
         }
     }
+    errors.extend(super::tag_ids::validate(kind, new, old, ctx));
     Ok(())
 }
 

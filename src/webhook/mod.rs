@@ -15,6 +15,7 @@
 //! Field paths use JSON names (`spec.topology.computeCluster`); messages keep upstream's text.
 
 pub mod admission;
+mod connections;
 pub mod control_plane_machine_set;
 pub mod conversion;
 pub mod deployment_zone;
@@ -24,6 +25,7 @@ pub mod machine_health_check;
 pub mod provider_spec;
 pub mod schema;
 pub mod server;
+pub mod tag_ids;
 pub mod vsphere_cluster;
 pub mod vsphere_machine;
 

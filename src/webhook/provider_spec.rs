@@ -11,12 +11,13 @@
 //! characters, alphanumerics, `-` and `_`), sized (1 to 16384 GiB), provisioning mode Thin, Thick
 //! or EagerlyZeroed. Unknown fields and an unexpected apiVersion only warn.
 //!
-//! Where ours differ (README, "Differences from upstream"): paths name the real field
+//! Where ours differ (docs/differences.md): paths name the real field
 //! (`dataDisks[i]`, not `disks[i]`; `tagIDs[i]`), a negative data disk size and a repeated data
 //! disk name are rejected, a negative numCPUs, numCoresPerSocket, memoryMiB or diskGiB is
 //! rejected (upstream only warns that it is under the minimum; 0 keeps the template's value),
 //! the server must be a host name, IP or URL, the datacenter's `vm` folder itself is accepted,
-//! and VM groups need no feature gate. With failure domains (a CPMS
+//! VM groups need no feature gate, and a tag ID's scope must be `GLOBAL` (upstream accepts any,
+//! which lets `/`, `?` and `.` into the REST path it ends up in). With failure domains (a CPMS
 //! template), the zone supplies the workspace and networks, so those must not be set
 //! (OCPBUGS-32947).
 
@@ -30,6 +31,7 @@ use crate::api::machine::{
     CloneMode, PROVIDER_SPEC_KIND, VSphereMachineProviderSpec,
     is_vsphere_provider_spec as is_vsphere,
 };
+use crate::vcenter::model::tag_id::is_tag_id;
 
 pub use crate::api::machine::{DEFAULT_CREDENTIALS_SECRET, DEFAULT_USER_DATA_SECRET};
 
@@ -61,9 +63,6 @@ const TAG_ID_MESSAGE: &str =
     "tag ID must be in the format of urn:vmomi:InventoryServiceTag:<UUID>:GLOBAL";
 const DATA_DISK_NAME_MESSAGE: &str = "data disk name must consist only of alphanumeric characters, hyphens and underscores, and must start and end with an alphanumeric character.";
 
-static TAG_URN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(urn):(vmomi):(InventoryServiceTag):([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):([^:]+)$").expect("regex")
-});
 static DATA_DISK_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-zA-Z0-9]([-_a-zA-Z0-9]*[a-zA-Z0-9])?$").expect("regex"));
 
@@ -404,7 +403,7 @@ fn common_rules(spec: &VSphereMachineProviderSpec, path: &str, ctx: &Ctx) -> Vec
         ));
     }
     for (i, tag) in tags.iter().enumerate() {
-        if !ctx.exempt(tag) && !TAG_URN.is_match(tag) {
+        if !ctx.exempt(tag) && !is_tag_id(tag) {
             errors.push(FieldError::invalid_str(
                 index(&tags_path, i),
                 tag,

@@ -11,7 +11,8 @@
 //! placeholders not allowed. Mutation returns a JSON patch from the request object to the
 //! defaulted one. Delete and Connect operations, and status subresource requests, are allowed
 //! unchanged. The TLS certificate and key are re-read when their files change (cert-manager
-//! rotates them in place).
+//! rotates them in place). Connections are bounded in number and in how long a caller may take
+//! to shake hands or send headers ([`Limits`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,6 +31,8 @@ use tokio::net::TcpListener;
 
 use super::Ctx;
 use super::admission::{admit, default_object, validate_object};
+use super::connections;
+pub use super::connections::Limits;
 use crate::api::Kind;
 
 /// Why the server could not start or stopped.
@@ -264,23 +267,32 @@ pub fn validate_value(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<St
         .collect()
 }
 
-/// Serves the webhooks on `listener` until `shutdown` completes. With `tls`, HTTPS with the
-/// certificate re-read when its files change; without, plain HTTP (tests, or behind a TLS proxy).
+/// Serves the webhooks on `listener` until `shutdown` completes, with the default [`Limits`].
+/// With `tls`, HTTPS with the certificate re-read when its files change; without, plain HTTP
+/// (tests, or behind a TLS proxy).
 pub async fn serve_listener(
     listener: TcpListener,
     tls: Option<TlsFiles>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let addr = listener.local_addr().map_err(|source| ServeError::Io {
-        addr: ([0, 0, 0, 0], 0).into(),
-        source,
-    })?;
+    serve_listener_with(listener, tls, Limits::default(), shutdown).await
+}
+
+/// [`serve_listener`] with other bounds on connections.
+pub async fn serve_listener_with(
+    listener: TcpListener,
+    tls: Option<TlsFiles>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let app = router();
     let Some(tls) = tls else {
-        return axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| ServeError::Io { addr, source });
+        connections::accept(listener, limits, shutdown, move |stream, peer| {
+            let app = app.clone();
+            async move { connections::serve_http1(stream, app, &limits, peer).await }
+        })
+        .await;
+        return Ok(());
     };
     let cert_file = Arc::new(tls.cert.clone());
     let resolver = Arc::new(CertReloader::new(tls)?);
@@ -292,27 +304,20 @@ pub async fn serve_listener(
     .with_no_client_auth()
     .with_cert_resolver(resolver);
     let mut config = config;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // HTTP/1.1 only (see `connections`).
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhook accept failed");
-                    continue;
-                }
-            },
-        };
+    connections::accept(listener, limits, shutdown, move |stream, peer| {
         let acceptor = acceptor.clone();
         let app = app.clone();
         let cert_file = cert_file.clone();
-        tokio::spawn(async move {
-            let tls_stream = match acceptor.accept(stream).await {
-                Ok(s) => s,
-                Err(e) => {
+        async move {
+            let handshake =
+                connections::within_handshake_timeout(&limits, peer, acceptor.accept(stream));
+            let tls_stream = match handshake.await {
+                None => return,
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
                     match refused_certificate(&e) {
                         Some(alert) => tracing::warn!(
                             %peer,
@@ -329,17 +334,11 @@ pub async fn serve_listener(
                     return;
                 }
             };
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let builder =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            if let Err(e) = builder
-                .serve_connection(hyper_util::rt::TokioIo::new(tls_stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-            }
-        });
-    }
+            connections::serve_http1(tls_stream, app, &limits, peer).await;
+        }
+    })
+    .await;
+    Ok(())
 }
 
 /// The TLS alert a client sent because it did not accept our certificate (Go's TLS client, as

@@ -70,8 +70,10 @@ impl Endpoint {
         self.join("sdk")
     }
 
-    /// A URL below the server root (`rest/com/vmware/cis/session`).
-    pub fn join(&self, path: &str) -> Url {
+    /// A URL below the server root (`rest/com/vmware/cis/session`). The path is a constant
+    /// written in code (`&'static`): a value never reaches a URL this way, only as a path
+    /// segment (`vcenter::rest::path`).
+    pub fn join(&self, path: &'static str) -> Url {
         let mut u = self.base.clone();
         u.set_path(path);
         u

@@ -64,6 +64,26 @@ pub enum Error {
         detail: String,
     },
 
+    /// A request refused before it was sent: a value it would carry cannot be sent safely (a
+    /// tag ID not in the tag ID form, a text XML cannot carry). Changing the value fixes it.
+    #[error("{method} was not sent to vCenter {server}: {reason}")]
+    InvalidRequest {
+        server: String,
+        method: String,
+        reason: String,
+    },
+
+    /// The reply grew past the cap on reply bodies: read no further and not kept.
+    #[error(
+        "vCenter {server} answered {method} with more than {} (the reply cap); the reply was dropped unread",
+        mib(*.limit)
+    )]
+    ReplyTooLarge {
+        server: String,
+        method: String,
+        limit: u64,
+    },
+
     /// The server answered something we cannot read.
     #[error("cannot decode the answer of vCenter {server} to {method}: {reason}")]
     Decode {
@@ -91,6 +111,15 @@ pub enum Error {
         operation: String,
         seconds: u64,
     },
+}
+
+/// A byte count in MiB (`64 MiB`), or bytes below one.
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 fn detail_suffix(detail: &str) -> String {
@@ -157,6 +186,8 @@ impl Error {
             Error::Fault { .. } => "Fault",
             Error::Rest { .. } => "RestError",
             Error::Decode { .. } => "DecodeError",
+            Error::InvalidRequest { .. } => "InvalidRequest",
+            Error::ReplyTooLarge { .. } => "ReplyTooLarge",
             Error::Lookup(_) => "NotFound",
             Error::Task { .. } | Error::TaskTimeout { .. } => "TaskError",
         }

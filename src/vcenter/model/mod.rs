@@ -10,6 +10,7 @@ pub mod error;
 pub mod fault;
 pub mod inventory;
 pub mod moref;
+pub mod tag_id;
 pub mod tags;
 pub mod task;
 pub mod trust;

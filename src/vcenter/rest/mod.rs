@@ -2,6 +2,7 @@
 //! unwrapped JSON) and the deprecated `/rest/com/vmware/cis/...` (`{"value": ...}`), which is
 //! all vcsim 0.24.2 serves. We try `/api/session` once, fall back to `/rest`, and remember which
 //! dialect the server speaks for the life of the client.
+pub(crate) mod path;
 pub mod tagging;
 
 use std::future::Future;
@@ -11,10 +12,13 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::debug;
+use url::Url;
 
 use super::http::{Connection, sensitive, snippet};
+use super::model::endpoint::Endpoint;
 use super::model::error::{Error, RestErrorKind, Result};
 use super::stats::CallKind;
+use path::RestPath;
 
 /// Which REST dialect the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +44,16 @@ struct RestState {
     generation: u64,
 }
 
+impl Dialect {
+    /// The path every request of the dialect stays under.
+    pub(crate) fn prefix(self) -> &'static [&'static str] {
+        match self {
+            Dialect::Api => &["api"],
+            Dialect::Rest => &["rest", "com", "vmware"],
+        }
+    }
+}
+
 /// One REST request in both dialects.
 pub(crate) struct RestRequest {
     /// Name for round-trip accounting (`rest:tagging.category.create`).
@@ -47,11 +61,21 @@ pub(crate) struct RestRequest {
     pub kind: CallKind,
     pub method: Method,
     /// Path and query under `/api/` (e.g. `cis/tagging/category`).
-    pub api_path: String,
+    pub api: RestPath,
     pub api_body: Option<Value>,
     /// Path and query under `/rest/com/vmware/` (e.g. `cis/tagging/category`).
-    pub rest_path: String,
+    pub rest: RestPath,
     pub rest_body: Option<Value>,
+}
+
+impl RestRequest {
+    /// The URL in `dialect`, or why a value in it cannot be sent.
+    pub(crate) fn url(&self, endpoint: &Endpoint, dialect: Dialect) -> Result<Url, String> {
+        match dialect {
+            Dialect::Api => self.api.url(endpoint, dialect.prefix()),
+            Dialect::Rest => self.rest.url(endpoint, dialect.prefix()),
+        }
+    }
 }
 
 impl RestSession {
@@ -97,6 +121,15 @@ impl RestSession {
     where
         F: Future<Output = Option<String>>,
     {
+        // Refused before anything is sent, the login included, whichever dialect is spoken.
+        for dialect in [Dialect::Api, Dialect::Rest] {
+            req.url(&conn.endpoint, dialect)
+                .map_err(|reason| Error::InvalidRequest {
+                    server: conn.server(),
+                    method: req.op.to_string(),
+                    reason,
+                })?;
+        }
         let (dialect, token, generation) = self.token(conn, &api_version).await?;
         match send(conn, &req, dialect, &token).await {
             Err(Error::Rest {
@@ -251,10 +284,30 @@ where
     })
 }
 
+/// The most JSON values a reply may hold, counted by the `[`, `{` and `,` that open or separate
+/// them. A parsed value costs 32 bytes or more, so a body within the byte cap made of `0,0,0…`
+/// would otherwise become hundreds of megabytes; at this bound the tree stays under about
+/// 25 MB. Tagging replies are lists of ids and object references: this is over 40,000 objects
+/// with their tags in one reply.
+pub(crate) const MAX_JSON_VALUES: usize = 1 << 18;
+
+/// Parse a reply, refusing one with more than [`MAX_JSON_VALUES`] (a comma inside a string
+/// counts too: the bound only needs to be safe).
+fn parse_json(text: &str) -> std::result::Result<Value, String> {
+    let values = text
+        .bytes()
+        .filter(|b| matches!(b, b'[' | b'{' | b','))
+        .count();
+    if values > MAX_JSON_VALUES {
+        return Err(format!("more than {MAX_JSON_VALUES} JSON values"));
+    }
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
 /// The session id in a successful session-create answer: a JSON string (`/api`) or
 /// `{"value": "..."}` (`/rest`).
 pub(crate) fn session_token(dialect: Dialect, body: &str) -> std::result::Result<String, String> {
-    let v: Value = serde_json::from_str(body.trim()).map_err(|e| e.to_string())?;
+    let v = parse_json(body.trim())?;
     match dialect {
         Dialect::Api => v.as_str(),
         Dialect::Rest => v.get("value").and_then(Value::as_str),
@@ -265,12 +318,12 @@ pub(crate) fn session_token(dialect: Dialect, body: &str) -> std::result::Result
 
 /// The JSON of a successful answer: `Null` for an empty body, unwrapped from `{"value": ...}`
 /// on `/rest`.
-pub(crate) fn decode_body(dialect: Dialect, body: &str) -> serde_json::Result<Value> {
+pub(crate) fn decode_body(dialect: Dialect, body: &str) -> std::result::Result<Value, String> {
     let text = body.trim();
     if text.is_empty() {
         return Ok(Value::Null);
     }
-    let v: Value = serde_json::from_str(text)?;
+    let v = parse_json(text)?;
     Ok(match dialect {
         Dialect::Api => v,
         Dialect::Rest => v.get("value").cloned().unwrap_or(Value::Null),
@@ -284,19 +337,17 @@ async fn send(
     dialect: Dialect,
     token: &SecretString,
 ) -> Result<Value> {
-    let (path, body) = match dialect {
-        Dialect::Api => (format!("api/{}", req.api_path), req.api_body.clone()),
-        Dialect::Rest => (
-            format!("rest/com/vmware/{}", req.rest_path),
-            req.rest_body.clone(),
-        ),
+    let body = match dialect {
+        Dialect::Api => req.api_body.clone(),
+        Dialect::Rest => req.rest_body.clone(),
     };
-    let (path_only, query) = match path.split_once('?') {
-        Some((p, q)) => (p.to_string(), Some(q.to_string())),
-        None => (path, None),
-    };
-    let mut url = conn.endpoint.join(&path_only);
-    url.set_query(query.as_deref());
+    let url = req
+        .url(&conn.endpoint, dialect)
+        .map_err(|reason| Error::InvalidRequest {
+            server: conn.server(),
+            method: req.op.to_string(),
+            reason,
+        })?;
     let raw = conn
         .with_retries(req.op, req.kind, || {
             let mut r = conn
@@ -314,10 +365,10 @@ async fn send(
         })
         .await?;
     if raw.status.is_success() {
-        return decode_body(dialect, &raw.body).map_err(|e| Error::Decode {
+        return decode_body(dialect, &raw.body).map_err(|reason| Error::Decode {
             server: conn.server(),
             method: req.op.to_string(),
-            reason: e.to_string(),
+            reason,
         });
     }
     Err(Error::Rest {
@@ -331,7 +382,7 @@ async fn send(
 /// Classify by the vAPI error type, not the HTTP status: the status for one error varies by
 /// release (`already_exists` is 400 on some, 409 on others).
 pub(crate) fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKind {
-    let v: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let v: Option<Value> = parse_json(body.trim()).ok();
     let kind = v.as_ref().and_then(|v| {
         v.get("type")
             .or_else(|| v.get("error_type"))
@@ -356,7 +407,7 @@ pub(crate) fn classify_rest_error(status: StatusCode, body: &str) -> RestErrorKi
 }
 
 pub(crate) fn rest_error_detail(status: StatusCode, body: &str) -> String {
-    let v: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let v: Option<Value> = parse_json(body.trim()).ok();
     let messages = v.as_ref().and_then(|v| {
         v.get("value")
             .and_then(|x| x.get("messages"))
@@ -401,6 +452,21 @@ mod tests {
         assert_eq!(
             classify_rest_error(StatusCode::UNAUTHORIZED, ""),
             RestErrorKind::Unauthenticated
+        );
+    }
+
+    #[test]
+    fn a_reply_of_too_many_values_is_refused_before_it_is_parsed() {
+        let list = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        assert!(decode_body(Dialect::Api, &list(MAX_JSON_VALUES - 1)).is_ok());
+        assert_eq!(
+            decode_body(Dialect::Api, &list(MAX_JSON_VALUES + 1)).unwrap_err(),
+            format!("more than {MAX_JSON_VALUES} JSON values")
+        );
+        // Error bodies go through the same bound (they are only classified by HTTP status).
+        assert_eq!(
+            classify_rest_error(StatusCode::NOT_FOUND, &list(MAX_JSON_VALUES + 1)),
+            RestErrorKind::NotFound
         );
     }
 }

@@ -1,9 +1,66 @@
 //! Request encoding. Requests are small and their shape is fixed by the WSDL (element order
 //! matters to real vCenter), so a tiny writer that emits elements in the order the caller writes
 //! them is clearer than a serde model.
-use quick_xml::escape::escape;
+//!
+//! Every text and attribute value goes through [`escape`], so a name, path, group name or
+//! extraConfig value arrives at vCenter as exactly the string it was — never as markup. What
+//! XML 1.0 cannot carry at all (most control characters) is found by [`unencodable`] and the
+//! request is not sent.
+use std::borrow::Cow;
 
 use crate::vcenter::model::moref::MoRef;
+
+/// `value` as XML character data, valid in element text and in a double-quoted attribute.
+/// Beyond the five markup characters, `\r`, `\n` and `\t` become character references: a
+/// parser turns a literal `\r` into `\n` in text and all three into spaces in attributes, which
+/// would change a name on its way.
+pub fn escape(value: &str) -> Cow<'_, str> {
+    let special = |c: char| matches!(c, '&' | '<' | '>' | '"' | '\'' | '\r' | '\n' | '\t');
+    if !value.contains(special) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 16);
+    for c in value.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\r' => out.push_str("&#13;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' => out.push_str("&#9;"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Characters XML 1.0 allows in a document (`Char`): tab, newline, carriage return and
+/// everything from U+0020 except U+FFFE and U+FFFF (Rust has no surrogates to exclude).
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && !matches!(c, '\u{FFFE}' | '\u{FFFF}'))
+}
+
+/// Why a request text cannot be sent: the first character XML 1.0 cannot carry, even as a
+/// character reference, and the element it is in. Names the element and the code point, never
+/// the value (it may be a password).
+pub fn unencodable(payload: &str) -> Option<String> {
+    let (at, c) = payload.char_indices().find(|(_, c)| !is_xml_char(*c))?;
+    let element = payload[..at]
+        .rfind('<')
+        .map(|open| {
+            payload[open + 1..at]
+                .split(|c: char| c.is_whitespace() || c == '>' || c == '/')
+                .next()
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "the text of <{element}> has the character U+{:04X}, which XML 1.0 cannot carry",
+        u32::from(c)
+    ))
+}
 
 /// Wrap a request body in the SOAP envelope, declaring the `xsi` and `xsd` prefixes that
 /// polymorphic slots (`xsi:type="ClusterConfigSpecEx"`, `xsi:type="xsd:int"`) rely on.
@@ -57,7 +114,8 @@ impl Xml {
     /// `<name xsi:type="T">text</name>` for polymorphic scalar slots (`xsd:int`, `xsd:string`).
     pub fn typed_text(&mut self, name: &str, xsi_type: &str, text: &str) -> &mut Self {
         self.0.push_str(&format!(
-            r#"<{name} xsi:type="{xsi_type}">{}</{name}>"#,
+            r#"<{name} xsi:type="{}">{}</{name}>"#,
+            escape(xsi_type),
             escape(text)
         ));
         self
@@ -71,7 +129,7 @@ impl Xml {
     /// Open a polymorphic element: `<name xsi:type="T">`.
     pub fn open_typed(&mut self, name: &str, xsi_type: &str) -> &mut Self {
         self.0
-            .push_str(&format!(r#"<{name} xsi:type="{xsi_type}">"#));
+            .push_str(&format!(r#"<{name} xsi:type="{}">"#, escape(xsi_type)));
         self
     }
 

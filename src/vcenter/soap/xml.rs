@@ -14,6 +14,13 @@ use quick_xml::reader::NsReader;
 /// The XML Schema instance namespace that carries `type`.
 pub const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";
 
+/// The most elements a reply may have. The tree costs about 150 bytes per element (measured on
+/// `<a/>` repeated: 4 bytes of text each), so a reply within the byte cap
+/// (`http::DEFAULT_MAX_REPLY_BYTES`) made of tiny elements would otherwise become a tree of
+/// 600 MB. At this bound the tree stays under about 80 MB, and a real reply of the byte cap
+/// (vCenter's elements average over 30 bytes) still fits.
+pub const MAX_ELEMENTS: usize = 1 << 19;
+
 /// The deepest element nesting accepted. vSphere replies nest a few dozen levels at most; a
 /// deeper document is refused before it is built, because the tree is dropped, cloned and
 /// searched recursively and a hostile depth would overflow the stack (an abort, not a panic).
@@ -85,6 +92,7 @@ pub fn parse(doc: &str) -> Result<Node, ParseError> {
     let mut reader = NsReader::from_str(doc);
     let mut stack: Vec<Node> = Vec::new();
     let mut root: Option<Node> = None;
+    let mut elements = 0usize;
     loop {
         let event = reader.read_event().map_err(|e| ParseError {
             position: reader.buffer_position(),
@@ -92,6 +100,13 @@ pub fn parse(doc: &str) -> Result<Node, ParseError> {
         })?;
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
+                elements += 1;
+                if elements > MAX_ELEMENTS {
+                    return Err(ParseError {
+                        position: reader.buffer_position(),
+                        message: format!("more than {MAX_ELEMENTS} elements"),
+                    });
+                }
                 let mut node = Node {
                     name: e.local_name().as_ref().to_string(),
                     ..Node::default()
@@ -237,5 +252,16 @@ mod tests {
         assert!(e.message.contains("nested deeper"), "{e}");
         let ok = format!("{}{}", "<a>".repeat(MAX_DEPTH), "</a>".repeat(MAX_DEPTH));
         parse(&ok).unwrap();
+    }
+
+    #[test]
+    fn a_reply_of_tiny_elements_past_the_limit_is_an_error_not_a_huge_tree() {
+        let doc = |n: usize| format!("<r>{}</r>", "<a/>".repeat(n));
+        assert_eq!(
+            parse(&doc(MAX_ELEMENTS - 1)).unwrap().children.len(),
+            MAX_ELEMENTS - 1
+        );
+        let e = parse(&doc(MAX_ELEMENTS)).unwrap_err();
+        assert_eq!(e.message, format!("more than {MAX_ELEMENTS} elements"));
     }
 }
