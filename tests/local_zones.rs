@@ -17,6 +17,7 @@ use vsphere_provider::api::conditions::{find_capi, find_meta};
 use vsphere_provider::local::driver::{self, Options, Report};
 use vsphere_provider::local::store::Store;
 use vsphere_provider::plan::credentials::ManagerIdentity;
+use vsphere_provider::plan::zone::Step;
 use vsphere_provider::vcenter::model::cluster::{
     ClusterGroup, GroupChange, RuleChange, VmHostRule,
 };
@@ -503,6 +504,107 @@ async fn host_group_zone_with_auto_configure_builds_groups_and_rule_from_tagged_
     let cfg2 = c.cluster_config(&cluster).await.unwrap();
     assert_eq!(cfg2.groups.len(), 2, "no duplicate groups");
     assert_eq!(cfg2.rules.len(), 1, "no duplicate rules");
+}
+
+/// A HostGroup zone whose host group does not exist and cannot be built (no host carries the
+/// zone tag) gets no VM-host rule: vCenter holds a rule's groups by name only, so one naming a
+/// missing group is refused or bound to nothing. Tagging a host later builds the group, then
+/// the rule, once.
+#[tokio::test]
+async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
+    let sim = Vcsim::builder().clusters(1).hosts(2).start().await;
+    let c = admin(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    write_zone(
+        &dir,
+        "hg",
+        &failure_domain(
+            "rack-1",
+            ("DC0_C0", "ComputeCluster", "k8s-region", true),
+            ("rack-1", "HostGroup", "k8s-host-zone", true),
+            Some("DC0_C0"),
+            Some(("rack-1-vms", "rack-1-hosts")),
+            "",
+        ),
+        &deployment_zone("rack-1", "rack-1", None, None),
+    );
+    let inv = c.inventory().await.unwrap();
+    let cluster = inv.at_path("/DC0/host/DC0_C0").unwrap().moref.clone();
+    let run = reconcile(&sim, &dir, false).await;
+    assert_eq!(ready(&run, "rack-1"), Some(false));
+    let planned_rules: Vec<String> = run
+        .report
+        .applied
+        .iter()
+        .chain(run.report.failed.iter().map(|(s, _)| s))
+        .filter(|s| matches!(s, Step::CreateVmHostRule { .. }))
+        .map(|s| s.to_string())
+        .collect();
+    assert!(planned_rules.is_empty(), "{planned_rules:?}");
+    let (status, reason, message) =
+        zone_condition(&run, "rack-1", "VSphereFailureDomainValidated");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "HostsMisconfigured"));
+    assert!(
+        message.contains(
+            "tag hosts of /DC0/host/DC0_C0 with zone tag rack-1 (category k8s-host-zone), \
+             or create host group rack-1-hosts in /DC0/host/DC0_C0"
+        ),
+        "{message}"
+    );
+    // Read back: the VM group and the tag exist, no host group, no rule.
+    let cfg = c.cluster_config(&cluster).await.unwrap();
+    assert!(cfg.group("rack-1-hosts").is_none(), "{cfg:?}");
+    assert!(
+        matches!(cfg.group("rack-1-vms"), Some(ClusterGroup::Vm { .. })),
+        "{cfg:?}"
+    );
+    assert!(cfg.rules.is_empty(), "a rule naming a missing group: {cfg:?}");
+    // Nothing more to do until someone acts: no writes, still no rule.
+    let again = reconcile(&sim, &dir, false).await;
+    assert_eq!(writes(&again), 0, "{}", again.report.round_trips.summary());
+    assert!(c.cluster_config(&cluster).await.unwrap().rules.is_empty());
+
+    // The admin tags one host (the tag autoConfigure created): group, then rule.
+    let h0 = inv
+        .at_path("/DC0/host/DC0_C0/DC0_C0_H0")
+        .unwrap()
+        .moref
+        .clone();
+    let mut zone_tag = None;
+    for cid in c.list_categories().await.unwrap() {
+        if c.get_category(&cid).await.unwrap().name == "k8s-host-zone" {
+            zone_tag = c.list_tags_for_category(&cid).await.unwrap().pop();
+        }
+    }
+    c.attach_tag(&zone_tag.expect("autoConfigure created tag rack-1"), &h0)
+        .await
+        .unwrap();
+    let run = reconcile(&sim, &dir, false).await;
+    assert_eq!(
+        ready(&run, "rack-1"),
+        Some(true),
+        "{:?}",
+        run.report.verdicts
+    );
+    let shown: Vec<String> = run.report.applied.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        shown,
+        [
+            "create host group rack-1-hosts in /DC0/host/DC0_C0 with 1 host(s)",
+            "create VM-host rule rack-1-vms-rack-1-hosts-affinity in /DC0/host/DC0_C0: VMs of rack-1-vms must run on hosts of rack-1-hosts",
+        ]
+    );
+    let cfg = c.cluster_config(&cluster).await.unwrap();
+    assert!(
+        matches!(cfg.group("rack-1-hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts == &[h0.clone()]),
+        "{cfg:?}"
+    );
+    let rules: Vec<_> = cfg.vm_host_rules().collect();
+    assert_eq!(rules.len(), 1, "{cfg:?}");
+    assert_eq!(rules[0].affine_host_group.as_deref(), Some("rack-1-hosts"));
+    let again = reconcile(&sim, &dir, false).await;
+    assert_eq!(writes(&again), 0, "{}", again.report.round_trips.summary());
+    assert_eq!(c.cluster_config(&cluster).await.unwrap().rules.len(), 1);
 }
 
 /// Pre-created groups and rule, the way CAPV's tests set them up with govc.

@@ -126,10 +126,16 @@ command -v curl >/dev/null 2>&1 || ensure_apt_packages curl ca-certificates
 if [ -z "$BIN_DIR" ]; then
 	BIN_DIR="$("$REPO_ROOT/hack/kube/build.sh" | tail -n1)"
 fi
+[ -d "$BIN_DIR" ] || die "--bin-dir $BIN_DIR: no such directory"
+# Canonical (no trailing slash, no //, no symlink): down.sh recognises its processes by comparing
+# /proc/PID/exe, which the kernel reports canonical, with these paths.
+BIN_DIR="$(cd "$BIN_DIR" && pwd -P)"
 ETCD_BIN="$BIN_DIR/etcd"
 APISERVER_BIN="$BIN_DIR/kube-apiserver"
 [ -x "$ETCD_BIN" ] || die "no etcd in $BIN_DIR"
 [ -x "$APISERVER_BIN" ] || die "no kube-apiserver in $BIN_DIR"
+ETCD_EXE="$(readlink -f "$ETCD_BIN")"
+APISERVER_EXE="$(readlink -f "$APISERVER_BIN")"
 log "binaries: $BIN_DIR ($("$APISERVER_BIN" --version), etcd $("$ETCD_BIN" --version | sed -n 's/^etcd Version: //p'))"
 
 # State directory.
@@ -236,7 +242,11 @@ teardown() {
 	stop_pid "$API_PID" kube-apiserver
 	stop_pid "$ETCD_PID" etcd
 	wait 2>/dev/null || true
-	[ -z "$ETCD_DATA" ] || rm -rf "$ETCD_DATA"
+	if [ -n "$ETCD_PID" ] && kill -0 "$ETCD_PID" 2>/dev/null; then
+		log "etcd (pid $ETCD_PID) is still running: its data $ETCD_DATA is kept"
+	elif [ -n "$ETCD_DATA" ]; then
+		rm -rf "$ETCD_DATA"
+	fi
 	rm -f "$DIR/etcd.pid" "$DIR/kube-apiserver.pid" "$DIR/down.sh"
 	if [ "$keep" = 0 ] && [ "$CREATED_DIR" = 1 ]; then
 		rm -rf "$DIR"
@@ -431,29 +441,101 @@ print_result() {
 }
 
 if [ "$MODE" = background ]; then
-	cat >"$DIR/down.sh" <<EOF
+	# down.sh knows them by /proc/PID/exe: make sure that is what it will read.
+	for name_pid_exe in "etcd $ETCD_PID $ETCD_EXE" "kube-apiserver $API_PID $APISERVER_EXE"; do
+		read -r name pid exe <<<"$name_pid_exe"
+		[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ] ||
+			die "$name (pid $pid) runs $(readlink "/proc/$pid/exe" 2>/dev/null || echo '?'), not $exe: down.sh could not stop it"
+	done
+	{
+		cat <<'EOF'
 #!/usr/bin/env bash
-# Stops the etcd and kube-apiserver that hack/kube/up.sh --background started for this directory
-# and removes etcd's data. The directory itself (certificates, logs) is kept.
+# Stops the etcd and kube-apiserver that hack/kube/up.sh --background started for this directory,
+# then removes etcd's data. Never under a running process: when a pid file names another program,
+# a server does not stop, or anything still has the data directory on its command line, the data,
+# the pid files and this script stay, and it exits 1 naming the pid. The directory itself
+# (certificates, logs) is kept.
 set -euo pipefail
-stop() { # stop NAME BINARY
-	local pidfile="$DIR/\$1.pid" pid i
-	[ -f "\$pidfile" ] || return 0
-	pid="\$(cat "\$pidfile")"
-	# Only a process still running that binary: the pid may have been reused since.
-	if [ "\$(readlink "/proc/\$pid/exe" 2>/dev/null)" = "\$2" ]; then
-		kill -TERM "\$pid"
-		for i in \$(seq 1 150); do kill -0 "\$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -0 "\$pid" 2>/dev/null && kill -KILL "\$pid"
-		echo "stopped \$1 (pid \$pid)" >&2
-	fi
-	rm -f "\$pidfile"
+EOF
+		printf 'DIR=%q\nDATA=%q\nAPISERVER_EXE=%q\nETCD_EXE=%q\n' \
+			"$DIR" "$ETCD_DATA" "$APISERVER_EXE" "$ETCD_EXE"
+		cat <<'EOF'
+refused=0
+refuse() {
+	echo "down.sh: $*" >&2
+	refused=1
 }
-stop kube-apiserver "$APISERVER_BIN"
-stop etcd "$ETCD_BIN"
-rm -rf "$ETCD_DATA"
+# running PID: alive and not a zombie (a zombie answers kill -0 but holds nothing: where nobody
+# reaps orphans, etcd stays one after it exits).
+running() {
+	local stat
+	stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+	stat="${stat##*) }"
+	[ "${stat%% *}" != Z ] && [ "${stat%% *}" != X ]
+}
+# stop NAME EXE: stop the process DIR/NAME.pid names, if it still runs EXE.
+stop() {
+	local name="$1" want="$2" pidfile="$DIR/$1.pid" pid exe _
+	[ -f "$pidfile" ] || return 0
+	pid="$(cat "$pidfile")"
+	if ! [[ "$pid" =~ ^[0-9]+$ ]]; then
+		refuse "$pidfile holds '$pid', not a pid"
+		return 0
+	fi
+	if ! running "$pid"; then
+		echo "$name (pid $pid) had already exited" >&2
+		rm -f "$pidfile"
+		return 0
+	fi
+	exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+	if [ "$exe" != "$want" ]; then
+		refuse "pid $pid (from $pidfile) runs ${exe:-a program that cannot be read}, not $want: not stopped"
+		return 0
+	fi
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 150); do
+		running "$pid" || break
+		sleep 0.1
+	done
+	if running "$pid"; then
+		echo "$name (pid $pid) ignored SIGTERM for 15s; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			running "$pid" || break
+			sleep 0.1
+		done
+	fi
+	if running "$pid"; then
+		refuse "$name (pid $pid, $want) is still running after SIGKILL"
+		return 0
+	fi
+	echo "stopped $name (pid $pid)" >&2
+	rm -f "$pidfile"
+}
+stop kube-apiserver "$APISERVER_EXE"
+stop etcd "$ETCD_EXE"
+# Whatever the pid files say, nothing may still use the data (etcd started again by hand with
+# it, or a pid file lost).
+for cmdline in /proc/[0-9]*/cmdline; do
+	pid="${cmdline#/proc/}"
+	pid="${pid%/cmdline}"
+	{ [ "$pid" != "$$" ] && running "$pid"; } || continue
+	while IFS= read -r -d '' arg; do
+		if [ "$arg" = "--data-dir=$DATA" ] || [ "$arg" = "$DATA" ]; then
+			refuse "pid $pid ($(readlink "/proc/$pid/exe" 2>/dev/null || echo '?')) still uses $DATA"
+			break
+		fi
+	done 2>/dev/null <"$cmdline" || true
+done
+if [ "$refused" = 1 ]; then
+	echo "down.sh: kept $DATA, the pid files left and $DIR/down.sh; stop the process(es) named above (or fix the pid file), then run $DIR/down.sh again" >&2
+	exit 1
+fi
+rm -rf "$DATA"
+echo "removed etcd data $DATA" >&2
 rm -f "$DIR/down.sh"
 EOF
+	} >"$DIR/down.sh"
 	chmod +x "$DIR/down.sh"
 	trap - EXIT INT TERM HUP
 	log "running in the background; stop with: $DIR/down.sh"

@@ -28,10 +28,13 @@ impl FdContext<'_> {
             FailureDomainType::HostGroup => match self.host_group_members() {
                 // A missing group is reported (or built) by check_hosts.
                 None => Ok(Vec::new()),
-                Some(hosts) if hosts.is_empty() => Err(format!(
-                    "unable to find taggable object: host group {} has no hosts",
-                    self.host_group.unwrap_or_default()
-                )),
+                Some(hosts) if hosts.is_empty() => {
+                    let hg = self.host_group.unwrap_or_default();
+                    let cluster = self.cluster.map(|c| c.path.as_str()).unwrap_or_default();
+                    Err(format!(
+                        "unable to find taggable object: host group {hg} in {cluster} has no hosts (add the zone's hosts of {cluster} to it)"
+                    ))
+                }
                 Some(hosts) => Ok(hosts.into_iter().filter_map(|h| self.inv.get(&h)).collect()),
             },
         }
