@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the controller's OCI image as an OCI image layout directory, without a container daemon
 # and without pulling a base image (Debian's `umoci`, installed when missing). Prints
-# "<layout>:<tag>" as the last line on stdout; push it with e.g.
-#   skopeo copy oci:<layout>:<tag> docker://registry.example.com/vsphere-provider:<tag>
+# "<layout>:<tag>" as the last line on stdout, then on stderr the commands that push it and
+# install it (skopeo copy; kustomize edit set image for config/default; hack/release.sh for
+# clusterctl), with the registry of --registry (else the word REGISTRY, to replace).
 #
-# Usage: hack/image.sh [--binary PATH] [--layout DIR] [--tag TAG] [--ca-bundle FILE] [--extra-ca FILE]...
+# Usage: hack/image.sh [--binary PATH] [--layout DIR] [--tag TAG] [--registry REGISTRY] [--ca-bundle FILE] [--extra-ca FILE]...
 #   --binary PATH    the vsphere-provider binary to ship (default: `cargo build --release --locked`)
 #   --layout DIR     OCI layout to create or add the tag to (default: target/oci/vsphere-provider)
 #   --tag TAG        image tag (default: v<Cargo.toml version>)
+#   --registry R     where it will be pushed, e.g. registry.example.com/team: only for the commands
+#                    printed at the end (the image is REGISTRY/vsphere-provider:TAG)
 #   --ca-bundle FILE CA certificates to trust (default: /etc/ssl/certs/ca-certificates.crt)
 #   --extra-ca FILE  PEM appended to the bundle (a private vCenter CA); may be repeated
 #
@@ -25,6 +28,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 binary=""
 layout="$REPO_ROOT/target/oci/vsphere-provider"
 tag=""
+registry=""
 ca_bundle="/etc/ssl/certs/ca-certificates.crt"
 extra_cas=()
 while [ $# -gt 0 ]; do
@@ -32,10 +36,11 @@ while [ $# -gt 0 ]; do
 	--binary) binary="${2:?--binary needs a path}" && shift 2 ;;
 	--layout) layout="${2:?--layout needs a directory}" && shift 2 ;;
 	--tag) tag="${2:?--tag needs a value}" && shift 2 ;;
+	--registry) registry="${2:?--registry needs a value}" && shift 2 ;;
 	--ca-bundle) ca_bundle="${2:?--ca-bundle needs a file}" && shift 2 ;;
 	--extra-ca) extra_cas+=("${2:?--extra-ca needs a file}") && shift 2 ;;
 	-h | --help)
-		sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown argument: $1 (try --help)" ;;
@@ -45,6 +50,15 @@ done
 version="$(cargo_version)"
 tag="${tag:-v$version}"
 [[ "$tag" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "--tag '$tag' is not a valid OCI tag"
+registry="${registry%/}"
+# A registry host (a dot, a port or localhost: clusterctl refuses anything else), then lowercase
+# repository path parts.
+if [ -n "$registry" ]; then
+	host="${registry%%/*}"
+	{ [[ "$host" == *.* ]] || [[ "$host" == *:* ]] || [ "$host" = localhost ]; } &&
+		[[ "$registry" =~ ^[A-Za-z0-9.:-]+(/[a-z0-9]+([._-][a-z0-9]+)*)*$ ]] ||
+		die "--registry '$registry' must be a registry host with an optional path, e.g. registry.example.com/team (no scheme, no image name)"
+fi
 
 command -v umoci >/dev/null 2>&1 || ensure_apt_packages umoci
 command -v umoci >/dev/null 2>&1 || die "umoci is not installed (apt-get install umoci)"
@@ -150,3 +164,21 @@ umoci config --image "$image" "${config_args[@]}"
 umoci gc --layout "$layout"
 log "image $image ($(du -sh "$layout" | cut -f1) layout)"
 echo "$image"
+
+# What to do with it: config/default ships a placeholder image (config/manager/kustomization.yaml).
+ref="${registry:-REGISTRY}/vsphere-provider:$tag"
+here() { if [ "$PWD" = "$REPO_ROOT" ]; then echo "$1"; else echo "$REPO_ROOT/$1"; fi; }
+{
+	echo
+	echo "Next: push the image, then install it."
+	[ -n "$registry" ] || echo "(REGISTRY: where your cluster pulls from, e.g. registry.example.com/team; --registry prints it here)"
+	echo "  skopeo copy oci:$image docker://$ref"
+	echo "With kustomize (config/default runs $PLACEHOLDER_IMAGE_NAME:v$version until you set it):"
+	echo "  (cd $(here config/manager) && kustomize edit set image vsphere-provider=$ref)"
+	echo "  kubectl apply -k $(here config/default)"
+	echo "  (no kustomize binary: an overlay that kubectl reads does the same)"
+	echo "  mkdir -p $(here deploy) && printf '%s\n' 'resources: [../config/default]' 'images: [{name: $PLACEHOLDER_IMAGE_NAME, newName: ${ref%:*}, newTag: $tag}]' >$(here deploy)/kustomization.yaml"
+	echo "  kubectl apply -k $(here deploy)"
+	echo "With clusterctl:"
+	echo "  $(here hack/release.sh) --image $ref"
+} >&2

@@ -78,6 +78,11 @@ cargo_version() {
 	printf '%s\n' "$v"
 }
 
+# The manager image config/default ships (config/manager/kustomization.yaml; tag v<Cargo.toml
+# version>): a placeholder nothing can pull, since no image is published. hack/release.sh replaces
+# it by this name; hack/image.sh prints the commands that replace it with the image it built.
+PLACEHOLDER_IMAGE_NAME=registry.invalid/vsphere-provider
+
 # kubectl on stdout: $KUBECTL, else $KUBE_BIN_DIR/kubectl, else kubectl from PATH; dies if it
 # cannot be found.
 resolve_kubectl() {

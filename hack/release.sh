@@ -78,7 +78,8 @@ out="$(cd "$out" && pwd)" # clusterctl wants absolute repository paths
 dir="$out/infrastructure-vsphere-provider/$version"
 mkdir -p "$dir"
 
-# A throwaway overlay that only sets the image (kustomize has no command-line image flag).
+# A throwaway overlay that only sets the image (kustomize has no command-line image flag), in place
+# of the placeholder config/manager ships.
 # Inside the repository: kustomize takes only relative paths to other kustomizations.
 mkdir -p "$REPO_ROOT/target"
 work="$(mktemp -d "$REPO_ROOT/target/.release.XXXXXX")"
@@ -89,12 +90,14 @@ kind: Kustomization
 resources:
   - ../../config/clusterctl
 images:
-  - name: vsphere-provider
+  - name: $PLACEHOLDER_IMAGE_NAME
     newName: $image_name
     newTag: $image_tag
 EOF
 "$kubectl" kustomize "$work" >"$dir/infrastructure-components.yaml.tmp" ||
 	die "kubectl kustomize config/clusterctl failed"
+grep -qE "^ +image: $image\$" "$dir/infrastructure-components.yaml.tmp" ||
+	die "the rendered manager image is not $image: config/manager/kustomization.yaml must ship $PLACEHOLDER_IMAGE_NAME (hack/lib.sh), which this script replaces"
 mv "$dir/infrastructure-components.yaml.tmp" "$dir/infrastructure-components.yaml"
 cp "$metadata" "$dir/metadata.yaml"
 # Cluster templates (templates/cluster-template*.yaml), for `clusterctl generate cluster NAME
