@@ -220,3 +220,144 @@ async fn the_image_runs_the_binary_with_its_own_ca_bundle_and_name_service() {
         "not an unknown-issuer certificate error:\n{err}"
     );
 }
+
+/// `$KUBECTL`, else `kubectl` from PATH, if it runs.
+fn kubectl() -> Option<String> {
+    let k = std::env::var("KUBECTL")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| "kubectl".into());
+    Command::new(&k)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+        .then_some(k)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The manager image `kubectl kustomize dir` renders.
+fn rendered_image(kubectl: &str, dir: &Path) -> String {
+    let o = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kubectl kustomize {}:\n{}", dir.display(), text(&o));
+    let objects: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&o.stdout)).unwrap();
+    let d = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    d["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// What `kustomize edit set image NAME=REF` does to a kustomization's `images`, for machines
+/// without the kustomize binary: the entry `name: NAME` gets REF's name and tag.
+fn set_image(kustomization: &Path, name: &str, reference: &str) {
+    let mut k: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(kustomization).unwrap()).unwrap();
+    let (new_name, new_tag) = reference.rsplit_once(':').unwrap();
+    let entry = k["images"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no image {name} in {}", kustomization.display()));
+    entry["newName"] = new_name.into();
+    entry["newTag"] = new_tag.into();
+    // JSON is YAML.
+    std::fs::write(kustomization, serde_json::to_string_pretty(&k).unwrap()).unwrap();
+}
+
+#[test]
+fn image_sh_ends_with_the_commands_that_put_the_image_it_built_into_config_default() {
+    let work = tempfile::tempdir().unwrap();
+    let layout = work.path().join("layout");
+    let o = Command::new(repo().join("hack/image.sh"))
+        .current_dir(repo())
+        .arg("--binary")
+        .arg(env!("CARGO_BIN_EXE_vsphere-provider"))
+        .arg("--layout")
+        .arg(&layout)
+        .args(["--tag", "v9.8.7", "--registry", "registry.example.com/team/"])
+        .output()
+        .expect("running hack/image.sh");
+    assert!(o.status.success(), "hack/image.sh failed:\n{}", text(&o));
+    let built = format!("{}:v9.8.7", layout.display());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().last(),
+        Some(built.as_str()),
+        "the last line on stdout is still the image"
+    );
+    let reference = "registry.example.com/team/vsphere-provider:v9.8.7";
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let next: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.starts_with("Next:"))
+        .collect();
+    let edit = format!(
+        "  (cd config/manager && kustomize edit set image vsphere-provider={reference})"
+    );
+    for want in [
+        format!("  skopeo copy oci:{built} docker://{reference}"),
+        edit.clone(),
+        "  kubectl apply -k config/default".to_string(),
+    ] {
+        assert!(next.contains(&want.as_str()), "no {want:?} in:\n{err}");
+    }
+    assert_eq!(
+        next.last().copied(),
+        Some(format!("  hack/release.sh --image {reference}").as_str()),
+        "{err}"
+    );
+
+    // Carried out in a copy of config/, both ways replace the placeholder config/default runs.
+    let Some(kubectl) = kubectl() else {
+        eprintln!("kubectl not available: the printed commands were not carried out");
+        return;
+    };
+    let edited = work.path().join("edited");
+    copy_dir(&repo().join("config"), &edited.join("config"));
+    let manager = edited.join("config/manager");
+    let kustomize = Command::new("kustomize").arg("version").output();
+    if kustomize.is_ok_and(|o| o.status.success()) {
+        let o = Command::new("bash")
+            .args(["-c", edit.trim()])
+            .current_dir(&edited)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{edit}:\n{}", text(&o));
+    } else {
+        set_image(&manager.join("kustomization.yaml"), "vsphere-provider", reference);
+    }
+    assert_eq!(rendered_image(&kubectl, &edited.join("config/default")), reference);
+
+    let overlay = work.path().join("overlay");
+    copy_dir(&repo().join("config"), &overlay.join("config"));
+    let recipe = next
+        .iter()
+        .find(|l| l.trim_start().starts_with("mkdir -p deploy &&"))
+        .unwrap_or_else(|| panic!("no overlay recipe in:\n{err}"));
+    let o = Command::new("bash")
+        .args(["-c", recipe.trim()])
+        .current_dir(&overlay)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{recipe}:\n{}", text(&o));
+    assert_eq!(rendered_image(&kubectl, &overlay.join("deploy")), reference);
+}

@@ -15,8 +15,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `$KUBECTL` (hack/test.sh sets it), else `kubectl` from PATH.
+fn kubectl() -> String {
+    std::env::var("KUBECTL")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| "kubectl".into())
+}
+
 fn kustomize(base: &str) -> Option<Vec<Value>> {
-    let out = match Command::new("kubectl")
+    let out = match Command::new(kubectl())
         .args(["kustomize", base])
         .current_dir(root())
         .output()
@@ -203,4 +211,112 @@ fn rbac_grants_every_served_resource_and_status() {
             assert_eq!(rule["verbs"], serde_json::json!(["get"]));
         }
     }
+}
+
+/// The manager container of a rendered install.
+fn manager<'a>(objects: &'a [Value], base: &str) -> &'a Value {
+    let deployments: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .collect();
+    assert_eq!(deployments.len(), 1, "{base}: one Deployment");
+    deployments[0]["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "manager")
+        .unwrap_or_else(|| panic!("{base}: no container named manager"))
+}
+
+/// hack/lib.sh's `PLACEHOLDER_IMAGE_NAME`: the one place the scripts take it from.
+fn placeholder_image_name() -> String {
+    let lib = std::fs::read_to_string(root().join("hack/lib.sh")).unwrap();
+    lib.lines()
+        .find_map(|l| l.strip_prefix("PLACEHOLDER_IMAGE_NAME="))
+        .expect("hack/lib.sh sets PLACEHOLDER_IMAGE_NAME")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn default_runs_the_documented_placeholder_image_never_latest() {
+    let name = placeholder_image_name();
+    // A name nothing can pull (RFC 2606's .invalid never resolves): a pod left with it fails,
+    // naming it, rather than running whatever a registry serves under that name.
+    assert!(
+        name.split('/').next().unwrap().ends_with(".invalid"),
+        "{name}"
+    );
+    let Some(objects) = kustomize("config/default") else {
+        return;
+    };
+    let image = manager(&objects, "config/default")["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !image.ends_with(":latest") && image.contains(':'),
+        "config/default runs {image}: an explicit tag, not latest"
+    );
+    assert_eq!(
+        image,
+        format!("{name}:v{}", env!("CARGO_PKG_VERSION")),
+        "config/manager/kustomization.yaml ships hack/lib.sh's PLACEHOLDER_IMAGE_NAME tagged \
+         v<Cargo.toml version> (hack/image.sh's default tag)"
+    );
+}
+
+/// A kustomization in a fresh directory under the repository's target/ (kustomize takes other
+/// kustomizations by relative path only), rendered.
+fn overlay(kustomization: &str) -> Option<Vec<Value>> {
+    let target = root().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix(".validate_config.")
+        .tempdir_in(&target)
+        .unwrap();
+    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
+    kustomize(dir.path().to_str().unwrap())
+}
+
+#[test]
+fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials() {
+    // What config/default's commented `components` does, and an overlay can do.
+    let Some(objects) = overlay(
+        "resources: [../../config/default]\ncomponents: [../../config/credentials]\n",
+    ) else {
+        return;
+    };
+    let env = manager(&objects, "config/default + config/credentials")["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    for (var, key) in [
+        ("VSPHERE_USERNAME", "username"),
+        ("VSPHERE_PASSWORD", "password"),
+    ] {
+        let e = env
+            .iter()
+            .find(|e| e["name"] == var)
+            .unwrap_or_else(|| panic!("no {var} in {env:?}"));
+        let r = &e["valueFrom"]["secretKeyRef"];
+        assert_eq!(
+            r["name"], "vsphere-provider-manager-bootstrap-credentials",
+            "{e}"
+        );
+        assert_eq!(r["key"], key, "{e}");
+    }
+    // The Downward API variable the manager needs stays.
+    assert!(env.iter().any(|e| e["name"] == "POD_NAMESPACE"), "{env:?}");
+    // No Secret comes with it (credentials stay out of git), and config/default alone has no
+    // credentials: it is opt-in.
+    assert!(!objects.iter().any(|o| o["kind"] == "Secret"));
+    let default = kustomize("config/default").unwrap();
+    let plain = manager(&default, "config/default");
+    assert!(
+        !plain.to_string().contains("VSPHERE_USERNAME"),
+        "{plain}"
+    );
+    // It builds alone too (hack/test.sh kustomizes every kustomization.yaml), to nothing.
+    assert_eq!(kustomize("config/credentials").unwrap().iter().filter(|o| !o.is_null()).count(), 0);
 }
