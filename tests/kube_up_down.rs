@@ -135,7 +135,8 @@ impl Drop for Servers {
 
 #[test]
 fn down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash() {
-    let Some(bin) = kube_bin_dir("down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash")
+    let Some(bin) =
+        kube_bin_dir("down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash")
     else {
         return;
     };
@@ -155,12 +156,30 @@ fn down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash() {
 
     let out = s.down();
     let err = stderr(&out);
-    assert!(out.status.success(), "down.sh failed ({}):\n{err}", out.status);
-    assert!(!running(s.apiserver), "kube-apiserver (pid {}) still runs:\n{err}", s.apiserver);
+    assert!(
+        out.status.success(),
+        "down.sh failed ({}):\n{err}",
+        out.status
+    );
+    assert!(
+        !running(s.apiserver),
+        "kube-apiserver (pid {}) still runs:\n{err}",
+        s.apiserver
+    );
     assert!(!running(s.etcd), "etcd (pid {}) still runs:\n{err}", s.etcd);
-    assert!(err.contains(&format!("stopped kube-apiserver (pid {})", s.apiserver)), "{err}");
-    assert!(err.contains(&format!("stopped etcd (pid {})", s.etcd)), "{err}");
-    assert!(!s.data.exists(), "etcd data {} kept:\n{err}", s.data.display());
+    assert!(
+        err.contains(&format!("stopped kube-apiserver (pid {})", s.apiserver)),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("stopped etcd (pid {})", s.etcd)),
+        "{err}"
+    );
+    assert!(
+        !s.data.exists(),
+        "etcd data {} kept:\n{err}",
+        s.data.display()
+    );
     for gone in ["etcd.pid", "kube-apiserver.pid", "down.sh"] {
         assert!(!s.dir.path().join(gone).exists(), "{gone} kept");
     }
@@ -194,10 +213,18 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("pid {} ({}) still uses {}", s.etcd, s.exes[0].display(), s.data.display())),
+        err.contains(&format!(
+            "pid {} ({}) still uses {}",
+            s.etcd,
+            s.exes[0].display(),
+            s.data.display()
+        )),
         "{err}"
     );
-    assert!(running(other.id()), "down.sh killed a process it did not start");
+    assert!(
+        running(other.id()),
+        "down.sh killed a process it did not start"
+    );
     assert!(running(s.etcd));
     assert!(s.data.is_dir(), "etcd's live data was removed:\n{err}");
     assert!(s.down_sh().is_file(), "down.sh removed itself:\n{err}");
@@ -210,7 +237,11 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
     std::fs::write(&etcd_pid_file, format!("{}\n", s.etcd)).unwrap();
     let out = s.down();
     let err = stderr(&out);
-    assert!(out.status.success(), "down.sh failed ({}):\n{err}", out.status);
+    assert!(
+        out.status.success(),
+        "down.sh failed ({}):\n{err}",
+        out.status
+    );
     assert!(!running(s.etcd), "{err}");
     assert!(!s.data.exists(), "{err}");
     assert!(!s.down_sh().exists(), "{err}");

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use admin_setup::tag;
+use admin_setup::{attach, tag};
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
 use vsphere_provider::api::conditions::{find_capi, find_meta};
@@ -74,6 +74,26 @@ async fn reconcile_with(
 /// `NAME.yaml` with a failure domain and a deployment zone.
 fn write_zone(dir: &tempfile::TempDir, name: &str, fd: &str, dz: &str) -> PathBuf {
     write(dir, &format!("{name}.yaml"), &format!("{fd}---\n{dz}"))
+}
+
+/// `NAME.yaml`: HostGroup zone `name` (zone tag `name` in `category`, groups `name-vms` and
+/// `name-hosts`) in compute cluster `cluster`, which is its region (tag `cluster` in
+/// k8s-region); autoConfigure on both sides.
+fn write_auto_host_group_zone(dir: &tempfile::TempDir, name: &str, cluster: &str, category: &str) {
+    let (vms, hosts) = (format!("{name}-vms"), format!("{name}-hosts"));
+    write_zone(
+        dir,
+        name,
+        &failure_domain(
+            name,
+            (cluster, "ComputeCluster", "k8s-region", true),
+            (name, "HostGroup", category, true),
+            Some(cluster),
+            Some((&vms, &hosts)),
+            "",
+        ),
+        &deployment_zone(name, name, None, None),
+    );
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, yaml: &str) -> PathBuf {
@@ -157,6 +177,15 @@ fn zone_condition(run: &Run, zone: &str, t: &str) -> (String, String, String) {
 
 fn ready(run: &Run, zone: &str) -> Option<bool> {
     run.store.zones[zone].status.as_ref().and_then(|s| s.ready)
+}
+
+fn assert_ready(run: &Run, zone: &str) {
+    assert_eq!(
+        ready(run, zone),
+        Some(true),
+        "{zone}: {:?}",
+        run.report.verdicts.get(zone)
+    );
 }
 
 fn writes(run: &Run) -> u64 {
@@ -307,12 +336,7 @@ spec:
 ",
     );
     let run = reconcile(&sim, &dir, false).await;
-    assert_eq!(
-        ready(&run, "ownerrefs-finalizers"),
-        Some(true),
-        "{:?}",
-        run.report.verdicts
-    );
+    assert_ready(&run, "ownerrefs-finalizers");
     let cluster = &run.store.clusters["default/e2e"];
     let fds = cluster
         .status
@@ -448,26 +472,9 @@ async fn host_group_zone_with_auto_configure_builds_groups_and_rule_from_tagged_
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    write_zone(
-        &dir,
-        "hg",
-        &failure_domain(
-            "rack-1",
-            ("DC0_C0", "ComputeCluster", "k8s-region", true),
-            ("rack-1", "HostGroup", "k8s-host-zone", true),
-            Some("DC0_C0"),
-            Some(("rack-1-vms", "rack-1-hosts")),
-            "",
-        ),
-        &deployment_zone("rack-1", "rack-1", None, None),
-    );
+    write_auto_host_group_zone(&dir, "rack-1", "DC0_C0", "k8s-host-zone");
     let run = reconcile(&sim, &dir, false).await;
-    assert_eq!(
-        ready(&run, "rack-1"),
-        Some(true),
-        "{:?}",
-        run.report.verdicts
-    );
+    assert_ready(&run, "rack-1");
     let inv = c.inventory().await.unwrap();
     let cluster = inv.at_path("/DC0/host/DC0_C0").unwrap().moref.clone();
     let cfg = c.cluster_config(&cluster).await.unwrap();
@@ -515,19 +522,7 @@ async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
     let sim = Vcsim::builder().clusters(1).hosts(2).start().await;
     let c = admin(&sim);
     let dir = tempfile::tempdir().unwrap();
-    write_zone(
-        &dir,
-        "hg",
-        &failure_domain(
-            "rack-1",
-            ("DC0_C0", "ComputeCluster", "k8s-region", true),
-            ("rack-1", "HostGroup", "k8s-host-zone", true),
-            Some("DC0_C0"),
-            Some(("rack-1-vms", "rack-1-hosts")),
-            "",
-        ),
-        &deployment_zone("rack-1", "rack-1", None, None),
-    );
+    write_auto_host_group_zone(&dir, "rack-1", "DC0_C0", "k8s-host-zone");
     let inv = c.inventory().await.unwrap();
     let cluster = inv.at_path("/DC0/host/DC0_C0").unwrap().moref.clone();
     let run = reconcile(&sim, &dir, false).await;
@@ -541,9 +536,11 @@ async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
         .map(|s| s.to_string())
         .collect();
     assert!(planned_rules.is_empty(), "{planned_rules:?}");
-    let (status, reason, message) =
-        zone_condition(&run, "rack-1", "VSphereFailureDomainValidated");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "HostsMisconfigured"));
+    let (status, reason, message) = zone_condition(&run, "rack-1", "VSphereFailureDomainValidated");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HostsMisconfigured")
+    );
     assert!(
         message.contains(
             "tag hosts of /DC0/host/DC0_C0 with zone tag rack-1 (category k8s-host-zone), \
@@ -558,7 +555,10 @@ async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
         matches!(cfg.group("rack-1-vms"), Some(ClusterGroup::Vm { .. })),
         "{cfg:?}"
     );
-    assert!(cfg.rules.is_empty(), "a rule naming a missing group: {cfg:?}");
+    assert!(
+        cfg.rules.is_empty(),
+        "a rule naming a missing group: {cfg:?}"
+    );
     // Nothing more to do until someone acts: no writes, still no rule.
     let again = reconcile(&sim, &dir, false).await;
     assert_eq!(writes(&again), 0, "{}", again.report.round_trips.summary());
@@ -570,22 +570,15 @@ async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
         .unwrap()
         .moref
         .clone();
-    let mut zone_tag = None;
-    for cid in c.list_categories().await.unwrap() {
-        if c.get_category(&cid).await.unwrap().name == "k8s-host-zone" {
-            zone_tag = c.list_tags_for_category(&cid).await.unwrap().pop();
-        }
-    }
-    c.attach_tag(&zone_tag.expect("autoConfigure created tag rack-1"), &h0)
-        .await
-        .unwrap();
+    attach(
+        &c,
+        "k8s-host-zone",
+        "rack-1",
+        &["/DC0/host/DC0_C0/DC0_C0_H0"],
+    )
+    .await;
     let run = reconcile(&sim, &dir, false).await;
-    assert_eq!(
-        ready(&run, "rack-1"),
-        Some(true),
-        "{:?}",
-        run.report.verdicts
-    );
+    assert_ready(&run, "rack-1");
     let shown: Vec<String> = run.report.applied.iter().map(|s| s.to_string()).collect();
     assert_eq!(
         shown,
@@ -695,25 +688,9 @@ async fn host_group_zone_without_auto_configure_verifies_groups_rule_and_host_ta
     );
 
     // Tag the second host: ready, nothing written by us.
-    let inv = c.inventory().await.unwrap();
-    let h1 = inv
-        .at_path("/DC0/host/DC0_C0/DC0_C0_H1")
-        .unwrap()
-        .moref
-        .clone();
-    let cat = {
-        let mut id = String::new();
-        for cid in c.list_categories().await.unwrap() {
-            if c.get_category(&cid).await.unwrap().name == "k8s-zone" {
-                id = cid;
-            }
-        }
-        id
-    };
-    let tag_id = c.list_tags_for_category(&cat).await.unwrap()[0].clone();
-    c.attach_tag(&tag_id, &h1).await.unwrap();
+    attach(&c, "k8s-zone", "zone-hg", &["/DC0/host/DC0_C0/DC0_C0_H1"]).await;
     let run = reconcile(&sim, &dir, false).await;
-    assert_eq!(ready(&run, "hg"), Some(true), "{:?}", run.report.verdicts);
+    assert_ready(&run, "hg");
     assert_eq!(writes(&run), 0);
 }
 
@@ -1001,19 +978,7 @@ async fn a_run_killed_midway_converges_on_rerun_without_duplicates() {
             &deployment_zone(n, n, None, None),
         );
     }
-    write_zone(
-        &dir,
-        "rack",
-        &failure_domain(
-            "rack",
-            ("DC0_C1", "ComputeCluster", "k8s-region", true),
-            ("rack-b", "HostGroup", "k8s-hosts", true),
-            Some("DC0_C1"),
-            Some(("rack-b-vms", "rack-b-hosts")),
-            "",
-        ),
-        &deployment_zone("rack", "rack", None, None),
-    );
+    write_auto_host_group_zone(&dir, "rack-b", "DC0_C1", "k8s-hosts");
     // The connection drops at the second attach and at the group reconfiguration: a process
     // killed in the middle of autoConfigure leaves a partial state.
     sim.inject(
@@ -1038,13 +1003,8 @@ async fn a_run_killed_midway_converges_on_rerun_without_duplicates() {
 
     for _ in 0..2 {
         let run = reconcile(&sim, &dir, false).await;
-        for z in ["a", "b", "rack"] {
-            assert_eq!(
-                ready(&run, z),
-                Some(true),
-                "{z}: {:?}",
-                run.report.verdicts[z]
-            );
+        for z in ["a", "b", "rack-b"] {
+            assert_ready(&run, z);
         }
     }
     let (cats, tags) = tag_state(&c).await;

@@ -246,6 +246,16 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Runs a command line as printed, in `dir`.
+fn shell(line: &str, dir: &Path) {
+    let o = Command::new("bash")
+        .args(["-c", line.trim()])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{line}:\n{}", text(&o));
+}
+
 /// The manager image `kubectl kustomize dir` renders.
 fn rendered_image(kubectl: &str, dir: &Path) -> String {
     let o = Command::new(kubectl)
@@ -253,7 +263,12 @@ fn rendered_image(kubectl: &str, dir: &Path) -> String {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(o.status.success(), "kubectl kustomize {}:\n{}", dir.display(), text(&o));
+    assert!(
+        o.status.success(),
+        "kubectl kustomize {}:\n{}",
+        dir.display(),
+        text(&o)
+    );
     let objects: Vec<Value> =
         serde_saphyr::from_multiple(&String::from_utf8_lossy(&o.stdout)).unwrap();
     let d = objects
@@ -294,7 +309,12 @@ fn image_sh_ends_with_the_commands_that_put_the_image_it_built_into_config_defau
         .arg(env!("CARGO_BIN_EXE_vsphere-provider"))
         .arg("--layout")
         .arg(&layout)
-        .args(["--tag", "v9.8.7", "--registry", "registry.example.com/team/"])
+        .args([
+            "--tag",
+            "v9.8.7",
+            "--registry",
+            "registry.example.com/team/",
+        ])
         .output()
         .expect("running hack/image.sh");
     assert!(o.status.success(), "hack/image.sh failed:\n{}", text(&o));
@@ -310,9 +330,8 @@ fn image_sh_ends_with_the_commands_that_put_the_image_it_built_into_config_defau
         .lines()
         .skip_while(|l| !l.starts_with("Next:"))
         .collect();
-    let edit = format!(
-        "  (cd config/manager && kustomize edit set image vsphere-provider={reference})"
-    );
+    let edit =
+        format!("  (cd config/manager && kustomize edit set image vsphere-provider={reference})");
     for want in [
         format!("  skopeo copy oci:{built} docker://{reference}"),
         edit.clone(),
@@ -336,16 +355,18 @@ fn image_sh_ends_with_the_commands_that_put_the_image_it_built_into_config_defau
     let manager = edited.join("config/manager");
     let kustomize = Command::new("kustomize").arg("version").output();
     if kustomize.is_ok_and(|o| o.status.success()) {
-        let o = Command::new("bash")
-            .args(["-c", edit.trim()])
-            .current_dir(&edited)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{edit}:\n{}", text(&o));
+        shell(&edit, &edited);
     } else {
-        set_image(&manager.join("kustomization.yaml"), "vsphere-provider", reference);
+        set_image(
+            &manager.join("kustomization.yaml"),
+            "vsphere-provider",
+            reference,
+        );
     }
-    assert_eq!(rendered_image(&kubectl, &edited.join("config/default")), reference);
+    assert_eq!(
+        rendered_image(&kubectl, &edited.join("config/default")),
+        reference
+    );
 
     let overlay = work.path().join("overlay");
     copy_dir(&repo().join("config"), &overlay.join("config"));
@@ -353,11 +374,6 @@ fn image_sh_ends_with_the_commands_that_put_the_image_it_built_into_config_defau
         .iter()
         .find(|l| l.trim_start().starts_with("mkdir -p deploy &&"))
         .unwrap_or_else(|| panic!("no overlay recipe in:\n{err}"));
-    let o = Command::new("bash")
-        .args(["-c", recipe.trim()])
-        .current_dir(&overlay)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{recipe}:\n{}", text(&o));
+    shell(recipe, &overlay);
     assert_eq!(rendered_image(&kubectl, &overlay.join("deploy")), reference);
 }

@@ -282,9 +282,9 @@ fn overlay(kustomization: &str) -> Option<Vec<Value>> {
 #[test]
 fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials() {
     // What config/default's commented `components` does, and an overlay can do.
-    let Some(objects) = overlay(
-        "resources: [../../config/default]\ncomponents: [../../config/credentials]\n",
-    ) else {
+    let Some(objects) =
+        overlay("resources: [../../config/default]\ncomponents: [../../config/credentials]\n")
+    else {
         return;
     };
     let env = manager(&objects, "config/default + config/credentials")["env"]
@@ -313,10 +313,14 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
     assert!(!objects.iter().any(|o| o["kind"] == "Secret"));
     let default = kustomize("config/default").unwrap();
     let plain = manager(&default, "config/default");
-    assert!(
-        !plain.to_string().contains("VSPHERE_USERNAME"),
-        "{plain}"
-    );
+    assert!(!plain.to_string().contains("VSPHERE_USERNAME"), "{plain}");
     // It builds alone too (hack/test.sh kustomizes every kustomization.yaml), to nothing.
-    assert_eq!(kustomize("config/credentials").unwrap().iter().filter(|o| !o.is_null()).count(), 0);
+    assert_eq!(
+        kustomize("config/credentials")
+            .unwrap()
+            .iter()
+            .filter(|o| !o.is_null())
+            .count(),
+        0
+    );
 }

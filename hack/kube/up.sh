@@ -473,9 +473,18 @@ running() {
 	stat="${stat##*) }"
 	[ "${stat%% *}" != Z ] && [ "${stat%% *}" != X ]
 }
+# gone PID TENTHS: wait up to TENTHS tenths of a second for PID to exit.
+gone() {
+	local _
+	for _ in $(seq 1 "$2"); do
+		running "$1" || return 0
+		sleep 0.1
+	done
+	! running "$1"
+}
 # stop NAME EXE: stop the process DIR/NAME.pid names, if it still runs EXE.
 stop() {
-	local name="$1" want="$2" pidfile="$DIR/$1.pid" pid exe _
+	local name="$1" want="$2" pidfile="$DIR/$1.pid" pid exe
 	[ -f "$pidfile" ] || return 0
 	pid="$(cat "$pidfile")"
 	if ! [[ "$pid" =~ ^[0-9]+$ ]]; then
@@ -493,17 +502,10 @@ stop() {
 		return 0
 	fi
 	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 1 150); do
-		running "$pid" || break
-		sleep 0.1
-	done
-	if running "$pid"; then
+	if ! gone "$pid" 150; then
 		echo "$name (pid $pid) ignored SIGTERM for 15s; killing it" >&2
 		kill -KILL "$pid" 2>/dev/null || true
-		for _ in $(seq 1 50); do
-			running "$pid" || break
-			sleep 0.1
-		done
+		gone "$pid" 50 || true
 	fi
 	if running "$pid"; then
 		refuse "$name (pid $pid, $want) is still running after SIGKILL"

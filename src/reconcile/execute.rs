@@ -9,7 +9,7 @@ use tracing::info;
 use crate::plan::failure::Failure;
 use crate::plan::view::VcenterView;
 use crate::plan::zone::{CATEGORY_DESCRIPTION, Step};
-use crate::vcenter::model::cluster::{ClusterGroup, GroupChange, RuleChange, VmHostRule};
+use crate::vcenter::model::cluster::{GroupChange, RuleChange, VmHostRule};
 use crate::vcenter::model::error::RestErrorKind;
 use crate::vcenter::model::tags::CategorySpec;
 use crate::vcenter::{Client, Error, MoRef};
@@ -271,32 +271,14 @@ async fn cluster_batch(
     let mut rules = Vec::new();
     for s in steps {
         match s {
-            Step::CreateHostGroup { name, hosts, .. } if config.group(name).is_none() => {
-                groups.push(GroupChange::Add(ClusterGroup::Host {
-                    name: name.clone(),
-                    hosts: hosts.clone(),
-                }));
+            Step::CreateHostGroup { name, .. } | Step::CreateVmGroup { name, .. }
+                if config.group(name).is_none() =>
+            {
+                groups.extend(s.new_group().map(GroupChange::Add));
             }
-            Step::CreateVmGroup { name, .. } if config.group(name).is_none() => {
-                groups.push(GroupChange::Add(ClusterGroup::Vm {
-                    name: name.clone(),
-                    vms: vec![],
-                }));
+            Step::CreateVmHostRule { name, .. } if config.rule(name).is_none() => {
+                rules.extend(s.new_rule().map(RuleChange::Add));
             }
-            Step::CreateVmHostRule {
-                name,
-                vm_group,
-                host_group,
-                ..
-            } if config.rule(name).is_none() => rules.push(RuleChange::Add(VmHostRule {
-                key: None,
-                name: name.clone(),
-                enabled: true,
-                mandatory: true,
-                vm_group: vm_group.clone(),
-                affine_host_group: Some(host_group.clone()),
-                anti_affine_host_group: None,
-            })),
             Step::EnableVmHostRule { rule, .. } => {
                 if let Some(r) = config
                     .vm_host_rules()

@@ -27,12 +27,32 @@ pub async fn tag(c: &Client, category: &str, tag: &str, types: &[&str], objects:
             .unwrap(),
     };
     let tag_id = c.create_tag(tag, &cat, "").await.unwrap();
+    attach_id(c, &tag_id, objects).await;
+}
+
+/// Attaches the existing tag `tag` of category `category` (made by hand or by autoConfigure) to
+/// the objects at `objects` (inventory paths).
+pub async fn attach(c: &Client, category: &str, tag: &str, objects: &[&str]) {
+    for cid in c.list_categories().await.unwrap() {
+        if c.get_category(&cid).await.unwrap().name != category {
+            continue;
+        }
+        for id in c.list_tags_for_category(&cid).await.unwrap() {
+            if c.get_tag(&id).await.unwrap().name == tag {
+                return attach_id(c, &id, objects).await;
+            }
+        }
+    }
+    panic!("no tag {tag} in category {category}");
+}
+
+async fn attach_id(c: &Client, tag_id: &str, objects: &[&str]) {
     let inv = c.inventory().await.unwrap();
     for path in objects {
         let e = inv
             .at_path(path)
             .unwrap_or_else(|| panic!("{path} not in inventory"));
-        c.attach_tag(&tag_id, &e.moref).await.unwrap();
+        c.attach_tag(tag_id, &e.moref).await.unwrap();
     }
 }
 

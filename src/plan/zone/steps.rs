@@ -2,6 +2,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::vcenter::model::cluster::{ClusterGroup, VmHostRule};
 use crate::vcenter::model::moref::MoRef;
 
 /// The description CAPV gives categories it creates; kept so existing estates look the same.
@@ -66,6 +67,44 @@ impl Step {
             Step::AttachTag { .. } => 2,
             Step::CreateHostGroup { .. } | Step::CreateVmGroup { .. } => 3,
             Step::CreateVmHostRule { .. } | Step::EnableVmHostRule { .. } => 4,
+        }
+    }
+
+    /// The group a create step adds, as vCenter then holds it: defined once, so the executor's
+    /// change and a re-plan against its result (the planner's crash tests) agree.
+    pub fn new_group(&self) -> Option<ClusterGroup> {
+        match self {
+            Step::CreateHostGroup { name, hosts, .. } => Some(ClusterGroup::Host {
+                name: name.clone(),
+                hosts: hosts.clone(),
+            }),
+            Step::CreateVmGroup { name, .. } => Some(ClusterGroup::Vm {
+                name: name.clone(),
+                vms: vec![],
+            }),
+            _ => None,
+        }
+    }
+
+    /// The VM-host rule a create step adds: enabled and mandatory (DRS must not place the
+    /// zone's VMs elsewhere), its key left for vCenter to assign.
+    pub fn new_rule(&self) -> Option<VmHostRule> {
+        match self {
+            Step::CreateVmHostRule {
+                name,
+                vm_group,
+                host_group,
+                ..
+            } => Some(VmHostRule {
+                key: None,
+                name: name.clone(),
+                enabled: true,
+                mandatory: true,
+                vm_group: vm_group.clone(),
+                affine_host_group: Some(host_group.clone()),
+                anti_affine_host_group: None,
+            }),
+            _ => None,
         }
     }
 }

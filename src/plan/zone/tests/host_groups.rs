@@ -250,12 +250,17 @@ fn rule_groups_available(cfg: &ClusterConfig, steps: &[Step]) -> Result<(), Stri
                     .vm_host_rules()
                     .find(|r| r.name == *rule)
                     .ok_or_else(|| format!("{s}: no such rule"))?;
-                (r.vm_group.clone(), r.affine_host_group.clone().unwrap_or_default())
+                (
+                    r.vm_group.clone(),
+                    r.affine_host_group.clone().unwrap_or_default(),
+                )
             }
             _ => continue,
         };
         if !host_group(&hg) || !vm_group(&vg) {
-            return Err(format!("{s}: VM group {vg} or host group {hg} is not there"));
+            return Err(format!(
+                "{s}: VM group {vg} or host group {hg} is not there"
+            ));
         }
     }
     Ok(())
@@ -336,30 +341,10 @@ fn a_host_group_that_cannot_be_built_gets_no_rule_and_says_what_to_do() {
 /// says which ran before a crash.
 fn apply(cfg: &mut ClusterConfig, steps: &[Step], phases: std::ops::RangeInclusive<u8>) {
     for s in steps.iter().filter(|s| phases.contains(&s.phase())) {
-        match s {
-            Step::CreateHostGroup { name, hosts, .. } => cfg.groups.push(ClusterGroup::Host {
-                name: name.clone(),
-                hosts: hosts.clone(),
-            }),
-            Step::CreateVmGroup { name, .. } => cfg.groups.push(ClusterGroup::Vm {
-                name: name.clone(),
-                vms: vec![],
-            }),
-            Step::CreateVmHostRule {
-                name,
-                vm_group,
-                host_group,
-                ..
-            } => cfg.rules.push(ClusterRule::VmHost(VmHostRule {
-                key: None,
-                name: name.clone(),
-                enabled: true,
-                mandatory: true,
-                vm_group: vm_group.clone(),
-                affine_host_group: Some(host_group.clone()),
-                anti_affine_host_group: None,
-            })),
-            other => panic!("not a group or rule step: {other}"),
+        match (s.new_group(), s.new_rule()) {
+            (Some(g), _) => cfg.groups.push(g),
+            (_, Some(r)) => cfg.rules.push(ClusterRule::VmHost(r)),
+            _ => panic!("not a group or rule step: {s}"),
         }
     }
 }
@@ -368,7 +353,11 @@ fn apply(cfg: &mut ClusterConfig, steps: &[Step], phases: std::ops::RangeInclusi
 fn tagging_a_host_later_builds_the_group_then_the_rule_once_even_after_a_crash() {
     let fd = hg_fd(true);
     let plan = |cfg: &ClusterConfig, tagged: &[&str]| {
-        plan_zone(&dz(None, None), Some(&fd), Ok(&hg_world(cfg.clone(), tagged).view))
+        plan_zone(
+            &dz(None, None),
+            Some(&fd),
+            Ok(&hg_world(cfg.clone(), tagged).view),
+        )
     };
     // Untagged: only the VM group.
     let mut cfg = ClusterConfig::default();
