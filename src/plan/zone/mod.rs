@@ -14,7 +14,8 @@
 //!   the other category in the message;
 //! * the host group and VM group of a HostGroup zone must exist and a disabled affinity rule
 //!   makes the zone not ready, all as `HostsMisconfigured` saying which; a non-mandatory rule is
-//!   reported in the message;
+//!   reported in the message; autoConfigure plans the rule only once both groups exist or are
+//!   created by the same plan, never one naming a group that is not there;
 //! * independent checks are all evaluated, so one reconcile reports every problem.
 //!
 //! Files: [`steps`] (the vCenter changes autoConfigure asks for), [`verdict`] (what the planner
