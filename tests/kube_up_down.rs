@@ -133,6 +133,16 @@ impl Drop for Servers {
     }
 }
 
+/// A child of the test, killed and reaped however the test ends.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash() {
     let Some(bin) =
@@ -197,9 +207,10 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
     let s = Servers::start(&bin, &format!("{}/", bin.display()));
     // etcd.pid names another program (a reused pid): it is not stopped, and etcd, still
     // running from that data directory, keeps it.
-    let mut other: Child = Command::new("sleep").arg("300").spawn().unwrap();
+    let other = KillOnDrop(Command::new("sleep").arg("300").spawn().unwrap());
+    let other_pid = other.0.id();
     let etcd_pid_file = s.dir.path().join("etcd.pid");
-    std::fs::write(&etcd_pid_file, format!("{}\n", other.id())).unwrap();
+    std::fs::write(&etcd_pid_file, format!("{}\n", other_pid)).unwrap();
 
     let out = s.down();
     let err = stderr(&out);
@@ -207,7 +218,7 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
     assert!(
         err.contains(&format!(
             "pid {} (from {}) runs",
-            other.id(),
+            other_pid,
             etcd_pid_file.display()
         )) && err.contains(&format!("not {}", s.exes[0].display())),
         "{err}"
@@ -222,7 +233,7 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
         "{err}"
     );
     assert!(
-        running(other.id()),
+        running(other_pid),
         "down.sh killed a process it did not start"
     );
     assert!(running(s.etcd));
@@ -230,8 +241,7 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
     assert!(s.down_sh().is_file(), "down.sh removed itself:\n{err}");
     // What it could stop, it stopped.
     assert!(!running(s.apiserver), "{err}");
-    other.kill().unwrap();
-    other.wait().unwrap();
+    drop(other);
 
     // The pid file fixed, the next run finishes the job.
     std::fs::write(&etcd_pid_file, format!("{}\n", s.etcd)).unwrap();

@@ -522,12 +522,15 @@ for cmdline in /proc/[0-9]*/cmdline; do
 	pid="${cmdline#/proc/}"
 	pid="${pid%/cmdline}"
 	{ [ "$pid" != "$$" ] && running "$pid"; } || continue
+	uses=0
+	# (A process gone since the glob cannot be opened: quietly not a user.)
 	while IFS= read -r -d '' arg; do
 		if [ "$arg" = "--data-dir=$DATA" ] || [ "$arg" = "$DATA" ]; then
-			refuse "pid $pid ($(readlink "/proc/$pid/exe" 2>/dev/null || echo '?')) still uses $DATA"
+			uses=1
 			break
 		fi
 	done 2>/dev/null <"$cmdline" || true
+	[ "$uses" = 0 ] || refuse "pid $pid ($(readlink "/proc/$pid/exe" 2>/dev/null || echo '?')) still uses $DATA"
 done
 if [ "$refused" = 1 ]; then
 	echo "down.sh: kept $DATA, the pid files left and $DIR/down.sh; stop the process(es) named above (or fix the pid file), then run $DIR/down.sh again" >&2
