@@ -589,7 +589,7 @@ async fn host_group_zone_gets_no_rule_until_its_host_group_can_be_built() {
     );
     let cfg = c.cluster_config(&cluster).await.unwrap();
     assert!(
-        matches!(cfg.group("rack-1-hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts == &[h0.clone()]),
+        matches!(cfg.group("rack-1-hosts"), Some(ClusterGroup::Host { hosts, .. }) if hosts == std::slice::from_ref(&h0)),
         "{cfg:?}"
     );
     let rules: Vec<_> = cfg.vm_host_rules().collect();
