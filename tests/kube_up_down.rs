@@ -112,6 +112,18 @@ impl Servers {
             .output()
             .unwrap()
     }
+
+    /// Runs down.sh, which must succeed; what it said.
+    fn down_ok(&self) -> String {
+        let out = self.down();
+        let err = stderr(&out);
+        assert!(
+            out.status.success(),
+            "down.sh failed ({}):\n{err}",
+            out.status
+        );
+        err
+    }
 }
 
 impl Drop for Servers {
@@ -164,13 +176,7 @@ fn down_sh_stops_what_up_sh_started_from_a_bin_dir_with_a_trailing_slash() {
         assert!(script.contains(&format!("={}\n", e.display())), "{script}");
     }
 
-    let out = s.down();
-    let err = stderr(&out);
-    assert!(
-        out.status.success(),
-        "down.sh failed ({}):\n{err}",
-        out.status
-    );
+    let err = s.down_ok();
     assert!(
         !running(s.apiserver),
         "kube-apiserver (pid {}) still runs:\n{err}",
@@ -245,13 +251,7 @@ fn down_sh_keeps_the_data_and_itself_while_a_process_it_cannot_stop_runs() {
 
     // The pid file fixed, the next run finishes the job.
     std::fs::write(&etcd_pid_file, format!("{}\n", s.etcd)).unwrap();
-    let out = s.down();
-    let err = stderr(&out);
-    assert!(
-        out.status.success(),
-        "down.sh failed ({}):\n{err}",
-        out.status
-    );
+    let err = s.down_ok();
     assert!(!running(s.etcd), "{err}");
     assert!(!s.data.exists(), "{err}");
     assert!(!s.down_sh().exists(), "{err}");
