@@ -184,8 +184,14 @@ kube_up() {
 	export KUBECONFIG="$dir/admin.kubeconfig"
 	CONTROLLER_KUBECONFIG="$dir/${CONTROLLER_SA#*/}.kubeconfig"
 }
+# Quiet when it stops both; a refusal (a server it could not stop, so etcd's data is kept) is
+# shown, since the servers then outlive the script.
 kube_down() {
-	if [ -n "${KUBE_DIR:-}" ] && [ -x "$KUBE_DIR/down.sh" ]; then "$KUBE_DIR/down.sh" 2>/dev/null || true; fi
+	local out
+	if [ -n "${KUBE_DIR:-}" ] && [ -x "$KUBE_DIR/down.sh" ]; then
+		out="$("$KUBE_DIR/down.sh" 2>&1)" || log "$KUBE_DIR/down.sh refused: $out"
+	fi
+	return 0
 }
 k() { "$KUBECTL" "$@"; }
 
