@@ -12,7 +12,7 @@
 #   --out DIR      the local repository (default: target/clusterctl-repository); absolute or not
 #   --version V    release version (default: v<Cargo.toml version>); metadata.yaml must list its
 #                  major.minor
-#   --image REF    the manager image, REGISTRY/NAME:TAG (default: localhost/vsphere-provider:<version>;
+#   --image REF    the manager image, REGISTRY/NAME:TAG[@sha256:DIGEST] or REGISTRY/NAME@sha256:DIGEST (default: localhost/vsphere-provider:<version>;
 #                  hack/image.sh tags <version>: push it and pass the registry reference).
 #                  clusterctl refuses a name without a registry ("must be canonical").
 #
@@ -49,11 +49,25 @@ fi
 major="${BASH_REMATCH[1]}"
 minor="${BASH_REMATCH[2]}"
 image="${image:-localhost/vsphere-provider:$version}"
-# NAME:TAG (no digest), split for kustomize's image transformer.
-[[ "$image" =~ ^([^@]*[^:@/]):([A-Za-z0-9_][A-Za-z0-9_.-]*)$ ]] ||
-	die "--image '$image' must be NAME:TAG (e.g. registry.example.com/vsphere-provider:$version)"
-image_name="${BASH_REMATCH[1]}"
-image_tag="${BASH_REMATCH[2]}"
+# NAME:TAG, NAME@sha256:<64 hex> or NAME:TAG@sha256:<64 hex> (a digest pins exactly what runs),
+# split for kustomize's image transformer (newName, newTag, digest).
+tag_re='[A-Za-z0-9_][A-Za-z0-9_.-]*'
+image_tag=""
+image_digest=""
+if [[ "$image" =~ ^(([^@/]+/)*[^@/:]+)(:($tag_re))?@(sha256:[0-9a-f]{64})$ ]]; then
+	image_name="${BASH_REMATCH[1]}"
+	image_tag="${BASH_REMATCH[4]}"
+	image_digest="${BASH_REMATCH[5]}"
+elif [[ "$image" =~ ^([^@]*[^:@/]):($tag_re)$ ]]; then
+	image_name="${BASH_REMATCH[1]}"
+	image_tag="${BASH_REMATCH[2]}"
+else
+	die "--image '$image' must be NAME:TAG, NAME@sha256:<64 hex digits> or NAME:TAG@sha256:<64 hex digits> (e.g. registry.example.com/vsphere-provider:$version)"
+fi
+# Quoted: a tag such as `y` or `1.10` is not a YAML bool or number.
+image_fields="    newName: \"$image_name\""
+[ -z "$image_tag" ] || image_fields+=$'\n'"    newTag: \"$image_tag\""
+[ -z "$image_digest" ] || image_fields+=$'\n'"    digest: \"$image_digest\""
 # The first path part must be a registry host (a dot, a port, or localhost), as clusterctl's image
 # parser requires.
 registry="${image_name%%/*}"
@@ -91,8 +105,7 @@ resources:
   - ../../config/clusterctl
 images:
   - name: $PLACEHOLDER_IMAGE_NAME
-    newName: $image_name
-    newTag: $image_tag
+$image_fields
 EOF
 "$kubectl" kustomize "$work" >"$dir/infrastructure-components.yaml.tmp" ||
 	die "kubectl kustomize config/clusterctl failed"

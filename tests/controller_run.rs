@@ -49,6 +49,19 @@ users:
     path
 }
 
+/// `run` at info level with `/metrics` on a free loopback port, as most tests here start it.
+fn run_command(kubeconfig: &std::path::Path, home: &std::path::Path) -> Command {
+    let mut c = command(kubeconfig, home);
+    c.args([
+        "--log-level",
+        "info",
+        "run",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ]);
+    c
+}
+
 fn command(kubeconfig: &std::path::Path, home: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
     c.env("KUBECONFIG", kubeconfig)
@@ -85,16 +98,9 @@ async fn without_the_crds_it_waits_naming_the_missing_one_and_starts_once_instal
     let home = tempfile::tempdir().unwrap();
     let kubeconfig = serve(&api, &home).await;
     api.inject("GET", "/apis/machine.openshift.io/v1beta1/machines", 404, 2);
-    let mut cmd = command(&kubeconfig, home.path());
-    cmd.args([
-        "--log-level",
-        "info",
-        "run",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ])
-    .args(["--leader-elect=false", "--webhook-cert-dir"])
-    .arg(home.path());
+    let mut cmd = run_command(&kubeconfig, home.path());
+    cmd.args(["--leader-elect=false", "--webhook-cert-dir"])
+        .arg(home.path());
     let mut manager = tokio::task::spawn_blocking(move || {
         let mut m = Manager::spawn(cmd);
         for (attempt, retry_in) in [(1, "1s"), (2, "2s")] {
@@ -215,18 +221,11 @@ async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
     api.put(&zone("a", "vc.example.com", "missing", &[]));
     let home = tempfile::tempdir().unwrap();
     let kubeconfig = serve(&api, &home).await;
-    let mut cmd = command(&kubeconfig, home.path());
-    cmd.args([
-        "--log-level",
-        "info",
-        "run",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ])
-    .args(["--leader-elect", "--namespace", "vsphere-provider-system"])
-    .arg("--webhook-cert-dir")
-    .arg(home.path())
-    .env("POD_NAME", "manager-0");
+    let mut cmd = run_command(&kubeconfig, home.path());
+    cmd.args(["--leader-elect", "--namespace", "vsphere-provider-system"])
+        .arg("--webhook-cert-dir")
+        .arg(home.path())
+        .env("POD_NAME", "manager-0");
     let mut manager = Manager::spawn(cmd);
     let addr = manager.addr("admin endpoints listening");
     let http = reqwest::Client::new();
@@ -287,6 +286,76 @@ async fn it_serves_probes_and_metrics_leads_and_stops_cleanly_on_sigterm() {
     );
 }
 
+/// This host's address on its default route, if it has one (no packet is sent).
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("10.255.255.255:9").ok()?;
+    Some(s.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
+/// Metrics are plain HTTP without authentication, so they stay on loopback: from another
+/// address the metrics port does not answer, and the probe port (which the kubelet reaches from
+/// the node) serves health but no `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_not_served_to_another_address() {
+    let Some(ip) = non_loopback_ip() else {
+        eprintln!("skipping: this host has no non-loopback address");
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let api = FakeApiServer::new();
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = serve(&api, &home).await;
+    let mut cmd = run_command(&kubeconfig, home.path());
+    cmd.args(["--health-probe-bind-address", "0.0.0.0:0"])
+        .args([
+            "--leader-elect=false",
+            "--namespace",
+            "vsphere-provider-system",
+        ])
+        .arg("--webhook-cert-dir")
+        .arg(home.path());
+    let mut manager = Manager::spawn(cmd);
+    let metrics_addr: std::net::SocketAddr =
+        manager.addr("admin endpoints listening").parse().unwrap();
+    let probe_addr: std::net::SocketAddr = manager.addr("health probes listening").parse().unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let get = |addr: String, path: &str| {
+        let (http, url) = (http.clone(), format!("http://{addr}{path}"));
+        async move {
+            match http.get(url).send().await {
+                Ok(r) => Ok((r.status().as_u16(), r.text().await.unwrap())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    // From loopback: metrics.
+    let (code, body) = get(metrics_addr.to_string(), "/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("vsphere_provider_"), "{body}");
+    // From another address: the metrics port is not listening there.
+    let elsewhere = format!("{ip}:{}", metrics_addr.port());
+    assert!(
+        get(elsewhere, "/metrics").await.is_err(),
+        "metrics answered on {ip}"
+    );
+    // The probe port answers health there, never metrics.
+    let probe = format!("{ip}:{}", probe_addr.port());
+    assert_eq!(
+        get(probe.clone(), "/healthz").await.unwrap(),
+        (200, "ok".into())
+    );
+    let (code, body) = get(probe, "/metrics").await.unwrap();
+    assert_eq!(code, 404, "{body}");
+    assert!(!body.contains("vsphere_provider_"), "{body}");
+    let (code, log) = manager.terminate().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// A self-signed certificate for localhost in `dir` (tls.crt, tls.key), if openssl is here.
 fn certificate(dir: &std::path::Path) -> bool {
     Command::new("openssl")
@@ -320,17 +389,10 @@ async fn with_a_certificate_the_webhooks_are_served_and_without_election_it_runs
     let api = FakeApiServer::new();
     api.put(&zone("a", "vc.example.com", "missing", &[]));
     let kubeconfig = serve(&api, &home).await;
-    let mut cmd = command(&kubeconfig, home.path());
-    cmd.args([
-        "--log-level",
-        "info",
-        "run",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ])
-    .args(["--leader-elect=false", "--webhook-addr", "127.0.0.1:0"])
-    .arg("--webhook-cert-dir")
-    .arg(certs.path());
+    let mut cmd = run_command(&kubeconfig, home.path());
+    cmd.args(["--leader-elect=false", "--webhook-addr", "127.0.0.1:0"])
+        .arg("--webhook-cert-dir")
+        .arg(certs.path());
     let mut manager = Manager::spawn(cmd);
     let webhook = manager.addr("admission webhooks listening");
 

@@ -1102,7 +1102,8 @@ async fn reconcile_cli_prints_tables_and_exit_codes() {
 /// Local mode plays the VSphereCluster's InfraCluster part as the controller does
 /// (plan::cluster::lifecycle): an ownerReference to a Cluster in the manifest stands for the owner
 /// (local mode loads no Cluster objects); owned, the cluster's own identity gets a session and it
-/// becomes ready; without an owner it waits, saying so; a broken identity is named.
+/// becomes ready; without an owner it waits, saying so. (A missing identity is an input error:
+/// `a_missing_identity_ref_is_an_input_error_not_the_environments_credentials`.)
 #[tokio::test]
 async fn local_mode_readies_owned_clusters_and_says_why_others_wait() {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
@@ -1117,15 +1118,6 @@ async fn local_mode_readies_owned_clusters_and_says_why_others_wait() {
     };
     write(&dir, "owned.yaml", &cluster("owned", true, ""));
     write(&dir, "alone.yaml", &cluster("alone", false, ""));
-    write(
-        &dir,
-        "broken.yaml",
-        &cluster(
-            "broken",
-            true,
-            "  identityRef:\n    kind: Secret\n    name: missing\n",
-        ),
-    );
     let run = reconcile(&sim, &dir, false).await;
     let status = |name: &str| {
         run.store.clusters[&format!("default/{name}")]
@@ -1150,14 +1142,75 @@ async fn local_mode_readies_owned_clusters_and_says_why_others_wait() {
     assert_eq!(ready_condition("owned").0, "True");
     assert_eq!(status("alone").ready, None);
     assert_eq!(ready_condition("alone").1, "WaitingForClusterOwner");
-    assert_eq!(status("broken").ready, None);
-    let (st, _, msg) = ready_condition("broken");
-    assert_eq!(st, "False");
-    assert!(
-        msg.contains("identity Secret default/missing not found"),
-        "{msg}"
+}
+
+/// A VSphereCluster whose identityRef names a Secret (or VSphereClusterIdentity) the manifests do
+/// not give is an input error naming it, exit 2 with nothing sent: local mode never quietly
+/// acts on vCenter with the operator's own VSPHERE_USERNAME/VSPHERE_PASSWORD instead.
+#[tokio::test]
+async fn a_missing_identity_ref_is_an_input_error_not_the_environments_credentials() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = |name: &str, identity: &str| {
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: VSphereCluster\nmetadata:\n  name: {name}\n  namespace: tenant\n  ownerReferences:\n  - apiVersion: cluster.x-k8s.io/v1beta1\n    kind: Cluster\n    name: {name}\n    uid: 6d1f5f4e-0000-4000-8000-000000000001\nspec:\n  server: {}\n  identityRef:\n{identity}",
+            sim.url()
+        )
+    };
+    write(
+        &dir,
+        "by-secret.yaml",
+        &cluster("by-secret", "    kind: Secret\n    name: tenant-creds\n"),
     );
-    let broken = status("broken");
-    let vc = find_capi(broken.conditions.as_deref().unwrap(), "VCenterAvailable").unwrap();
-    assert_eq!(vc.reason.as_deref(), Some("VCenterUnreachable"));
+    write(
+        &dir,
+        "by-identity.yaml",
+        &cluster(
+            "by-identity",
+            "    kind: VSphereClusterIdentity\n    name: shared\n",
+        ),
+    );
+    sim.reset_stats().await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))
+        .args(["reconcile", "--no-state", "-f"])
+        .arg(dir.path())
+        .args(["--server", sim.url()])
+        .env("VSPHERE_USERNAME", "admin")
+        .env("VSPHERE_PASSWORD", "secret")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("VSphereCluster tenant/by-secret")
+            && err.contains("spec.identityRef: Secret tenant/tenant-creds")
+            && err.contains("not found"),
+        "{err}"
+    );
+    assert!(
+        err.contains("VSphereCluster tenant/by-identity")
+            && err.contains("spec.identityRef: VSphereClusterIdentity shared"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("secret\n") && !err.contains("=secret"),
+        "{err}"
+    );
+    assert_eq!(sim.stats().await.total, 0, "nothing was sent to vCenter");
+
+    // Given the Secret, the same manifests reconcile with it.
+    std::fs::remove_file(dir.path().join("by-identity.yaml")).unwrap();
+    write(
+        &dir,
+        "creds.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tenant-creds\n  namespace: tenant\nstringData:\n  username: admin\n  password: secret\n",
+    );
+    let run = reconcile(&sim, &dir, false).await;
+    assert_eq!(
+        run.store.clusters["tenant/by-secret"]
+            .status
+            .as_ref()
+            .and_then(|s| s.ready),
+        Some(true)
+    );
 }

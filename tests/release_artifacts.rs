@@ -347,3 +347,56 @@ fn the_release_ships_capvs_cluster_template_with_our_failure_domains() {
         serde_json::json!({})
     );
 }
+
+/// `--image` takes a digest, alone or after the tag, and the manager runs exactly that reference
+/// (kustomize's `digest:`); a digest that is not sha256 with 64 hex digits is refused.
+#[test]
+fn release_pins_the_image_by_digest() {
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let manager_image = |out: &Path| {
+        let dir = out
+            .join("infrastructure-vsphere-provider")
+            .join(cargo_version());
+        let text = std::fs::read_to_string(dir.join("infrastructure-components.yaml")).unwrap();
+        let objects = docs(&text);
+        let deployment = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("a Deployment");
+        deployment["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "manager")
+            .unwrap()["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for image in [
+        format!("registry.example.com:5000/team/vsphere-provider@{digest}"),
+        format!("registry.example.com/vsphere-provider:v9.8.7@{digest}"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("repo");
+        release_ok(&out, &["--image", &image]);
+        assert_eq!(manager_image(&out), image);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in [
+        "registry.example.com/vsphere-provider@sha256:abc".to_string(),
+        format!(
+            "registry.example.com/vsphere-provider@md5:{}",
+            "0".repeat(64)
+        ),
+        format!(
+            "registry.example.com/vsphere-provider@{}",
+            digest.to_uppercase()
+        ),
+    ] {
+        let o = release(tmp.path(), &["--image", &bad]);
+        assert!(!o.status.success(), "{bad} was accepted");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("NAME@sha256:<64 hex digits>"), "{err}");
+    }
+}

@@ -322,5 +322,101 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
             .filter(|o| !o.is_null())
             .count(),
         0
+
+/// The manager's namespace enforces Pod Security "restricted" (and audits and warns it), the
+/// Deployment meets that profile, metrics stay on loopback, and the NetworkPolicy lets in only
+/// the webhook and probe ports and lets out only DNS, the API server and vCenter.
+#[test]
+fn the_manager_namespace_is_restricted_and_fenced() {
+    let Some(objects) = kustomize("config/default") else {
+        return;
+    };
+    let one = |kind: &str| {
+        let found: Vec<&Value> = objects.iter().filter(|o| o["kind"] == kind).collect();
+        assert_eq!(found.len(), 1, "one {kind}");
+        found[0]
+    };
+    let ns = one("Namespace");
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(
+            ns["metadata"]["labels"][format!("pod-security.kubernetes.io/{mode}")],
+            "restricted",
+            "{mode}"
+        );
+    }
+    let dep = one("Deployment");
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let mut ports = BTreeSet::new();
+    for c in pod["containers"].as_array().unwrap() {
+        let sc = &c["securityContext"];
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{}", c["name"]);
+        assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+        assert!(sc["capabilities"]["add"].is_null());
+        assert!(sc["privileged"].is_null() || sc["privileged"] == false);
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let metrics = args
+            .iter()
+            .find_map(|a| a.split_once('=').filter(|(k, _)| k.contains("metrics")))
+            .map(|(_, v)| v)
+            .expect("a metrics address");
+        assert!(metrics.starts_with("127.0.0.1:"), "metrics on {metrics}");
+        for p in c["ports"].as_array().into_iter().flatten() {
+            ports.insert(p["containerPort"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(
+        ports,
+        BTreeSet::from([9443, 8081]),
+        "no metrics port is published"
+    );
+    for v in pod["volumes"].as_array().unwrap() {
+        assert!(
+            v["secret"].is_object(),
+            "restricted allows these volume types: {v}"
+        );
+    }
+
+    let np = one("NetworkPolicy");
+    assert_eq!(np["metadata"]["namespace"], ns["metadata"]["name"]);
+    assert_eq!(
+        np["spec"]["podSelector"]["matchLabels"],
+        dep["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(
+        np["spec"]["policyTypes"],
+        serde_json::json!(["Ingress", "Egress"])
+    );
+    let port_set = |rules: &Value| -> BTreeSet<(u64, String)> {
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["ports"].as_array().unwrap().iter())
+            .map(|p| {
+                (
+                    p["port"].as_u64().unwrap(),
+                    p["protocol"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let tcp = |p: u64| (p, "TCP".to_string());
+    assert_eq!(
+        port_set(&np["spec"]["ingress"]),
+        BTreeSet::from([tcp(9443), tcp(8081)])
+    );
+    assert_eq!(
+        port_set(&np["spec"]["egress"]),
+        BTreeSet::from([(53, "UDP".into()), tcp(53), tcp(443), tcp(6443)])
     );
 }

@@ -113,4 +113,7 @@ pub mod event {
     pub const VM_NAME_IN_USE: &str = "VMNameInUse";
     /// Ours: the machine created the IP address claims of its static IPs.
     pub const IP_ADDRESS_CLAIMED: &str = "IPAddressClaimCreated";
+    /// Ours: the machine's linked Node lacks its providerID, so it is neither drained nor
+    /// deleted (`plan::machine::node_link::may_drain_and_delete`).
+    pub const NODE_NOT_OWNED: &str = "NodeNotOwned";
 }

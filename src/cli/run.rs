@@ -37,14 +37,20 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// and the lease release (3 s at most) this stays within the pod's 30 s grace period.
 const LOGOUT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The default `--metrics-addr`.
+pub const METRICS_ADDR: &str = "127.0.0.1:8080";
+
 /// The address flags also answer to controller-runtime's names (`--metrics-bind-address`, …),
 /// shown in `--help`, so manifests written for other Cluster API providers read the same here.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Address of `/metrics`, `/healthz` and `/readyz` (`:8080` means all interfaces).
-    #[arg(long, visible_alias = "metrics-bind-address", default_value = "0.0.0.0:8080", value_parser = parse_addr)]
+    /// Address of `/metrics`, `/healthz` and `/readyz` (`:8080` means all interfaces). Loopback
+    /// by default: metrics are plain HTTP without authentication, so only what shares the pod's
+    /// network (a sidecar, `kubectl port-forward`) reads them unless you choose otherwise.
+    #[arg(long, visible_alias = "metrics-bind-address", default_value = METRICS_ADDR, value_parser = parse_addr)]
     pub metrics_addr: SocketAddr,
-    /// Also serve `/healthz`, `/livez` and `/readyz` here (a separate probe port).
+    /// Also serve `/healthz`, `/livez` and `/readyz` here (a separate probe port; never
+    /// `/metrics`).
     #[arg(long, visible_alias = "health-probe-bind-address", value_parser = parse_addr)]
     pub health_addr: Option<SocketAddr>,
     /// Address of the admission webhooks (HTTPS).
@@ -226,7 +232,7 @@ async fn start_webhooks(
 
 fn serve_admin(
     listener: TcpListener,
-    metrics: Arc<Metrics>,
+    metrics: Option<Arc<Metrics>>,
     health: Arc<Health>,
     shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
@@ -332,15 +338,19 @@ async fn start(
     );
     let mut servers = vec![serve_admin(
         admin_listener,
-        shared.metrics.clone(),
+        Some(shared.metrics.clone()),
         shared.health.clone(),
         signal.clone(),
     )];
     if let Some(addr) = args.health_addr.filter(|a| *a != args.metrics_addr) {
         let listener = bind("the health probes", addr).await?;
+        tracing::info!(
+            addr = %listener.local_addr().unwrap_or(addr),
+            "health probes listening (/healthz, /livez, /readyz; no /metrics)"
+        );
         servers.push(serve_admin(
             listener,
-            shared.metrics.clone(),
+            None,
             shared.health.clone(),
             signal.clone(),
         ));
@@ -405,6 +415,23 @@ async fn kube_client() -> Result<(kube::Client, String), kube::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Metrics are unauthenticated plain HTTP: by default only loopback may reach them.
+    #[test]
+    fn metrics_listen_on_loopback_by_default() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: Args,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(["run"]).unwrap();
+        assert!(
+            cli.run.metrics_addr.ip().is_loopback(),
+            "{}",
+            cli.run.metrics_addr
+        );
+        assert_eq!(cli.run.metrics_addr.port(), 8080);
+    }
 
     #[test]
     fn addresses_and_durations_parse_as_documented() {

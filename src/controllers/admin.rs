@@ -1,4 +1,4 @@
-//! The admin endpoints on `--metrics-addr`: `/metrics` (Prometheus), `/healthz` and `/livez` (the
+//! The admin endpoints on `--metrics-addr` (loopback by default): `/metrics` (Prometheus), `/healthz` and `/livez` (the
 //! process serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
 //! by for the lease — a standby replica is healthy, not broken).
 use std::future::Future;
@@ -68,27 +68,34 @@ impl Health {
 
 #[derive(Clone)]
 struct AdminState {
-    metrics: Arc<Metrics>,
     health: Arc<Health>,
 }
 
-/// The admin router.
-pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics_handler))
+/// The admin router: `/metrics` only when `metrics` is given. The probe port serves health
+/// alone: it must be reachable by the kubelet from the node, and metrics there would undo
+/// binding `/metrics` to loopback (they are unauthenticated plain HTTP).
+pub fn router(metrics: Option<Arc<Metrics>>, health: Arc<Health>) -> Router {
+    let router = Router::new();
+    let router = match metrics {
+        Some(metrics) => router
+            .route("/metrics", get(metrics_handler))
+            .layer(axum::Extension(metrics)),
+        None => router,
+    };
+    router
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(AdminState { metrics, health })
+        .with_state(AdminState { health })
 }
 
-async fn metrics_handler(State(s): State<AdminState>) -> Response {
+async fn metrics_handler(axum::Extension(metrics): axum::Extension<Arc<Metrics>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.metrics.encode(),
+        metrics.encode(),
     )
         .into_response()
 }
@@ -103,7 +110,7 @@ async fn readyz(State(s): State<AdminState>) -> Response {
 /// Serve the admin endpoints on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
-    metrics: Arc<Metrics>,
+    metrics: Option<Arc<Metrics>>,
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {

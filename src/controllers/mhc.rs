@@ -104,6 +104,11 @@ async fn remediation_reads(
     let Some(t) = &mhc.spec.remediation_template else {
         return Ok((None, BTreeSet::new()));
     };
+    // A refused reference is never read (the planner says why in the check's condition): a
+    // read with the manager's rights would tell a tenant whether that object exists.
+    if crate::plan::health::remediation::template_ref_refused(t, ns).is_some() {
+        return Ok((None, BTreeSet::new()));
+    }
     let kind = t.kind.clone().unwrap_or_default();
     let av = t.api_version.clone().unwrap_or_default();
     let tns = t.namespace.clone().unwrap_or_else(|| ns.to_string());

@@ -24,6 +24,7 @@ use crate::api::{
     ControlPlaneMachineSet, Infrastructure, Machine, MachineHealthCheck, VSphereCluster,
     VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
 };
+use crate::plan::credentials::{IdentitySources, unresolved_identity_refs};
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
 
@@ -132,6 +133,17 @@ impl Store {
                 problems.push(p);
             }
         }
+        // Checked here, with the manifests, so the error comes before anything is sent.
+        problems.extend(unresolved_identity_refs(
+            store.clusters.values(),
+            &IdentitySources {
+                secrets: &store.secrets,
+                identities: &store.identities,
+                namespaces: &[],
+                controller_namespace: super::driver::LOCAL_CONTROLLER_NAMESPACE,
+            },
+            &crate::vcenter::TlsPolicy::System,
+        ));
         if objects.is_empty() && problems.is_empty() {
             problems.push(format!(
                 "no objects found in {}",

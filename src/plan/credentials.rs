@@ -159,6 +159,41 @@ pub fn cluster_identity(
     }
 }
 
+/// Local mode's input check: every `identityRef` must resolve from the manifests given. The
+/// controller may fall back to the manager's credentials for a server ([`identity_for`]), but
+/// an operator running `reconcile` with `VSPHERE_USERNAME`/`VSPHERE_PASSWORD` in the
+/// environment who forgot the tenant's Secret would otherwise act on vCenter as themselves
+/// without noticing; a missing or unusable identity is refused before anything is sent.
+/// One line per cluster, naming the cluster, the field and what it names (never a value).
+pub fn unresolved_identity_refs<'c>(
+    clusters: impl IntoIterator<Item = &'c VSphereCluster>,
+    sources: &IdentitySources<'_>,
+    default_tls: &TlsPolicy,
+) -> Vec<String> {
+    clusters
+        .into_iter()
+        .filter_map(|c| {
+            let r = c.spec.identity_ref.as_ref()?;
+            let e = cluster_identity(c, sources, default_tls).err()?;
+            let kind = match r.kind {
+                VSphereIdentityKind::Secret => "Secret",
+                VSphereIdentityKind::VSphereClusterIdentity => "VSphereClusterIdentity",
+            };
+            let named = match r.kind {
+                VSphereIdentityKind::Secret => format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or("default"),
+                    r.name
+                ),
+                VSphereIdentityKind::VSphereClusterIdentity => r.name.clone(),
+            };
+            Some(format!(
+                "{e} (spec.identityRef: {kind} {named}); local mode does not fall back to the --username/--password (VSPHERE_USERNAME/VSPHERE_PASSWORD) credentials for a cluster with an identityRef: give it with -f"
+            ))
+        })
+        .collect()
+}
+
 /// Choose the identity for `server`: the first cluster on it (namespace/name order) whose
 /// identityRef resolves ([`cluster_identity`]), else the manager's. Errors name the clusters
 /// and Secrets and what is wrong, never a value.
@@ -308,6 +343,42 @@ mod tests {
         assert_eq!(id.password.expose_secret(), "pw-a");
         assert!(matches!(id.tls, TlsPolicy::Thumbprint(_)));
         assert!(id.source.contains("a/creds"));
+    }
+
+    #[test]
+    fn local_mode_names_every_identity_ref_the_manifests_do_not_give() {
+        let mut by_id = cluster("a", "c3", "vc", None, None);
+        by_id.spec.identity_ref = Some(VSphereIdentityReference {
+            kind: VSphereIdentityKind::VSphereClusterIdentity,
+            name: "gone".into(),
+        });
+        let clusters = [
+            cluster("a", "c1", "vc", Some("missing"), None),
+            cluster("b", "c2", "vc", Some("creds"), None),
+            by_id,
+            cluster("a", "c4", "vc", None, None),
+        ];
+        let secrets = [secret("b", "creds", "bob", "hunter2")];
+        let sources = IdentitySources {
+            secrets: &secrets,
+            ..IdentitySources::default()
+        };
+        let problems = unresolved_identity_refs(&clusters, &sources, &TlsPolicy::System);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("VSphereCluster a/c1")
+                && problems[0].contains("spec.identityRef: Secret a/missing")
+                && problems[0].contains("not found"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1].contains("VSphereCluster a/c3")
+                && problems[1].contains("spec.identityRef: VSphereClusterIdentity gone"),
+            "{}",
+            problems[1]
+        );
+        assert!(problems.iter().all(|p| !p.contains("hunter2")));
     }
 
     #[test]

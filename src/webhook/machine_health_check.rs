@@ -9,7 +9,9 @@
 //! Added here: `maxUnhealthy` as an integer must not be negative (the pattern only applies to
 //! strings); `nodeStartupTimeout` and each condition `timeout` must parse as Go durations
 //! (`"0"` disables the startup check); condition status True, False or Unknown; a remediation
-//! template needs apiVersion, kind and name. Parsing is shared with the health planner
+//! template needs apiVersion, kind and name, in the check's own namespace, of a remediation
+//! provider's `*RemediationTemplate` kind (the manager reads it and creates the request with its
+//! own rights: `plan::health::remediation::template_ref_refused`). Parsing is shared with the health planner
 //! ([`crate::api::health_values`]).
 
 use super::machine::check_label_selector;
@@ -96,6 +98,13 @@ pub fn validate(mhc: &MachineHealthCheck, ctx: &Ctx) -> Vec<FieldError> {
                     "a remediation template reference needs it",
                 ));
             }
+        }
+        let ns = mhc.metadata.namespace.as_deref().unwrap_or("default");
+        if errors.is_empty()
+            && let Some((field, why)) =
+                crate::plan::health::remediation::template_ref_refused(t, ns)
+        {
+            errors.push(FieldError::forbidden(field, why));
         }
     }
     errors
@@ -270,6 +279,58 @@ mod tests {
                 "spec.unhealthyConditions[0].timeout",
                 "spec.unhealthyConditions[1].timeout"
             ]
+        );
+    }
+
+    #[test]
+    fn remediation_template_is_a_remediation_kind_in_the_checks_namespace() {
+        let with = |av: &str, kind: &str, ns: Option<&str>| {
+            let mut m = mhc(None, None, None);
+            m.metadata.namespace = Some("tenant".into());
+            m.spec.remediation_template = Some(k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(av.into()),
+                kind: Some(kind.into()),
+                name: Some("t".into()),
+                namespace: ns.map(str::to_string),
+                ..Default::default()
+            });
+            validate(&m, &Ctx::default())
+                .into_iter()
+                .map(|e| e.path)
+                .collect::<Vec<_>>()
+        };
+        let none: Vec<String> = Vec::new();
+        let snr = "remediation.medik8s.io/v1alpha1";
+        let metal3 = "infrastructure.cluster.x-k8s.io/v1beta1";
+        assert_eq!(with(snr, "SelfNodeRemediationTemplate", None), none);
+        assert_eq!(
+            with(snr, "SelfNodeRemediationTemplate", Some("tenant")),
+            none
+        );
+        assert_eq!(with(metal3, "Metal3RemediationTemplate", None), none);
+        assert_eq!(
+            with(snr, "SelfNodeRemediationTemplate", Some("kube-system")),
+            ["spec.remediationTemplate.namespace"]
+        );
+        assert_eq!(
+            with("v1", "Secret", None),
+            ["spec.remediationTemplate.apiVersion"]
+        );
+        assert_eq!(
+            with(
+                "machine.openshift.io/v1beta1",
+                "MachineRemediationTemplate",
+                None
+            ),
+            ["spec.remediationTemplate.apiVersion"]
+        );
+        assert_eq!(
+            with(metal3, "VSphereMachineTemplate", None),
+            ["spec.remediationTemplate.kind"]
+        );
+        assert_eq!(
+            with(metal3, "RemediationTemplate", None),
+            ["spec.remediationTemplate.kind"]
         );
     }
 }

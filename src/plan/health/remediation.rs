@@ -59,6 +59,65 @@ pub enum Way {
     TemplateUnavailable(String),
 }
 
+/// API groups whose `*RemediationTemplate` kinds a health check may name: Cluster API
+/// infrastructure providers' (Metal3RemediationTemplate) and medik8s's remediators
+/// (SelfNodeRemediationTemplate, FenceAgentsRemediationTemplate,
+/// MachineDeletionRemediationTemplate). The manager reads the template and creates the request
+/// with its own rights, so an open list would make it read or create any kind it may touch
+/// (Secrets, Machines) on a tenant's behalf.
+pub const REMEDIATION_GROUPS: &[&str] = &[
+    "infrastructure.cluster.x-k8s.io",
+    "remediation.medik8s.io",
+    "fence-agents-remediation.medik8s.io",
+    "machine-deletion-remediation.medik8s.io",
+];
+const REMEDIATION_TEMPLATE_SUFFIX: &str = "RemediationTemplate";
+
+/// Why a health check's `spec.remediationTemplate` may not be used, naming the field: it must
+/// be in the check's own namespace (upstream reads it there; another namespace would let a
+/// tenant probe or copy objects it cannot read) and of an allowed remediation kind
+/// ([`REMEDIATION_GROUPS`]). The webhook refuses these; the controller ignores such a template
+/// with a condition if one gets through (installed before the webhook, or with it off).
+pub fn template_ref_refused(
+    tref: &ObjectReference,
+    mhc_namespace: &str,
+) -> Option<(String, String)> {
+    let field = |f: &str| format!("spec.remediationTemplate.{f}");
+    if let Some(ns) = tref.namespace.as_deref().filter(|n| !n.is_empty())
+        && ns != mhc_namespace
+    {
+        return Some((
+            field("namespace"),
+            format!(
+                "{ns}: must be the MachineHealthCheck's own namespace {mhc_namespace} (or unset)"
+            ),
+        ));
+    }
+    let av = tref.api_version.as_deref().unwrap_or_default();
+    let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
+    if !REMEDIATION_GROUPS.contains(&group) {
+        return Some((
+            field("apiVersion"),
+            format!(
+                "{av}: the group must be one of {} (remediation providers)",
+                REMEDIATION_GROUPS.join(", ")
+            ),
+        ));
+    }
+    let kind = tref.kind.as_deref().unwrap_or_default();
+    if kind.len() <= REMEDIATION_TEMPLATE_SUFFIX.len()
+        || !kind.ends_with(REMEDIATION_TEMPLATE_SUFFIX)
+    {
+        return Some((
+            field("kind"),
+            format!(
+                "{kind}: must be a remediation template kind, <Name>{REMEDIATION_TEMPLATE_SUFFIX}"
+            ),
+        ));
+    }
+    None
+}
+
 /// MAO's `remediate` for one target: a template wins; else the external strategy annotation
 /// (never for a Failed machine); else delete when a controller owns the machine.
 pub fn choose_way(
@@ -68,6 +127,10 @@ pub fn choose_way(
     has_request: bool,
 ) -> Way {
     if let Some(tref) = &mhc.spec.remediation_template {
+        let ns = mhc.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some((field, why)) = template_ref_refused(tref, ns) {
+            return Way::TemplateUnavailable(format!("{field}: {why}; the template is ignored"));
+        }
         if has_request {
             return Way::Underway;
         }
@@ -216,6 +279,31 @@ pub fn remediation_request(
             "uid": machine.metadata.uid.clone().unwrap_or_default(),
         }]),
     );
+    // The request is of the template's own group and kind: a template's inner apiVersion/kind
+    // may not turn it into another kind (the manager would create that with its rights).
+    let own_kind = tkind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(tkind);
+    if let Some(k) = to
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        && k != own_kind
+    {
+        return Err(format!(
+            "spec.template.kind {k} of {tkind} {tname:?} is not {own_kind}: a template makes requests of its own kind"
+        ));
+    }
+    if let Some(v) = to
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+    {
+        let inner_group = v.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
+        if inner_group != group {
+            return Err(format!(
+                "spec.template.apiVersion {v} of {tkind} {tname:?} is not in group {group}: a template makes requests of its own group"
+            ));
+        }
+    }
     if to
         .get("apiVersion")
         .and_then(Value::as_str)

@@ -1270,3 +1270,56 @@ fn detected_unhealthy_says_when() {
     );
     assert_eq!(p.requeue, Some(Duration::from_secs(100)));
 }
+
+/// A template in another namespace, of a kind outside the remediation groups, or whose inner
+/// template would make a request of another kind is ignored: nothing is created, and the
+/// template condition says which field and why.
+#[test]
+fn a_template_elsewhere_or_of_another_kind_is_ignored_with_a_condition() {
+    let template = json!({
+        "apiVersion": "remediation.medik8s.io/v1alpha1",
+        "kind": "SelfNodeRemediationTemplate",
+        "metadata": {"name": "snr", "namespace": NS},
+        "spec": {"template": {"spec": {}}}
+    });
+    let machines = [machine("a")];
+    let nodes = [node("node-a", "False", ago(400))];
+    let none = BTreeSet::new();
+    let refused = |f: &dyn Fn(&mut ObjectReference), template: &serde_json::Value| {
+        let mut m = template_mhc();
+        f(m.spec.remediation_template.as_mut().unwrap());
+        let p = plan_with(&m, &machines, &nodes, template, &none);
+        assert!(p.remediations.is_empty(), "{:?}", p.remediations);
+        let c = condition(&p, cond::EXTERNAL_REMEDIATION_TEMPLATE_AVAILABLE).unwrap();
+        assert_eq!(c.status, "False");
+        c.message.clone().unwrap_or_default()
+    };
+    let msg = refused(&|t| t.namespace = Some("kube-system".into()), &template);
+    assert!(
+        msg.contains("spec.remediationTemplate.namespace") && msg.contains("kube-system"),
+        "{msg}"
+    );
+    let msg = refused(
+        &|t| {
+            t.api_version = Some("v1".into());
+            t.kind = Some("Secret".into());
+        },
+        &template,
+    );
+    assert!(msg.contains("spec.remediationTemplate.apiVersion"), "{msg}");
+    let msg = refused(&|t| t.kind = Some("MachineTemplate".into()), &template);
+    assert!(msg.contains("spec.remediationTemplate.kind"), "{msg}");
+    let sneaky = json!({
+        "apiVersion": "remediation.medik8s.io/v1alpha1",
+        "kind": "SelfNodeRemediationTemplate",
+        "metadata": {"name": "snr", "namespace": NS},
+        "spec": {"template": {"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine"}}
+    });
+    let msg = refused(&|_| {}, &sneaky);
+    assert!(msg.contains("spec.template.kind Machine"), "{msg}");
+    // Unset namespace means the check's own, as upstream.
+    let mut m = template_mhc();
+    m.spec.remediation_template.as_mut().unwrap().namespace = None;
+    let p = plan_with(&m, &machines, &nodes, &template, &none);
+    assert_eq!(p.remediations.len(), 1);
+}

@@ -9,6 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
+use super::node_link::may_drain_and_delete;
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
     VmObs, VmStep, linked_node, provider_status, set_condition, set_provider_status, settle_task,
@@ -176,7 +177,12 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     }
 
     if !condition_true(m, cond::DRAINED) {
-        let node = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone());
+        let linked = linked_node(m, input.nodes);
+        let refused =
+            linked.and_then(|n| may_drain_and_delete(n, m.spec.provider_id.as_deref()).err());
+        let node = linked
+            .filter(|_| refused.is_none())
+            .and_then(|n| n.metadata.name.clone());
         let excluded = m
             .metadata
             .annotations
@@ -234,11 +240,15 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
                 }
             }
             _ => {
+                let message = refused.as_deref().unwrap_or(cond::DRAIN_SKIPPED_MESSAGE);
                 set_condition(
                     &mut plan.machine,
-                    ConditionUpdate::true_reason(cond::DRAINED, "", cond::DRAIN_SKIPPED_MESSAGE),
+                    ConditionUpdate::true_reason(cond::DRAINED, "", message),
                     now,
                 );
+                if let Some(why) = &refused {
+                    plan.event(true, event::NODE_NOT_OWNED, why.clone());
+                }
             }
         }
     }
@@ -318,8 +328,13 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             return plan;
         }
     };
-    if let Some(node) = linked_node(m, input.nodes).and_then(|n| n.metadata.name.clone()) {
-        plan.kube.push(KubeStep::DeleteNode(node));
+    if let Some(node) = linked_node(m, input.nodes) {
+        match may_drain_and_delete(node, m.spec.provider_id.as_deref()) {
+            Ok(()) => plan.kube.push(KubeStep::DeleteNode(
+                node.metadata.name.clone().unwrap_or_default(),
+            )),
+            Err(why) => plan.event(true, event::NODE_NOT_OWNED, why),
+        }
     }
     let namespace = m
         .metadata
@@ -347,8 +362,20 @@ mod tests {
     use crate::api::machine::{LifecycleHook, LifecycleHooks};
     use crate::vcenter::model::moref::MoRef;
 
+    const PID: &str = "vsphere://4211-0000-m-0";
+
+    fn drained(m: &Machine) -> crate::api::conditions::CapiCondition {
+        find_capi(
+            m.status.as_ref().unwrap().conditions.as_deref().unwrap(),
+            "Drained",
+        )
+        .unwrap()
+        .clone()
+    }
+
     fn deleting(pre_drain: bool, pre_terminate: bool) -> Machine {
         let mut m = machine("m-0");
+        m.spec.provider_id = Some(PID.into());
         m.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         m.metadata.finalizers = Some(vec![MACHINE_FINALIZER.into()]);
         let hook = |n: &str| LifecycleHook {
@@ -379,7 +406,7 @@ mod tests {
     #[test]
     fn a_pre_drain_hook_holds_everything_and_says_so_once() {
         let m = deleting(true, false);
-        let nodes = [node("m-0", None, None)];
+        let nodes = [node("m-0", Some(PID), None)];
         let mut i = input(&m);
         i.vm = Some(vm("poweredOn"));
         i.nodes = &nodes;
@@ -468,7 +495,7 @@ mod tests {
     #[test]
     fn the_whole_order_once_the_hooks_are_gone() {
         let mut m = deleting(false, true);
-        let mut nodes = vec![node("m-0", None, None)];
+        let mut nodes = vec![node("m-0", Some(PID), None)];
         let pods = vec![PodInfo {
             namespace: "app".into(),
             name: "web".into(),
@@ -575,7 +602,7 @@ mod tests {
             .name = Some("cp-1".into());
         let mut cp1 = node("cp-1", None, None);
         cp1.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
-        let nodes = [node("m-0", None, None), cp1];
+        let nodes = [node("m-0", Some(PID), None), cp1];
         let machines = [m.clone(), other];
         let mut i = input(&m);
         i.nodes = &nodes;
@@ -591,23 +618,13 @@ mod tests {
         let mut m = deleting(false, false);
         m.metadata.annotations =
             Some([(EXCLUDE_NODE_DRAINING_ANNOTATION.to_string(), String::new())].into());
-        let nodes = [node("m-0", None, None)];
+        let nodes = [node("m-0", Some(PID), None)];
         let mut i = input(&m);
         i.nodes = &nodes;
         i.vm = Some(vm("poweredOn"));
         let p = plan_machine(&i);
         assert!(p.kube.is_empty());
-        let c = find_capi(
-            p.machine
-                .status
-                .as_ref()
-                .unwrap()
-                .conditions
-                .as_deref()
-                .unwrap(),
-            "Drained",
-        )
-        .unwrap();
+        let c = drained(&p.machine);
         assert_eq!(
             (c.status.as_str(), c.message.as_deref()),
             ("True", Some("Node drain skipped"))
@@ -633,7 +650,7 @@ mod tests {
             }
             let mut nodes = Vec::new();
             if has_node {
-                let mut n = node("m-0", None, None);
+                let mut n = node("m-0", Some(PID), None);
                 n.spec.get_or_insert_with(Default::default).unschedulable = Some(cordoned);
                 nodes.push(n);
             }
@@ -653,6 +670,59 @@ mod tests {
             prop_assert!(!(deletes_node && i.vm.is_some()));
             prop_assert!(!(released && (i.vm.is_some() || pre_terminate || pre_drain)));
             prop_assert!(!deletes_node || released, "the node goes in the pass that releases");
+        }
+    }
+
+    /// A linked Node whose providerID is not the machine's (another VM's, or still empty: linked
+    /// by the IP the guest reports) is never cordoned, evicted from or deleted; the machine says
+    /// why in its Drained condition and a warning event, and its own deletion goes on.
+    #[test]
+    fn a_node_without_the_machines_provider_id_is_never_drained_or_deleted() {
+        for node_pid in [Some("vsphere://4211-victim"), None] {
+            let nodes = vec![node("m-0", node_pid, Some("10.0.0.5"))];
+            let pods = vec![PodInfo {
+                namespace: "kube-system".into(),
+                name: "etcd".into(),
+                ..Default::default()
+            }];
+            let m = deleting(false, false);
+            let mut i = input(&m);
+            i.vm = Some(vm("poweredOn"));
+            i.nodes = &nodes;
+            i.pods = &pods;
+            let p = plan_machine(&i);
+            assert!(p.kube.is_empty(), "{node_pid:?}: {:?}", p.kube);
+            let c = drained(&p.machine);
+            assert_eq!(c.status, "True");
+            assert!(
+                c.message
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("Node m-0 is not drained or deleted"),
+                "{c:?}"
+            );
+            assert!(
+                p.events
+                    .iter()
+                    .any(|e| e.warning && e.reason == event::NODE_NOT_OWNED)
+            );
+            assert!(
+                matches!(p.vm, Some(VmStep::PowerOff(_))),
+                "the VM still goes"
+            );
+
+            // Once the VM is gone the finalizer is released, the Node left alone.
+            let mut i = input(&p.machine);
+            i.nodes = &nodes;
+            i.claims_held = Ok(Vec::new());
+            let p = plan_machine(&i);
+            assert!(
+                !p.kube.iter().any(|k| matches!(k, KubeStep::DeleteNode(_))),
+                "{:?}",
+                p.kube
+            );
+            assert!(p.events.iter().any(|e| e.reason == event::NODE_NOT_OWNED));
+            assert!(p.machine.metadata.finalizers.as_ref().unwrap().is_empty());
         }
     }
 }

@@ -1,5 +1,13 @@
 //! Which Node is a machine's (machine-api-operator's nodelink): the Node whose
-//! `spec.providerID` equals the machine's, else the one sharing an internal IP address.
+//! `spec.providerID` equals the machine's, else one with no providerID yet sharing an internal
+//! IP address; and which linked Node the manager may drain and delete.
+//!
+//! The guest reports its own addresses, and whoever supplies a machine's user data controls the
+//! guest, so an IP address is a claim, not proof. Linking by IP (for `status.nodeRef`, the
+//! machine's phase and health checks) is kept for a kubelet that has registered before the
+//! cloud provider set its providerID, but only to a Node with no providerID: one whose
+//! providerID is set and differs is another VM's. Draining and deleting need proof
+//! ([`may_drain_and_delete`]).
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 /// Provider IDs compare without case and without the `vsphere://` scheme's slashes mattering
@@ -12,6 +20,39 @@ fn same_provider_id(a: &str, b: &str) -> bool {
             .to_ascii_lowercase()
     };
     !norm(a).is_empty() && norm(a) == norm(b)
+}
+
+fn node_provider_id(n: &Node) -> Option<&str> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|p| !p.trim().is_empty())
+}
+
+/// Whether the manager may cordon, drain and delete `node` for a machine whose providerID is
+/// `machine_pid`: only if the Node's providerID is the machine's. A Node linked by IP alone
+/// (its providerID still empty) is not enough: the IP is what the guest says, so a tenant's
+/// guest could name a control plane node. The cost of refusing is small: the cloud provider sets
+/// a real kubelet's providerID seconds after it registers, and a Node left behind by a deleted
+/// VM is removed by the cloud provider's node lifecycle controller. `Err` says why, for the
+/// machine's condition and event.
+pub fn may_drain_and_delete(node: &Node, machine_pid: Option<&str>) -> Result<(), String> {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let machine_pid = machine_pid.unwrap_or_default();
+    match node_provider_id(node) {
+        Some(p) if same_provider_id(p, machine_pid) => Ok(()),
+        Some(p) => Err(format!(
+            "Node {name} is not drained or deleted: its spec.providerID {p} is not this machine's ({})",
+            if machine_pid.is_empty() {
+                "none"
+            } else {
+                machine_pid
+            }
+        )),
+        None => Err(format!(
+            "Node {name} is not drained or deleted: its spec.providerID is empty, so only its IP address (which the guest reports) links it to this machine"
+        )),
+    }
 }
 
 /// The machine's Node, if one has registered.
@@ -38,16 +79,19 @@ pub fn find_node<'n>(
     if ips.is_empty() {
         return None;
     }
-    nodes.iter().find(|n| {
-        n.status
-            .as_ref()
-            .and_then(|s| s.addresses.as_ref())
-            .is_some_and(|addrs| {
-                addrs
-                    .iter()
-                    .any(|a| a.type_ == "InternalIP" && ips.contains(&a.address.as_str()))
-            })
-    })
+    nodes
+        .iter()
+        .filter(|n| node_provider_id(n).is_none())
+        .find(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .is_some_and(|addrs| {
+                    addrs
+                        .iter()
+                        .any(|a| a.type_ == "InternalIP" && ips.contains(&a.address.as_str()))
+                })
+        })
 }
 
 #[cfg(test)]
@@ -78,9 +122,52 @@ mod tests {
         );
         assert_eq!(found(None, &[ip("10.0.0.7")]), None);
         assert_eq!(
+            found(Some("vsphere://mine"), &[ip("10.0.0.6")]),
+            None,
+            "a Node whose providerID is another VM's is never linked by IP"
+        );
+        assert_eq!(
             found(Some(""), &[]),
             None,
             "an empty provider ID links nothing"
         );
+    }
+
+    #[test]
+    fn only_a_node_with_the_machines_provider_id_is_drained_or_deleted() {
+        let pid = Some("vsphere://4211-abc");
+        let cases: [(Option<&str>, Option<&str>, bool, &str); 7] = [
+            // (Node's providerID, machine's providerID, allowed, message contains)
+            (Some("vsphere://4211-abc"), pid, true, ""),
+            (Some("vsphere:///4211-ABC"), pid, true, ""),
+            (
+                Some("vsphere://victim"),
+                pid,
+                false,
+                "spec.providerID vsphere://victim is not this machine's (vsphere://4211-abc)",
+            ),
+            (None, pid, false, "spec.providerID is empty"),
+            (Some("  "), pid, false, "spec.providerID is empty"),
+            (
+                Some("vsphere://4211-abc"),
+                None,
+                false,
+                "is not this machine's (none)",
+            ),
+            (Some(""), Some(""), false, "spec.providerID is empty"),
+        ];
+        for (node_pid, machine_pid, allowed, why) in cases {
+            let n = node("n-1", node_pid, Some("10.0.0.5"));
+            let got = may_drain_and_delete(&n, machine_pid);
+            assert_eq!(
+                got.is_ok(),
+                allowed,
+                "{node_pid:?} vs {machine_pid:?}: {got:?}"
+            );
+            if let Err(e) = got {
+                assert!(e.starts_with("Node n-1 is not drained or deleted"), "{e}");
+                assert!(e.contains(why), "{e}");
+            }
+        }
     }
 }
