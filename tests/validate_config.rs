@@ -322,6 +322,8 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
             .filter(|o| !o.is_null())
             .count(),
         0
+    );
+}
 
 /// The manager's namespace enforces Pod Security "restricted" (and audits and warns it), the
 /// Deployment meets that profile, metrics stay on loopback, and the NetworkPolicy lets in only
