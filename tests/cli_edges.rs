@@ -323,3 +323,60 @@ spec: {{server: 'http://127.0.0.1:{port}', failureDomain: zone-a, placementConst
         "{stderr}"
     );
 }
+
+/// `http://` to a host that is not this machine is refused before anything is sent (the
+/// password would travel unencrypted to whatever answers there); `--allow-remote-http` is the
+/// admin's explicit leave. 192.0.2.1 (TEST-NET-1) answers nothing: without the refusal the
+/// command would fail later, with "cannot connect".
+#[test]
+fn plain_http_to_a_remote_vcenter_is_refused_naming_the_flag() {
+    let out = Command::new(BIN)
+        .args(["inventory", "--server", "http://192.0.2.1/sdk"])
+        .env("VSPHERE_USERNAME", "u")
+        .env("VSPHERE_PASSWORD", "secret-pw")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("refusing plain http:// to vCenter http://192.0.2.1")
+            && stderr.contains("--allow-remote-http"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret-pw") && !stdout.contains("secret-pw"));
+    assert!(!stderr.contains("cannot connect"), "{stderr}");
+    let help = help("inventory");
+    assert!(help.contains("--allow-remote-http"), "{help}");
+}
+
+/// A zone naming plain http elsewhere is not ready, saying why, and nothing is sent: 0 round
+/// trips (local mode reports them), no login anywhere.
+#[test]
+fn a_zone_on_remote_plain_http_says_why_and_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["failure-domains.yaml", "deployment-zones.yaml"] {
+        let text = std::fs::read_to_string(root().join("config/samples").join(f)).unwrap();
+        std::fs::write(
+            dir.path().join(f),
+            text.replace("server: 127.0.0.1", "server: http://192.0.2.1/sdk"),
+        )
+        .unwrap();
+    }
+    let out = Command::new(BIN)
+        .args(["reconcile", "--no-state", "-f"])
+        .arg(dir.path())
+        .env("VSPHERE_USERNAME", "u")
+        .env("VSPHERE_PASSWORD", "p")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("zone zone-a is not ready: VCenterUnreachable: refusing plain http:// to vCenter http://192.0.2.1"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("0/3 zone(s) ready") && stdout.contains(" 0 round trips"),
+        "{stdout}"
+    );
+}

@@ -9,8 +9,9 @@ use crate::vcenter::{Client, ClientOptions, Credentials, Endpoint, Stats, TlsPol
 
 #[derive(clap::Args, Clone)]
 pub struct ConnectArgs {
-    /// vCenter server: a host name, host:port, or URL with or without /sdk (http:// allowed;
-    /// a govc-style https://user:password@host/sdk supplies the credentials too).
+    /// vCenter server: a host name, host:port, or URL with or without /sdk (http:// to this
+    /// machine only, unless --allow-remote-http; a govc-style https://user:password@host/sdk
+    /// supplies the credentials too).
     #[arg(long, env = "VSPHERE_SERVER")]
     pub server: Option<String>,
     /// vCenter user name.
@@ -28,6 +29,11 @@ pub struct ConnectArgs {
     /// Do not verify the server certificate at all.
     #[arg(long)]
     pub insecure: bool,
+    /// Allow plain http:// to a vCenter that is not on this machine (refused by default: the
+    /// password would travel unencrypted to whatever answers). Loopback http (a local vcsim) is
+    /// always allowed.
+    #[arg(long)]
+    pub allow_remote_http: bool,
 }
 
 impl fmt::Debug for ConnectArgs {
@@ -39,6 +45,7 @@ impl fmt::Debug for ConnectArgs {
             .field("ca_file", &self.ca_file)
             .field("thumbprint", &self.thumbprint)
             .field("insecure", &self.insecure)
+            .field("allow_remote_http", &self.allow_remote_http)
             .finish()
     }
 }
@@ -149,6 +156,7 @@ impl ConnectArgs {
         let endpoint = self.server()?;
         let options = ClientOptions {
             tls: self.tls_policy()?,
+            allow_remote_http: self.allow_remote_http,
             ..ClientOptions::default()
         };
         Client::with_stats(endpoint, self.credentials()?, options, stats)
@@ -168,6 +176,7 @@ mod tests {
             ca_file: None,
             thumbprint: None,
             insecure: false,
+            allow_remote_http: false,
         }
     }
 

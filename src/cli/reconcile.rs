@@ -222,6 +222,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         Stats::default(),
         ClientOptions {
             tls,
+            allow_remote_http: args.connect.allow_remote_http,
             ..ClientOptions::default()
         },
     );

@@ -306,6 +306,7 @@ async fn start(
             stats.clone(),
             ClientOptions {
                 tls,
+                allow_remote_http: args.connect.allow_remote_http,
                 ..ClientOptions::default()
             },
         ),
@@ -457,6 +458,7 @@ mod tests {
             ca_file: None,
             thumbprint: None,
             insecure: false,
+            allow_remote_http: false,
         };
         assert!(manager_identity(&c).unwrap_err().contains("--password"));
         c.password = Some("p".into());

@@ -100,6 +100,10 @@ pub struct ClientOptions {
     /// The largest reply body read, in bytes; past it the call fails with
     /// [`Error::ReplyTooLarge`]. Default [`DEFAULT_MAX_REPLY_BYTES`].
     pub max_reply_bytes: u64,
+    /// Allow plain `http://` to a host that is not loopback (`--allow-remote-http`). Off by
+    /// default: a server name comes from objects tenants write, and over http the login's
+    /// password would reach whatever answers, with no certificate to say who that is.
+    pub allow_remote_http: bool,
 }
 
 /// The reply cap by default: 16 MiB. Measured against vcsim, the largest reply — the bulk
@@ -127,6 +131,7 @@ impl Default for ClientOptions {
             retry_deadline: Duration::from_secs(60),
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            allow_remote_http: false,
         }
     }
 }
@@ -165,7 +170,12 @@ impl Connection {
             warn!(server = %endpoint, "TLS certificate verification is disabled (--insecure)");
         }
         if !endpoint.is_https() && !endpoint.is_loopback() {
-            warn!(server = %endpoint, "plain http:// to a remote vCenter: credentials travel unencrypted");
+            if !options.allow_remote_http {
+                return Err(Error::PlainHttpRefused {
+                    server: endpoint.to_string(),
+                });
+            }
+            warn!(server = %endpoint, "plain http:// to a remote vCenter (--allow-remote-http): credentials travel unencrypted");
         }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
@@ -455,6 +465,40 @@ pub(crate) fn snippet(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Plain http leaves the machine only when the admin says so: a server name comes from
+    /// objects tenants write, and the login would hand the password to whatever answers.
+    #[test]
+    fn plain_http_to_a_remote_host_is_refused_unless_allowed() {
+        let connect = |url: &str, allow_remote_http: bool| {
+            Connection::new(
+                Endpoint::parse(url).unwrap(),
+                Credentials::new("u", "secret-pw".to_string().into()),
+                &ClientOptions {
+                    allow_remote_http,
+                    ..ClientOptions::default()
+                },
+                Stats::default(),
+            )
+        };
+        let refused = connect("http://192.0.2.1/sdk", false).err().unwrap();
+        assert!(
+            matches!(refused, Error::PlainHttpRefused { .. }),
+            "{refused}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains("192.0.2.1") && text.contains("--allow-remote-http"),
+            "{text}"
+        );
+        assert!(!text.contains("secret-pw"));
+        assert_eq!(refused.class(), "InvalidServer");
+        assert!(!refused.is_transient(), "a refusal is not retried");
+        assert!(connect("http://192.0.2.1/sdk", true).is_ok());
+        assert!(connect("http://127.0.0.1:8989/sdk", false).is_ok());
+        assert!(connect("http://localhost:8989/sdk", false).is_ok());
+        assert!(connect("https://192.0.2.1/sdk", false).is_ok());
+    }
 
     #[test]
     fn retry_delays_are_bounded() {

@@ -1,5 +1,6 @@
 //! Where a vCenter is: every server field (`--server`, `spec.server`) accepts a host name,
-//! `host:port`, or a URL with or without `/sdk`, and `http://` (vcsim serves it). A parsed
+//! `host:port`, or a URL with or without `/sdk`, and `http://` (vcsim serves it; the client
+//! connects over it only to loopback unless `ClientOptions::allow_remote_http`). A parsed
 //! address is a value (no connection): planners compare servers with [`same_server`].
 use std::fmt;
 

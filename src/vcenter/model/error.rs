@@ -73,6 +73,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// Plain `http://` to a host that is not this machine, without the admin's explicit leave:
+    /// the login would carry the password unencrypted and unverified to whatever answers.
+    #[error(
+        "refusing plain http:// to vCenter {server}: the login would send the password unencrypted to a host that is not this machine; use https://, or pass --allow-remote-http if the network between them is trusted"
+    )]
+    PlainHttpRefused { server: String },
+
     /// The reply grew past the cap on reply bodies: read no further and not kept.
     #[error(
         "vCenter {server} answered {method} with more than {} (the reply cap); the reply was dropped unread",
@@ -178,7 +185,7 @@ impl Error {
     /// A short class name for metrics, conditions and `doctor`.
     pub fn class(&self) -> &'static str {
         match self {
-            Error::Endpoint(_) => "InvalidServer",
+            Error::Endpoint(_) | Error::PlainHttpRefused { .. } => "InvalidServer",
             Error::Tls(_) | Error::TlsHandshake { .. } => "TLSError",
             Error::Unreachable { .. } => "Unreachable",
             Error::Transport { .. } | Error::Http { .. } => "TransportError",
