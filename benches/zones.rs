@@ -78,6 +78,8 @@ fn zones(
         zs.push(VSphereDeploymentZone::new(
             &name,
             VSphereDeploymentZoneSpec {
+                thumbprint: None,
+                identity_ref: None,
                 server: Some("127.0.0.1".into()),
                 failure_domain: Some(name.clone()),
                 control_plane: None,

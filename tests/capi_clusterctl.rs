@@ -69,7 +69,9 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         text(&o)
     );
     assert!(
-        text(&o).contains("value for variables [VSPHERE_PASSWORD, VSPHERE_USERNAME] is not set"),
+        text(&o).contains(
+            "value for variables [VSPHERE_PASSWORD, VSPHERE_SERVER, VSPHERE_USERNAME] is not set"
+        ),
         "{}",
         text(&o)
     );
@@ -83,6 +85,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         &[
             ("VSPHERE_USERNAME", "capi-user@vsphere.local"),
             ("VSPHERE_PASSWORD", &password),
+            ("VSPHERE_SERVER", "vcenter.example.com"),
         ],
     );
     let out = text(&o);
@@ -268,7 +271,14 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
     // The manager as the Deployment would run it: the installed ServiceAccount, the Secret's
     // values as environment, leader election in the installed namespace; it starts its
     // controllers and stops cleanly.
-    let mut ours = OurManager::start(cp, home, &decode("username"), &decode("password"));
+    assert_eq!(decode("servers"), "vcenter.example.com");
+    let mut ours = OurManager::start(
+        cp,
+        home,
+        &decode("username"),
+        &decode("password"),
+        &decode("servers"),
+    );
     let lease = get(cp, &["lease", "-n", SA_NAMESPACE]);
     assert!(
         lease["items"].as_array().is_some_and(|l| !l.is_empty()),
@@ -339,7 +349,17 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
     let names: Vec<String> = (0..3).map(|i| format!("{ns}-zone-{i}")).collect();
     let (sim_user, sim_password) = sim.credentials();
     let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let domains = list(samples::zones(sim.url(), &names, None));
+    // The zones act as an admin-owned Secret in the manager's namespace: the manager's own
+    // credentials are for vcenter.example.com only, and never reach the simulator.
+    let identity = format!("{ns}-zones");
+    let mut admin = samples::zones(sim.url(), &names, None, &identity);
+    admin.push(samples::zone_credentials(
+        SA_NAMESPACE,
+        &identity,
+        sim_user,
+        sim_password,
+    ));
+    let domains = list(admin);
     let infra = list(samples::cluster(&ns, sim.url(), sim_user, sim_password));
     let apply = |objects: &Value| apply_retrying(cp, &objects.to_string());
     apply(&domains);

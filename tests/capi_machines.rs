@@ -380,11 +380,17 @@ async fn world(capi: std::path::PathBuf) -> World {
         cp,
         home.path(),
         &init,
-        &[("VSPHERE_USERNAME", user), ("VSPHERE_PASSWORD", password)],
+        &[
+            ("VSPHERE_USERNAME", user),
+            ("VSPHERE_PASSWORD", password),
+            ("VSPHERE_SERVER", sim.url()),
+        ],
     );
     assert!(o.status.success(), "clusterctl init failed:\n{}", text(&o));
     let admin = estate(&sim).await;
-    let ours = OurManager::start(cp, home.path(), user, password);
+    // The zones name no identityRef: they act as the manager, whose credentials are bound to
+    // this simulator (VSPHERE_SERVER, as the clusterctl Secret hands it over).
+    let ours = OurManager::start(cp, home.path(), user, password, sim.url());
     ours.wire_webhooks(cp);
     let managers = vec![
         CapiManager::start(

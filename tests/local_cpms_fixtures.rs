@@ -315,9 +315,11 @@ async fn fixture_cpms_02_fragments_unchanged_three_replicas_over_two_domains() {
     );
 }
 
-/// The credentials for the aliased vCenter come from the VSphereCluster whose manifest names it
-/// (its identityRef Secret), not from the command line: vcsim accepts only the Secret's login,
-/// and the command line's (`admin`/`secret`) is refused.
+/// The machines of the aliased vCenter act as their credentialsSecret (`vsphere-cloud-credentials`
+/// in their namespace, with machine-api-operator's keys for the name the manifests give the
+/// server), not as the command line: vcsim accepts only the Secret's login, and the command
+/// line's (`admin`/`secret`) is refused. A VSphereCluster on the same server with other
+/// credentials lends them nothing (it used to: credentials were chosen per server).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aliased_vcenter_takes_the_credentials_of_the_cluster_naming_it() {
     let layout =
@@ -343,12 +345,19 @@ async fn an_aliased_vcenter_takes_the_credentials_of_the_cluster_naming_it() {
         format!(
             "apiVersion: v1
 kind: Secret
-metadata: {{name: vcenter, namespace: openshift-machine-api}}
-stringData: {{username: ocp-installer, password: s3cret-from-the-secret}}
+metadata: {{name: vsphere-cloud-credentials, namespace: openshift-machine-api}}
+stringData:
+  {SERVER}.username: ocp-installer
+  {SERVER}.password: s3cret-from-the-secret
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: vcenter, namespace: aaa-tenant}}
+stringData: {{username: tenant, password: not-for-openshift}}
 ---
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
 kind: VSphereCluster
-metadata: {{name: ocp, namespace: openshift-machine-api}}
+metadata: {{name: ocp, namespace: aaa-tenant}}
 spec:
   server: {SERVER}
   identityRef: {{kind: Secret, name: vcenter}}

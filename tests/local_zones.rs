@@ -58,7 +58,7 @@ async fn reconcile_with(
         manager: Some(ManagerIdentity {
             username: "admin".into(),
             password: SecretString::from(password.to_string()),
-            tls: TlsPolicy::System,
+            servers: vsphere_provider::plan::credentials::ServerScope::Any,
         }),
         tls: TlsPolicy::System,
         dry_run,
@@ -935,7 +935,7 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
         manager: Some(ManagerIdentity {
             username: "admin".into(),
             password: SecretString::from("secret"),
-            tls: TlsPolicy::System,
+            servers: vsphere_provider::plan::credentials::ServerScope::Any,
         }),
         tls: TlsPolicy::System,
         dry_run: false,

@@ -103,6 +103,7 @@ impl Controllers {
             sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
             views: Arc::new(ServerViews::new(Duration::from_secs(30))),
             manager: None,
+            trust: Default::default(),
             metrics: Metrics::new(stats),
             reporter: "vsphere-provider".into(),
             health: Health::new(false),
@@ -293,8 +294,9 @@ fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
 }
 
 /// Zone `<ns>-zone` (failure domain and deployment zone, autoConfigure, on compute cluster
-/// DC0_C0 of `sim`, a control-plane zone) and the credentials Secret `vsphere-credentials` of
-/// `ns`, with `more` objects, applied together; returns the zone's name.
+/// DC0_C0 of `sim`, a control-plane zone acting as the admin's Secret `<ns>-zone` in the
+/// controller's namespace) and the credentials Secret `vsphere-credentials` of `ns`, with `more`
+/// objects, applied together; returns the zone's name.
 fn apply_zone(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<Value>) -> String {
     let zone = format!("{ns}-zone");
     let mut items = vec![
@@ -314,9 +316,11 @@ fn apply_zone(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<Value>) -> Str
             "metadata": {"name": zone},
             "spec": {
                 "server": sim.url(), "failureDomain": zone, "controlPlane": true,
+                "identityRef": {"kind": "Secret", "name": zone},
                 "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
             }
         }),
+        credentials_secret(SA_NAMESPACE, &zone, sim),
         credentials_secret(ns, "vsphere-credentials", sim),
     ];
     items.extend(more);

@@ -187,8 +187,16 @@ fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
     let server = sim.url().to_string();
     let (user, password) = sim.credentials();
     let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let identity = format!("{ns}-zones");
+    let mut admin = samples::zones(&server, zones, None, &identity);
+    admin.push(samples::zone_credentials(
+        SA_NAMESPACE,
+        &identity,
+        user,
+        password,
+    ));
     (
-        list(samples::zones(&server, zones, None)),
+        list(admin),
         list(samples::cluster(ns, &server, user, password)),
     )
 }

@@ -97,7 +97,14 @@ impl Env {
         items.push(samples::user_data(&ns));
         let manager = spawn_manager(cp, &work);
         cp.apply_text(ADMIN, &list(items), None).ok();
-        let items = samples::zones(&server, &zones, Some(true));
+        let identity = format!("{ns}-zones");
+        let mut items = samples::zones(&server, &zones, Some(true), &identity);
+        items.push(samples::zone_credentials(
+            realapi::SA_NAMESPACE,
+            &identity,
+            user,
+            password,
+        ));
         cp.apply_text(ADMIN, &list(items), None).ok();
         let env = Env {
             cp,

@@ -83,7 +83,14 @@ impl Env {
             .collect();
         let mut items = samples::cluster(&ns, &server, user, password);
         items.push(samples::user_data(&ns));
-        items.extend(samples::zones(&server, &zones, Some(true)));
+        let identity = format!("{ns}-zones");
+        items.extend(samples::zones(&server, &zones, Some(true), &identity));
+        items.push(samples::zone_credentials(
+            realapi::SA_NAMESPACE,
+            &identity,
+            user,
+            password,
+        ));
         let env = Env {
             cp,
             ns,

@@ -142,7 +142,7 @@ fn components_follow_the_clusterctl_provider_contract() {
         }
     }
 
-    // The credentials are clusterctl variables, and the only ones.
+    // The credentials and the servers they may go to are clusterctl variables, and the only ones.
     let vars: BTreeSet<String> = regex::Regex::new(r"\$\{([A-Za-z0-9_]+)")
         .unwrap()
         .captures_iter(&text)
@@ -152,6 +152,7 @@ fn components_follow_the_clusterctl_provider_contract() {
         vars,
         BTreeSet::from([
             "VSPHERE_PASSWORD".to_string(),
+            "VSPHERE_SERVER".to_string(),
             "VSPHERE_USERNAME".to_string()
         ]),
         "the components' clusterctl variables"
@@ -168,6 +169,10 @@ fn components_follow_the_clusterctl_provider_contract() {
     assert_eq!(
         secret["stringData"]["password"].as_str(),
         Some("${VSPHERE_PASSWORD}")
+    );
+    assert_eq!(
+        secret["stringData"]["servers"].as_str(),
+        Some("${VSPHERE_SERVER}")
     );
 
     // The manager: the image asked for, in the container clusterctl expects (`manager`), with the
@@ -188,6 +193,7 @@ fn components_follow_the_clusterctl_provider_contract() {
     for (var, key) in [
         ("VSPHERE_USERNAME", "username"),
         ("VSPHERE_PASSWORD", "password"),
+        ("VSPHERE_SERVER", "servers"),
     ] {
         let env = manager["env"]
             .as_array()

@@ -294,6 +294,7 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
     for (var, key) in [
         ("VSPHERE_USERNAME", "username"),
         ("VSPHERE_PASSWORD", "password"),
+        ("VSPHERE_SERVER", "servers"),
     ] {
         let e = env
             .iter()

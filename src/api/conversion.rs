@@ -3,7 +3,8 @@
 //!
 //! VSphereFailureDomain and VSphereDeploymentZone are served as v1beta1 (storage) and v1beta2,
 //! and their schemas differ: v1beta1's `autoConfigure` has no place in v1beta2, v1beta2's
-//! `template`, `thumbprint` and `identityRef` none in v1beta1. With the CRD's conversion
+//! `topology.template` none in v1beta1 (a zone's `thumbprint` and `identityRef` are fields of
+//! both: they decide whose credentials verify it). With the CRD's conversion
 //! strategy `None` the server only rewrites `apiVersion` and prunes, so reading an object
 //! through kubectl's default version (the newest, v1beta2) and writing it back silently turned
 //! `autoConfigure` off. Here a conversion is lossless as Cluster API's are: the spec fields the
@@ -258,14 +259,35 @@ mod tests {
 
     #[test]
     fn v1beta2_only_fields_survive_storage_in_v1beta1() {
+        let mut fd = failure_domain(V2);
+        for side in ["region", "zone"] {
+            fd["spec"][side]
+                .as_object_mut()
+                .unwrap()
+                .remove("autoConfigure");
+        }
+        fd["metadata"]["annotations"] = json!({"note": "kept"});
+        fd["spec"]["topology"]["template"] = json!("ubuntu-2404");
+        let stored = convert(&fd, V1).unwrap();
+        assert!(stored["spec"]["topology"].get("template").is_none());
+        assert_eq!(stored["metadata"]["annotations"]["note"], "kept");
+        assert_eq!(convert(&stored, V2).unwrap(), fd);
+    }
+
+    /// A zone's own credentials (CAPV v1beta2) are stored as fields in v1beta1 too: they decide
+    /// who acts for the zone, so they must be readable from the storage version, not only from
+    /// an annotation.
+    #[test]
+    fn a_zones_identity_and_thumbprint_are_fields_in_both_versions() {
         let zone = json!({"apiVersion": V2, "kind": "VSphereDeploymentZone",
-            "metadata": {"name": "z", "annotations": {"note": "kept"}},
+            "metadata": {"name": "z"},
             "spec": {"server": "vc.example.com", "failureDomain": "fd-a", "thumbprint": "AB:CD",
                      "identityRef": {"kind": "Secret", "name": "creds"},
                      "placementConstraint": {"resourcePool": "rp"}}});
         let stored = convert(&zone, V1).unwrap();
-        assert!(stored["spec"].get("thumbprint").is_none());
-        assert_eq!(stored["metadata"]["annotations"]["note"], "kept");
+        assert_eq!(stored["spec"]["thumbprint"], "AB:CD");
+        assert_eq!(stored["spec"]["identityRef"]["name"], "creds");
+        assert!(stored["metadata"].get("annotations").is_none(), "{stored}");
         assert_eq!(convert(&stored, V2).unwrap(), zone);
     }
 

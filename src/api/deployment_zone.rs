@@ -63,6 +63,18 @@ pub struct VSphereDeploymentZoneSpec {
     /// Server is the address of the vSphere endpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// Thumbprint is the SHA-256 or SHA-1 thumbprint of the vCenter server's certificate: it pins
+    /// TLS for this zone's identityRef credentials only (as in CAPV v1beta2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thumbprint: Option<String>,
+    /// IdentityRef names the credentials this zone is verified and configured with: a Secret
+    /// (with `username` and `password`) in the controller's namespace, or a
+    /// VSphereClusterIdentity (its Secret, also in the controller's namespace). Zones are
+    /// cluster-scoped and admin-owned, so their credentials come only from there or from the
+    /// manager's own, never from a tenant's VSphereCluster. Unset: the manager's credentials,
+    /// if they are bound to this server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<crate::api::vsphere_cluster::VSphereIdentityReference>,
     /// FailureDomain is the name of the VSphereFailureDomain used for this VSphereDeploymentZone
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_domain: Option<String>,

@@ -17,7 +17,7 @@ use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::local::run;
 use crate::local::{deletes, driver, print, store::Store};
-use crate::plan::credentials::ManagerIdentity;
+use crate::plan::credentials::{ManagerIdentity, ServerScope};
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::{ClientOptions, Endpoint, Stats};
 
@@ -160,7 +160,9 @@ pub async fn run(mut args: Args) -> ExitCode {
         (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Some(ManagerIdentity {
             username: u.clone(),
             password: SecretString::from(p.clone()),
-            tls: tls.clone(),
+            // The operator's own credentials, for the manifests they chose to run: local mode
+            // says which servers it connects to (`--dry-run`), and `run` binds them instead.
+            servers: ServerScope::Any,
         }),
         _ => None,
     };

@@ -22,8 +22,10 @@ use super::connect::ConnectArgs;
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::controllers::leader::LeaseSettings;
 use crate::controllers::{self, Health, Metrics, Shared, Shutdown, admin, shutdown, startup};
-use crate::plan::credentials::ManagerIdentity;
+use crate::plan::credentials::{ManagerIdentity, ServerScope, ServerTrust};
 use crate::reconcile::views::ServerViews;
+use crate::vcenter::Endpoint;
+use crate::vcenter::model::trust::{Thumbprint, TlsPolicy};
 use crate::vcenter::session::SessionCache;
 use crate::vcenter::{ClientOptions, Stats};
 use crate::webhook::server::{self as webhook_server, TlsFiles};
@@ -85,8 +87,19 @@ pub struct Args {
     /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub view_ttl: Duration,
-    /// The manager's own vCenter credentials, used for servers no VSphereCluster has an
-    /// identityRef for (`--server` is not needed: zones name their servers).
+    /// Pin one vCenter's certificate: `SERVER=HEX` (SHA-256 or SHA-1 thumbprint), repeatable.
+    /// Applies to every connection to that server, whoever's credentials; wins over
+    /// --ca-file/--thumbprint/--insecure, which then cover the other servers.
+    #[arg(long, value_name = "SERVER=HEX")]
+    pub server_thumbprint: Vec<String>,
+    /// Trust only the CA certificates in FILE for one vCenter: `SERVER=FILE`, repeatable.
+    #[arg(long, value_name = "SERVER=FILE")]
+    pub server_ca_file: Vec<String>,
+    /// The manager's own vCenter credentials (--username/--password, VSPHERE_USERNAME and
+    /// VSPHERE_PASSWORD) and the servers they may be sent to: `--server` (VSPHERE_SERVER) takes
+    /// a comma-separated list, matched by scheme, host and port, and is required with them.
+    /// Objects naming any other server need an identityRef; without one nothing is sent there.
+    /// A multi-tenant install runs without manager credentials at all.
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -119,17 +132,72 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// The manager's credentials from the flags: both user and password, or neither.
+/// The admin's TLS trust: `--server-thumbprint`/`--server-ca-file` per server, else
+/// --ca-file/--thumbprint/--insecure, else the system roots.
+fn server_trust(args: &Args) -> Result<ServerTrust, String> {
+    let mut trust = ServerTrust::uniform(args.connect.tls_policy().map_err(|e| e.to_string())?);
+    let split = |flag: &str, v: &str| -> Result<(String, String), String> {
+        let (server, value) = v
+            .split_once('=')
+            .ok_or_else(|| format!("--{flag} {v:?}: expected SERVER=VALUE"))?;
+        let server = Endpoint::parse(server.trim())
+            .map_err(|e| format!("--{flag}: {e}"))?
+            .to_string();
+        Ok((server, value.trim().to_string()))
+    };
+    for v in &args.server_thumbprint {
+        let (server, hex) = split("server-thumbprint", v)?;
+        let pin =
+            Thumbprint::parse(&hex).map_err(|e| format!("--server-thumbprint {server}: {e}"))?;
+        trust.per_server.push((server, TlsPolicy::Thumbprint(pin)));
+    }
+    for v in &args.server_ca_file {
+        let (server, file) = split("server-ca-file", v)?;
+        let path = PathBuf::from(&file);
+        if !path.is_file() {
+            return Err(format!("--server-ca-file {server}: {file}: no such file"));
+        }
+        trust.per_server.push((server, TlsPolicy::CaFile(path)));
+    }
+    Ok(trust)
+}
+
+/// `--server a,b` (or VSPHERE_SERVER): each a valid vCenter address.
+fn manager_servers(connect: &ConnectArgs) -> Result<Vec<String>, String> {
+    let Some(list) = connect.server.as_deref() else {
+        return Ok(Vec::new());
+    };
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            Endpoint::parse(s)
+                .map(|e| e.to_string())
+                .map_err(|e| format!("--server (or VSPHERE_SERVER): {e}"))
+        })
+        .collect()
+}
+
+/// The manager's credentials from the flags: both user and password, or neither; with them,
+/// the servers they may go to.
 fn manager_identity(connect: &ConnectArgs) -> Result<Option<ManagerIdentity>, String> {
     let connect = &connect.clone().normalized();
-    let tls = connect.tls_policy().map_err(|e| e.to_string())?;
+    connect.tls_policy().map_err(|e| e.to_string())?;
+    let servers = manager_servers(connect)?;
     let user = connect.username.as_deref().filter(|s| !s.is_empty());
     let password = connect.password.as_deref().filter(|s| !s.is_empty());
     match (user, password) {
+        (Some(_), Some(_)) if servers.is_empty() => Err(
+            "the manager's own credentials (--username/--password, VSPHERE_USERNAME/VSPHERE_PASSWORD) \
+             need the vCenter servers they may be sent to: --server vc.example.com[,vc2.example.com] \
+             (or VSPHERE_SERVER). Objects naming other servers need an identityRef. For a \
+             multi-tenant install, run without manager credentials instead."
+                .into(),
+        ),
         (Some(u), Some(p)) => Ok(Some(ManagerIdentity {
             username: u.to_string(),
             password: SecretString::from(p.to_string()),
-            tls,
+            servers: ServerScope::Only(servers),
         })),
         (None, None) => Ok(None),
         (Some(_), None) => {
@@ -251,13 +319,18 @@ pub async fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if args
-        .connect
-        .server
-        .as_deref()
-        .is_some_and(|s| !s.is_empty())
-    {
-        tracing::info!("--server is not used by `run`: each zone names its vCenter server");
+    match &manager {
+        Some(m) => tracing::info!(
+            servers = %m.servers.describe(),
+            "the manager's own vCenter credentials go to these servers only"
+        ),
+        None => tracing::info!(
+            "no manager vCenter credentials: every zone and VSphereCluster needs an identityRef"
+        ),
+    }
+    if let Err(e) = server_trust(&args) {
+        errln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
     }
     let timing = match lease_timing(&args) {
         Ok(t) => t,
@@ -298,7 +371,8 @@ async fn start(
         .clone()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let tls = args.connect.tls_policy().map_err(|e| e.to_string())?;
+    let trust = server_trust(&args).map_err(|e| e.to_string())?;
+    let tls = trust.default.clone();
     let stats = Stats::default();
     let shared = Shared {
         client,
@@ -312,6 +386,7 @@ async fn start(
         ),
         views: Arc::new(ServerViews::new(args.view_ttl)),
         manager,
+        trust,
         metrics: Metrics::new(stats),
         reporter: Reporter {
             controller: REPORTER.into(),
@@ -462,9 +537,31 @@ mod tests {
         };
         assert!(manager_identity(&c).unwrap_err().contains("--password"));
         c.password = Some("p".into());
-        assert_eq!(manager_identity(&c).unwrap().unwrap().username, "u");
+        c.server = Some("vc1.corp, https://vc2.corp:8443/sdk".into());
+        let m = manager_identity(&c).unwrap().unwrap();
+        assert_eq!(m.username, "u");
+        assert!(m.servers.allows("vc1.corp") && m.servers.allows("vc2.corp:8443"));
+        assert!(!m.servers.allows("tenant.example.com"));
         c.username = None;
         c.password = None;
         assert!(manager_identity(&c).unwrap().is_none());
+    }
+
+    #[test]
+    fn manager_credentials_without_servers_are_refused_naming_the_flag() {
+        let mut c = ConnectArgs {
+            server: None,
+            username: Some("u".into()),
+            password: Some("p".into()),
+            ca_file: None,
+            thumbprint: None,
+            insecure: false,
+            allow_remote_http: false,
+        };
+        let err = manager_identity(&c).unwrap_err();
+        assert!(err.contains("--server vc.example.com"), "{err}");
+        c.server = Some("vc1.corp,ftp://x".into());
+        let err = manager_identity(&c).unwrap_err();
+        assert!(err.starts_with("--server (or VSPHERE_SERVER): "), "{err}");
     }
 }

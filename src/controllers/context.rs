@@ -10,7 +10,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use super::backoff::Backoff;
 use super::stores::Stores;
 use super::{Error, Health, Metrics};
-use crate::plan::credentials::ManagerIdentity;
+use crate::plan::credentials::{ManagerIdentity, ServerTrust};
 use crate::reconcile::views::ServerViews;
 use crate::vcenter::session::SessionCache;
 
@@ -22,8 +22,10 @@ pub struct Shared {
     pub sessions: SessionCache,
     /// Per-server vCenter views, so N zones on one server cost one gather.
     pub views: Arc<ServerViews>,
-    /// The manager's own vCenter credentials (fallback when no VSphereCluster supplies some).
+    /// The manager's own vCenter credentials and the servers they are bound to.
     pub manager: Option<ManagerIdentity>,
+    /// How each vCenter is trusted (the admin's TLS flags, per server).
+    pub trust: ServerTrust,
     pub metrics: Arc<Metrics>,
     /// Who publishes Events.
     pub reporter: Reporter,
@@ -39,6 +41,7 @@ pub struct Context {
     pub sessions: SessionCache,
     pub views: Arc<ServerViews>,
     pub manager: Option<ManagerIdentity>,
+    pub trust: ServerTrust,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub stores: Stores,
@@ -59,6 +62,7 @@ impl Context {
             sessions: shared.sessions.clone(),
             views: shared.views.clone(),
             manager: shared.manager.clone(),
+            trust: shared.trust.clone(),
             metrics: shared.metrics.clone(),
             recorder: Recorder::new(shared.client.clone(), shared.reporter.clone()),
             stores,

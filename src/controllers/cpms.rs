@@ -28,6 +28,8 @@ use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineS
 use crate::api::infrastructure::{CLUSTER, Infrastructure};
 use crate::plan::cpms::domains::{domain_states, node_states, servers};
 use crate::plan::cpms::{CpmsInput, plan};
+use crate::plan::credentials::Principal;
+use crate::plan::credentials::principal::for_openshift_spec;
 use crate::reconcile::cpms::{apply as apply_plan, release as release_machines};
 use crate::vcenter::Inventory;
 
@@ -121,11 +123,16 @@ async fn infrastructure(ctx: &Context) -> Result<Option<Infrastructure>, Error> 
     }
 }
 
-/// The inventory of each server (one read per server).
-async fn inventories(ctx: &Context, servers: BTreeSet<String>) -> BTreeMap<String, Inventory> {
+/// The inventory of each server (one read per server), read as the set's machines act: the
+/// template's credentialsSecret, else the manager.
+async fn inventories(
+    ctx: &Context,
+    servers: BTreeSet<String>,
+    principal: &Principal,
+) -> BTreeMap<String, Inventory> {
     let mut out = BTreeMap::new();
     for server in servers {
-        match ctx.vcenter_client(&server).await {
+        match ctx.client_as(&server, principal).await {
             Ok(c) => match c.inventory().await {
                 Ok(inv) => {
                     out.insert(server, inv);
@@ -151,7 +158,18 @@ async fn apply(cpms: &ControlPlaneMachineSet, ctx: &Context) -> Result<Action, E
     } else {
         None
     };
-    let invs = inventories(ctx, servers(cpms, &zones, infra.as_ref())).await;
+    let principal = cpms
+        .spec
+        .template
+        .machines_v1beta1_machine_openshift_io
+        .as_ref()
+        .map_or(Principal::Manager, |t| {
+            for_openshift_spec(
+                cpms.metadata.namespace.as_deref().unwrap_or_default(),
+                &t.spec,
+            )
+        });
+    let invs = inventories(ctx, servers(cpms, &zones, infra.as_ref()), &principal).await;
     let doms = domain_states(cpms, &zones, &fds, infra.as_ref(), &invs);
     let nodes = node_states(
         &ctx.stores

@@ -1,8 +1,9 @@
-//! Credentials for one vCenter server, as the cluster sees them: the identityRefs of the
-//! VSphereClusters on that server (their Secrets, or VSphereClusterIdentities with their Secret
-//! in the controller's namespace and the labels of the namespaces using them — read one by one,
-//! only those: the manager never lists Secrets), else the manager's own. The choices themselves
-//! are `plan::credentials::{identity_for, cluster_identity}`.
+//! Credentials for one object on one vCenter server, as the cluster sees them: who acts for the
+//! object is decided by ownership (`plan::credentials::principal`), and only what that principal
+//! names is read, one object at a time (the manager never lists Secrets): a cluster's
+//! identityRef Secret, or its VSphereClusterIdentity with its Secret in the controller's
+//! namespace and the labels of the cluster's namespace; an OpenShift machine's credentialsSecret
+//! in its namespace; a zone's identityRef in the controller's namespace.
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use serde::de::DeserializeOwned;
@@ -12,9 +13,8 @@ use super::patch::is_not_found;
 use crate::api::VSphereCluster;
 use crate::api::cluster_identity::VSphereClusterIdentity;
 use crate::api::vsphere_cluster::VSphereIdentityKind;
-use crate::plan::credentials::{Identity, IdentitySources, cluster_identity, identity_for};
+use crate::plan::credentials::{Identity, IdentitySources, Principal, resolve};
 use crate::plan::failure::Failure;
-use crate::vcenter::model::endpoint::same_server;
 use crate::vcenter::{Client, Credentials};
 
 /// What the identityRefs of some clusters name, as read from the API server.
@@ -38,74 +38,34 @@ impl IdentityObjects {
 }
 
 impl Context {
-    /// A (cached) vCenter client for `server`, or why there is none: no usable credentials (a
-    /// configuration failure) or a typed client error (address, TLS settings). The message never
-    /// holds a secret value.
-    pub async fn vcenter_client(&self, server: &str) -> Result<Client, Failure> {
+    /// A (cached) vCenter client for `server` acting as `principal`, or why there is none: no
+    /// usable credentials (a configuration failure naming what to fix) or a typed client error
+    /// (address, TLS settings). The message never holds a secret value.
+    pub async fn client_as(&self, server: &str, principal: &Principal) -> Result<Client, Failure> {
         if server.trim().is_empty() {
             return Err(Failure::config("spec.server is empty"));
         }
-        let clusters: Vec<VSphereCluster> = self
-            .stores
-            .clusters
-            .valid()
-            .into_iter()
-            .filter(|c| {
-                c.spec
-                    .server
-                    .as_deref()
-                    .is_some_and(|s| same_server(s, server))
-            })
-            .collect();
-        let objects = self.identity_objects(&clusters).await;
-        let id = identity_for(
+        let objects = self.principal_objects(principal).await;
+        let id = resolve(
+            principal,
             server,
-            &clusters,
             &objects.sources(&self.namespace),
             self.manager.as_ref(),
-            &self.default_tls(),
+            &self.trust,
         )
         .map_err(Failure::config)?;
         self.client_for(server, id)
     }
 
     /// A (cached) vCenter client with the credentials `cluster` itself names (its identityRef,
-    /// else the manager's), strictly: a broken or refused identityRef is an error naming it, never
-    /// a fall back to other credentials.
+    /// else the manager's if they are bound to its server), strictly: a broken or refused
+    /// identityRef is an error naming it, never a fall back to other credentials.
     pub async fn cluster_vcenter_client(
         &self,
         cluster: &VSphereCluster,
     ) -> Result<Client, Failure> {
         let server = cluster.spec.server.clone().unwrap_or_default();
-        if server.trim().is_empty() {
-            return Err(Failure::config("spec.server is empty"));
-        }
-        let objects = self.identity_objects(std::slice::from_ref(cluster)).await;
-        let id = match cluster_identity(
-            cluster,
-            &objects.sources(&self.namespace),
-            &self.default_tls(),
-        )
-        .map_err(Failure::config)?
-        {
-            Some(id) => id,
-            None => identity_for(
-                &server,
-                &[],
-                &IdentitySources::default(),
-                self.manager.as_ref(),
-                &self.default_tls(),
-            )
-            .map_err(Failure::config)?,
-        };
-        self.client_for(&server, id)
-    }
-
-    fn default_tls(&self) -> crate::vcenter::model::trust::TlsPolicy {
-        self.manager
-            .as_ref()
-            .map(|m| m.tls.clone())
-            .unwrap_or_default()
+        self.client_as(&server, &Principal::cluster(cluster)).await
     }
 
     fn client_for(&self, server: &str, id: Identity) -> Result<Client, Failure> {
@@ -114,6 +74,44 @@ impl Context {
         self.sessions
             .client(server, &credentials, id.tls)
             .map_err(Failure::from)
+    }
+
+    /// What `principal` names, read one object at a time. Missing or unreadable ones are left
+    /// out; `plan::credentials` then says which one is missing.
+    async fn principal_objects(&self, principal: &Principal) -> IdentityObjects {
+        match principal {
+            Principal::Manager => IdentityObjects::default(),
+            Principal::Cluster(c) => self.identity_objects(std::slice::from_ref(c)).await,
+            Principal::MachineSecret { namespace, name } => {
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+                IdentityObjects {
+                    secrets: get_logged(&api, name, "credentialsSecret")
+                        .await
+                        .into_iter()
+                        .collect(),
+                    ..IdentityObjects::default()
+                }
+            }
+            Principal::Zone { identity, .. } => {
+                let mut out = IdentityObjects::default();
+                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+                let secret_name = match identity.kind {
+                    VSphereIdentityKind::Secret => Some(identity.name.clone()),
+                    VSphereIdentityKind::VSphereClusterIdentity => {
+                        let api: Api<VSphereClusterIdentity> = Api::all(self.client.clone());
+                        let id = get_logged(&api, &identity.name, "VSphereClusterIdentity").await;
+                        let name = id.as_ref().map(|i| i.spec.secret_name.clone());
+                        out.identities.extend(id);
+                        name.filter(|n| !n.is_empty())
+                    }
+                };
+                if let Some(name) = secret_name {
+                    out.secrets
+                        .extend(get_logged(&secrets, &name, "identity Secret").await);
+                }
+                out
+            }
+        }
     }
 
     /// The objects the clusters' identityRefs name. Missing or unreadable ones are left out;

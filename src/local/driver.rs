@@ -8,7 +8,9 @@ use super::store::Store;
 use crate::api::VSphereCluster;
 use crate::plan::cluster::lifecycle::{self, Owner, Stage};
 use crate::plan::cluster::{apply as apply_cluster, plan_cluster};
-use crate::plan::credentials::{IdentitySources, ManagerIdentity, cluster_identity, identity_for};
+use crate::plan::credentials::{
+    IdentitySources, ManagerIdentity, Principal, ServerTrust, principal, resolve,
+};
 use crate::plan::machine::observe::machine_server;
 use crate::plan::zone::{Step, ZoneVerdict, plan_zone};
 use crate::plan::zone_status::{apply_zone_status, with_owner};
@@ -137,34 +139,25 @@ pub fn unused_server(store: &Store, opts: &Options) -> Option<String> {
     ))
 }
 
-/// The client for a server, with the credentials local mode picks for it: the `identityRef`
-/// Secret of the first VSphereCluster on that server, else the command line's.
+/// The client for `endpoint` (where local mode connects for the server the manifests name
+/// `named`: `--connect-to`) acting as `principal` (`plan::credentials::principal`, as in the
+/// cluster): a machine as its own cluster or credentialsSecret, a zone as its identityRef, else
+/// the command line's credentials. Credentials are looked up for the name the manifests use
+/// (machine-api-operator's Secret keys are `<that name>.username`).
 pub(crate) fn client_for(
+    named: &str,
     endpoint: &str,
+    principal: &Principal,
     store: &Store,
     opts: &Options,
     sessions: &SessionCache,
 ) -> Result<crate::vcenter::Client, String> {
-    // A cluster's server is where local mode connects for it (its `--connect-to` URL), so the
-    // cluster whose manifest names the aliased vCenter still supplies the credentials.
-    let clusters: Vec<_> = store
-        .clusters
-        .values()
-        .cloned()
-        .map(|mut c| {
-            if let Some(Ok(ep)) = c.spec.server.as_deref().map(|s| connect_to(s, opts)) {
-                c.spec.server = Some(ep.to_string());
-            }
-            c
-        })
-        .collect();
-    let sources = local_sources(store);
-    let id = identity_for(
-        endpoint,
-        &clusters,
-        &sources,
+    let id = resolve(
+        principal,
+        named,
+        &local_sources(store),
         opts.manager.as_ref(),
-        &opts.tls,
+        &ServerTrust::uniform(opts.tls.clone()),
     )?;
     sessions
         .client(
@@ -173,6 +166,25 @@ pub(crate) fn client_for(
             id.tls,
         )
         .map_err(|e| e.to_string())
+}
+
+/// Whether `principal` ends up with the command line's credentials on `endpoint` (an OpenShift
+/// machine whose credentialsSecret the manifests do not give, a cluster without identityRef):
+/// such machines share one sweep, one bulk read.
+pub(crate) fn acts_as_manager(
+    named: &str,
+    principal: &Principal,
+    store: &Store,
+    opts: &Options,
+) -> bool {
+    resolve(
+        principal,
+        named,
+        &local_sources(store),
+        opts.manager.as_ref(),
+        &ServerTrust::uniform(opts.tls.clone()),
+    )
+    .is_ok_and(|id| id.source == crate::plan::credentials::principal::MANAGER_SOURCE)
 }
 
 /// The namespace local mode plays the controller in: where the Secrets of
@@ -225,18 +237,14 @@ async fn check_cluster_vcenter(
 ) -> Result<String, String> {
     let server = c.spec.server.clone().unwrap_or_default();
     let endpoint = connect_to(&server, opts)?;
-    let sources = local_sources(store);
-    let id = match cluster_identity(c, &sources, &opts.tls)? {
-        Some(id) => id,
-        None => identity_for(&server, &[], &sources, opts.manager.as_ref(), &opts.tls)?,
-    };
-    let client = sessions
-        .client(
-            &endpoint.to_string(),
-            &Credentials::new(id.username, id.password),
-            id.tls,
-        )
-        .map_err(|e| e.to_string())?;
+    let client = client_for(
+        &server,
+        &endpoint.to_string(),
+        &Principal::cluster(c),
+        store,
+        opts,
+        sessions,
+    )?;
     client.login().await.map_err(|e| e.to_string())?;
     client.current_time().await.map_err(|e| e.to_string())?;
     let content = client.service_content().await.map_err(|e| e.to_string())?;
@@ -253,15 +261,22 @@ pub async fn run(
     let before = sessions.stats().snapshot();
     let mut report = Report::default();
 
-    // Group zones by the vCenter they connect to.
-    let mut groups: BTreeMap<String, (Endpoint, Vec<String>)> = BTreeMap::new();
+    // Group zones by the vCenter they connect to and whose credentials they use.
+    let mut groups: BTreeMap<String, (Endpoint, Principal, Vec<String>)> = BTreeMap::new();
+    // The name the first zone of a group gives its server (the credentials' lookup key).
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
     for (name, z) in &store.zones {
         let server = z.spec.server.clone().unwrap_or_default();
+        let principal = principal::for_zone(z);
         match connect_to(&server, opts) {
             Ok(ep) => groups
-                .entry(ep.to_string())
-                .or_insert_with(|| (ep.clone(), Vec::new()))
-                .1
+                .entry({
+                    let k = format!("{ep}\n{}", principal.key());
+                    named.entry(k.clone()).or_insert_with(|| server.clone());
+                    k
+                })
+                .or_insert_with(|| (ep.clone(), principal, Vec::new()))
+                .2
                 .push(name.clone()),
             Err(msg) => {
                 let fd = z
@@ -276,13 +291,21 @@ pub async fn run(
         }
     }
 
-    for (endpoint, names) in groups.values() {
+    for (group, (endpoint, principal, names)) in &groups {
+        let server = named.get(group).cloned().unwrap_or_default();
         progress(&format!(
             "reconciling {} zone(s) on {endpoint}",
             names.len()
         ));
         let zones: Vec<_> = names.iter().filter_map(|n| store.zones.get(n)).collect();
-        let client = client_for(&endpoint.to_string(), store, opts, sessions);
+        let client = client_for(
+            &server,
+            &endpoint.to_string(),
+            principal,
+            store,
+            opts,
+            sessions,
+        );
         match client {
             Err(msg) => {
                 for z in &zones {

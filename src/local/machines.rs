@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::capi::capi_pass;
 use super::cluster::LocalCluster;
 use super::cpms::cpms_pass;
-use super::driver::{Options, client_for, connect_to};
+use super::driver::{Options, acts_as_manager, client_for, connect_to};
 use super::health::health_pass;
 use super::ipam::bind_claims;
 use crate::api::machine::Machine;
@@ -21,6 +21,7 @@ use crate::api::machine_status::VSphereMachineProviderStatus;
 use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::capi_machine::actuated::machine_for;
 use crate::plan::cpms::domains::servers;
+use crate::plan::credentials::{Principal, principal};
 use crate::plan::machine::VcenterTrouble;
 use crate::plan::machine::drain::is_control_plane;
 use crate::reconcile::machines::{IpamObjects, SweepInput, key, machine_server, sweep};
@@ -212,9 +213,9 @@ pub async fn run_machines(
                 (format!("{ns}/{name}"), s.clone())
             })
             .collect();
-        // Group by the endpoint to connect to.
-        let mut groups: BTreeMap<String, (Result<Endpoint, String>, Vec<Machine>)> =
-            BTreeMap::new();
+        // Group by the endpoint to connect to and who the machines act as there.
+        let clusters: Vec<_> = snapshot.clusters.values().cloned().collect();
+        let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
         let openshift = snapshot
             .machines
             .iter()
@@ -226,6 +227,7 @@ pub async fn run_machines(
             }
             let server = machine_server(m, &snapshot.zones)
                 .or_else(|| opts.server.as_ref().map(|s| s.to_string()));
+            let named = server.clone().unwrap_or_default();
             let ep = match server {
                 Some(s) => connect_to(&s, opts),
                 None => Err(
@@ -237,20 +239,50 @@ pub async fn run_machines(
                 Ok(e) => e.to_string(),
                 Err(e) => format!("error: {e}"),
             };
+            let ns = m.metadata.namespace.as_deref().unwrap_or("default");
+            let acting_as = match vsphere_vms.get(k) {
+                Some(vm) => principal::for_capi_machine(
+                    ns,
+                    vm.metadata.name.as_deref().unwrap_or_default(),
+                    vm.metadata.labels.as_ref(),
+                    &clusters,
+                ),
+                None => Ok(principal::for_openshift_spec(ns, &m.spec)),
+            };
+            let acting_as = match (acting_as, &ep) {
+                (Ok(p), Ok(_)) if acts_as_manager(&named, &p, &snapshot, opts) => {
+                    Ok(Principal::Manager)
+                }
+                (p, _) => p,
+            };
+            let who = match &acting_as {
+                Ok(p) => p.key(),
+                Err(e) => format!("unresolved: {e}"),
+            };
             groups
-                .entry(label)
-                .or_insert_with(|| (ep, Vec::new()))
-                .1
+                .entry((label, who))
+                .or_insert_with(|| (ep, named, acting_as, Vec::new()))
+                .3
                 .push(m.clone());
         }
-        for (label, (ep, machines)) in groups {
+        for ((label, _), (ep, named, acting_as, machines)) in groups {
             if round == 0 {
                 progress(&format!(
                     "reconciling {} machine(s) on {label}",
                     machines.len()
                 ));
             }
-            let client = ep.and_then(|ep| client_for(&ep.to_string(), &snapshot, opts, sessions));
+            let client = ep.and_then(|ep| {
+                let acting_as = acting_as?;
+                client_for(
+                    &named,
+                    &ep.to_string(),
+                    &acting_as,
+                    &snapshot,
+                    opts,
+                    sessions,
+                )
+            });
             let client_ref = client.as_ref().map_err(|msg| VcenterTrouble {
                 message: msg.clone(),
                 permanent: true,
@@ -270,7 +302,9 @@ pub async fn run_machines(
             };
             let out = sweep(&views, client_ref, cluster, input).await;
             if let Some(inv) = &out.inventory {
-                inventories.insert(label.clone(), inv.clone());
+                inventories
+                    .entry(label.clone())
+                    .or_insert_with(|| inv.clone());
             }
             changed |= out.changed();
             report.machine_failures.extend(
@@ -320,6 +354,14 @@ pub async fn run_machines(
     report
 }
 
+/// A sweep's machines: where to connect, the server's name in the manifests, who they act as.
+type Group = (
+    Result<Endpoint, String>,
+    String,
+    Result<Principal, String>,
+    Vec<Machine>,
+);
+
 /// Every server the machine sets' domains name, as the manifests name it.
 fn set_servers(cluster: &LocalCluster) -> BTreeSet<String> {
     let s = cluster.lock();
@@ -354,6 +396,20 @@ async fn read_missing_inventories(
     inventories: &mut BTreeMap<String, Inventory>,
 ) {
     let snapshot = cluster.lock().clone();
+    // Read as the sets' machines act: the template's credentialsSecret, else the command line's.
+    let acting_as = snapshot
+        .machine_sets
+        .values()
+        .find_map(|c| {
+            let t = c
+                .spec
+                .template
+                .machines_v1beta1_machine_openshift_io
+                .as_ref()?;
+            let ns = c.metadata.namespace.as_deref().unwrap_or("default");
+            Some(principal::for_openshift_spec(ns, &t.spec))
+        })
+        .unwrap_or(Principal::Manager);
     for server in set_servers(cluster) {
         let Ok(ep) = connect_to(&server, opts) else {
             continue;
@@ -362,7 +418,8 @@ async fn read_missing_inventories(
         if inventories.contains_key(&key) {
             continue;
         }
-        let Ok(client) = client_for(&key, &snapshot, opts, sessions) else {
+        // The machine sets are OpenShift's: read as the manager (the operator's credentials).
+        let Ok(client) = client_for(&server, &key, &acting_as, &snapshot, opts, sessions) else {
             continue;
         };
         if let Ok(inv) = client.inventory().await {

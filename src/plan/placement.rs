@@ -573,6 +573,8 @@ mod tests {
         VSphereDeploymentZone::new(
             "dz-a",
             VSphereDeploymentZoneSpec {
+                thumbprint: None,
+                identity_ref: None,
                 server: Some("vc.example.com".into()),
                 failure_domain: Some("fd-a".into()),
                 control_plane: None,

@@ -358,6 +358,8 @@ mod tests {
         let dz = VSphereDeploymentZone::new(
             "z",
             VSphereDeploymentZoneSpec {
+                thumbprint: None,
+                identity_ref: None,
                 server: Some("vc".into()),
                 failure_domain: Some("fd".into()),
                 control_plane: None,

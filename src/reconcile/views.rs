@@ -42,7 +42,9 @@ impl PerServer {
     }
 }
 
-/// Views per server (keyed by the client's endpoint).
+/// Views per server and identity (keyed by [`Client::principal_key`]: what one account may see
+/// is not what another may, and one tenant's view must not stand in for another's), write locks
+/// per server (keyed by the client's endpoint).
 pub struct ServerViews {
     ttl: Duration,
     servers: std::sync::Mutex<IdleCache<String, PerServer>>,
@@ -125,7 +127,7 @@ impl ServerViews {
                 )
             })
             .collect();
-        let entry = self.entry(&client.server());
+        let entry = self.entry(&client.principal_key());
         let mut e = entry.lock().await;
         if let Some((at, covered, view)) = &e.gathered
             && at.elapsed() < self.ttl
@@ -143,20 +145,20 @@ impl ServerViews {
 
     /// Forget the view of a server (after we changed it).
     pub async fn invalidate(&self, client: &Client) {
-        let entry = self.entry(&client.server());
+        let entry = self.entry(&client.principal_key());
         entry.lock().await.gathered = None;
     }
 
     /// Keep what the executor learnt about tags (ids of what it created); also seeds the
     /// catalog of a server (local mode carries its own across runs).
     pub async fn remember_tags(&self, client: &Client, tags: &TagCatalog) {
-        let entry = self.entry(&client.server());
+        let entry = self.entry(&client.principal_key());
         entry.lock().await.tags = tags.clone();
     }
 
     /// The tag catalog known for the server.
     pub async fn tags(&self, client: &Client) -> TagCatalog {
-        let entry = self.entry(&client.server());
+        let entry = self.entry(&client.principal_key());
         entry.lock().await.tags.clone()
     }
 }

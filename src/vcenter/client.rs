@@ -179,6 +179,18 @@ impl Client {
         &self.inner.conn.credentials.username
     }
 
+    /// Who this client is on which server, for caches of what it read: the endpoint, the user
+    /// and a fingerprint of the password (never the password).
+    pub fn principal_key(&self) -> String {
+        let c = &self.inner.conn.credentials;
+        format!(
+            "{} as {}#{}",
+            self.server(),
+            c.username,
+            c.password_fingerprint()
+        )
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.inner.conn.stats
     }

@@ -112,6 +112,8 @@ mod tests {
         VSphereDeploymentZone::new(
             "zone-a",
             VSphereDeploymentZoneSpec {
+                thumbprint: None,
+                identity_ref: None,
                 server: server.map(Into::into),
                 failure_domain: fd.map(Into::into),
                 control_plane: None,

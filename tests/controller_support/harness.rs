@@ -22,10 +22,10 @@ use vsphere_provider::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSph
 use vsphere_provider::controllers::{
     self, Cache, Health, Metrics, Shared, ShutdownTrigger, shutdown,
 };
-use vsphere_provider::plan::credentials::ManagerIdentity;
+use vsphere_provider::plan::credentials::{ManagerIdentity, ServerScope, ServerTrust};
 use vsphere_provider::reconcile::views::ServerViews;
 use vsphere_provider::vcenter::session::SessionCache;
-use vsphere_provider::vcenter::{ClientOptions, Stats, TlsPolicy};
+use vsphere_provider::vcenter::{ClientOptions, Stats};
 
 use super::apiserver::FakeApiServer;
 
@@ -40,6 +40,7 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
         sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
         views: Arc::new(ServerViews::new(Duration::from_secs(30))),
         manager,
+        trust: ServerTrust::default(),
         metrics: Metrics::new(stats),
         reporter: "vsphere-provider".into(),
         health: Health::new(false),
@@ -47,12 +48,14 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
     }
 }
 
-/// vcsim's credentials as the manager's own.
+/// vcsim's credentials as the manager's own, for any server: these tests run the controllers
+/// in-process over a fake API server and a vcsim on a random port (the binding of the manager's
+/// credentials to servers is `run`'s, tested in tests/realapi_tenants.rs and plan::credentials).
 pub fn manager(user: &str, password: &str) -> ManagerIdentity {
     ManagerIdentity {
         username: user.into(),
         password: SecretString::from(password.to_string()),
-        tls: TlsPolicy::System,
+        servers: ServerScope::Any,
     }
 }
 

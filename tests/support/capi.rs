@@ -268,7 +268,14 @@ pub struct OurManager {
 }
 
 impl OurManager {
-    pub fn start(cp: &ControlPlane, home: &Path, username: &str, password: &str) -> OurManager {
+    /// The manager with its own credentials for `servers` (VSPHERE_SERVER, comma-separated).
+    pub fn start(
+        cp: &ControlPlane,
+        home: &Path,
+        username: &str,
+        password: &str,
+        servers: &str,
+    ) -> OurManager {
         let kubeconfig = cp
             .service_account_kubeconfig(SA_NAMESPACE, realapi::SA_NAME)
             .unwrap();
@@ -286,7 +293,7 @@ impl OurManager {
             .env("POD_NAMESPACE", SA_NAMESPACE)
             .env("VSPHERE_USERNAME", username)
             .env("VSPHERE_PASSWORD", password)
-            .env_remove("VSPHERE_SERVER")
+            .env("VSPHERE_SERVER", servers)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .args([
                 "--log-level",

@@ -10,11 +10,29 @@ pub fn list(items: Vec<Value>) -> String {
     json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
 }
 
+/// The Secret `name` in the controller's namespace `controller_ns` that the zones of [`zones`]
+/// name as their identityRef: zones are admin-owned and never use a tenant's credentials.
+pub fn zone_credentials(controller_ns: &str, name: &str, user: &str, password: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": controller_ns},
+        "type": "Opaque",
+        "stringData": {"username": user, "password": password}
+    })
+}
+
 /// For each zone name (the i-th on cluster `DC0_C{i}`, pool `DC0_C{i}_RP1`, folder `vm`): a
 /// VSphereFailureDomain (autoConfigure: the controller tags vCenter itself) and a
-/// VSphereDeploymentZone on `server`, its `controlPlane` set when given (else left to the
+/// VSphereDeploymentZone on `server` acting as the Secret `identity` of the controller's
+/// namespace ([`zone_credentials`]), its `controlPlane` set when given (else left to the
 /// mutating webhook).
-pub fn zones(server: &str, names: &[String], control_plane: Option<bool>) -> Vec<Value> {
+pub fn zones(
+    server: &str,
+    names: &[String],
+    control_plane: Option<bool>,
+    identity: &str,
+) -> Vec<Value> {
     let mut out = Vec::new();
     for (i, name) in names.iter().enumerate() {
         out.push(json!({
@@ -34,6 +52,7 @@ pub fn zones(server: &str, names: &[String], control_plane: Option<bool>) -> Vec
             "metadata": {"name": name},
             "spec": {
                 "server": server,
+                "identityRef": {"kind": "Secret", "name": identity},
                 "failureDomain": name,
                 "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"), "folder": "vm"}
             }
@@ -47,8 +66,14 @@ pub fn zones(server: &str, names: &[String], control_plane: Option<bool>) -> Vec
 }
 
 /// The credentials Secret `vsphere-credentials` and the VSphereCluster `demo` in `ns`,
-/// selecting every zone of `server`.
+/// selecting every zone of `server`; and the OpenShift machines' credentialsSecret
+/// `vsphere-cloud-credentials` (the webhook's default name) with machine-api-operator's keys,
+/// `<vCenter host>.username` and `.password`.
 pub fn cluster(ns: &str, server: &str, user: &str, password: &str) -> Vec<Value> {
+    let host = url::Url::parse(server)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| server.to_string());
     vec![
         json!({
             "apiVersion": "v1",
@@ -56,6 +81,13 @@ pub fn cluster(ns: &str, server: &str, user: &str, password: &str) -> Vec<Value>
             "metadata": {"name": "vsphere-credentials", "namespace": ns},
             "type": "Opaque",
             "stringData": {"username": user, "password": password}
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vsphere-cloud-credentials", "namespace": ns},
+            "type": "Opaque",
+            "stringData": {format!("{host}.username"): user, format!("{host}.password"): password}
         }),
         json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",

@@ -27,6 +27,7 @@ use crate::api::Machine;
 use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::capi_machine::actuated::{machine_for, vm_key};
+use crate::plan::credentials::{Principal, principal};
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
 use crate::plan::machine::ipam::wanted_claims;
@@ -201,7 +202,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
     let started = Instant::now();
     let k = key(&machine);
-    let result = decide(&machine, &k, &ctx)
+    let result = decide(&machine, None, &k, &ctx)
         .await
         .and_then(|r| verdict(&k, r));
     ctx.measure(CONTROLLER, started, &result);
@@ -214,9 +215,15 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
 /// Nothing copied from the caches is held while waiting for the server's gate: every machine
 /// of a server may be queued behind one sweep (300 at a start), and each holding its own copy of
 /// the zones was most of the manager's memory.
-async fn decide(machine: &Machine, k: &str, ctx: &Context) -> Result<Requeue, Error> {
+async fn decide(
+    machine: &Machine,
+    vm: Option<&VSphereVM>,
+    k: &str,
+    ctx: &Context,
+) -> Result<Requeue, Error> {
     let server = machine_server(machine, &ctx.stores.zones_by_name()).unwrap_or_default();
-    let gate = ctx.machine_sweeps.gate(&server);
+    let acting_as = principal_key(&principal_of(machine, vm, &ctx.stores.clusters.valid()));
+    let gate = ctx.machine_sweeps.gate(&format!("{server}\n{acting_as}"));
     let mut decisions = gate.lock().await;
     if let Some(d) = decisions.get_mut(k)
         && d.covers(fingerprint(&machine.metadata))
@@ -224,7 +231,7 @@ async fn decide(machine: &Machine, k: &str, ctx: &Context) -> Result<Requeue, Er
         return Ok(d.answer());
     }
     let zones = ctx.stores.zones_by_name();
-    let (outcome, fingerprints) = sweep_server(ctx, &server, &zones).await?;
+    let (outcome, fingerprints) = sweep_server(ctx, &server, &acting_as, &zones).await?;
     ctx.metrics.machine_swept();
     gate::record(&mut decisions, &outcome.requeues, &fingerprints);
     Ok(decisions
@@ -249,7 +256,7 @@ pub async fn reconcile_vsphere_vm(vm: Arc<VSphereVM>, ctx: Arc<Context>) -> Resu
     let started = Instant::now();
     let standin = machine_for(&vm);
     let k = key(&standin);
-    let result = decide(&standin, &k, &ctx)
+    let result = decide(&standin, Some(&vm), &k, &ctx)
         .await
         .and_then(|r| verdict(&k, r));
     ctx.measure(VM_CONTROLLER, started, &result);
@@ -269,26 +276,66 @@ pub fn vsphere_vm_error_policy(vm: Arc<VSphereVM>, error: &Error, ctx: Arc<Conte
 /// Machine key → its fingerprint when the sweep read it.
 type Fingerprints = BTreeMap<String, u64>;
 
-/// One sweep over every machine of `server`, through the API server.
+/// Who a machine acts as on vCenter: a Cluster API machine (its VSphereVM's stand-in) as its
+/// own cluster, an OpenShift Machine as its credentialsSecret (`plan::credentials::principal`).
+fn principal_of(
+    machine: &Machine,
+    vm: Option<&VSphereVM>,
+    clusters: &[crate::api::VSphereCluster],
+) -> Result<Principal, String> {
+    let ns = machine.metadata.namespace.as_deref().unwrap_or_default();
+    match vm {
+        Some(vm) => {
+            principal::for_capi_machine(ns, &vm.name_any(), vm.metadata.labels.as_ref(), clusters)
+        }
+        None => Ok(principal::for_openshift_spec(ns, &machine.spec)),
+    }
+}
+
+/// Machines are swept per (server, principal): one bulk read per server and identity, and a
+/// machine whose principal cannot be told is swept with the others that fail the same way.
+fn principal_key(p: &Result<Principal, String>) -> String {
+    match p {
+        Ok(p) => p.key(),
+        Err(e) => format!("unresolved: {e}"),
+    }
+}
+
+/// One sweep over every machine of `server` acting as `acting_as`, through the API server.
 async fn sweep_server(
     ctx: &Context,
     server: &str,
+    acting_as: &str,
     zones: &BTreeMap<String, crate::api::VSphereDeploymentZone>,
 ) -> Result<(SweepOutcome, Fingerprints), Error> {
     let all: Vec<Machine> = ctx.stores.machines.valid();
+    let clusters = ctx.stores.clusters.valid();
     // Cluster API machines join as their VSphereVMs' stand-ins: one bulk read for both kinds.
     let mut vsphere_vms = BTreeMap::new();
-    let standins = ctx.stores.vsphere_vms.valid().into_iter().map(|vm| {
-        let m = machine_for(&vm);
-        vsphere_vms.insert(key(&m), vm);
-        m
-    });
-    let machines: Vec<Machine> = all
-        .iter()
-        .cloned()
+    let mut principal = None;
+    let openshift = all.iter().cloned().map(|m| (m, None));
+    let standins: Vec<(Machine, Option<VSphereVM>)> = ctx
+        .stores
+        .vsphere_vms
+        .valid()
+        .into_iter()
+        .map(|vm| (machine_for(&vm), Some(vm)))
+        .collect();
+    let machines: Vec<Machine> = openshift
         .chain(standins)
-        .filter(|m| m.vsphere_provider_spec().is_some())
-        .filter(|m| machine_server(m, zones).unwrap_or_default() == server)
+        .filter(|(m, _)| m.vsphere_provider_spec().is_some())
+        .filter(|(m, _)| machine_server(m, zones).unwrap_or_default() == server)
+        .filter_map(|(m, vm)| {
+            let p = principal_of(&m, vm.as_ref(), &clusters);
+            if principal_key(&p) != acting_as {
+                return None;
+            }
+            principal.get_or_insert(p);
+            if let Some(vm) = vm {
+                vsphere_vms.insert(key(&m), vm);
+            }
+            Some(m)
+        })
         .collect();
     let fingerprints: Fingerprints = machines
         .iter()
@@ -304,7 +351,11 @@ async fn sweep_server(
             "spec.providerSpec.value.workspace.server: no vCenter named",
         ))
     } else {
-        ctx.vcenter_client(server).await
+        match principal {
+            Some(Ok(p)) => ctx.client_as(server, &p).await,
+            Some(Err(e)) => Err(Failure::config(e)),
+            None => Err(Failure::config("no machine acts as this principal")),
+        }
     };
     let kube = ctx.api_server();
     let input = SweepInput {

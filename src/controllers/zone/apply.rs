@@ -11,6 +11,7 @@ use super::{NOT_READY_REQUEUE, READY_REQUEUE, failure_domain_of, publish};
 use crate::api::{VSphereDeploymentZone, VSphereFailureDomain};
 use crate::controllers::patch::{apply_status, set_owner_references};
 use crate::controllers::{Context, Error, now};
+use crate::plan::credentials::principal;
 use crate::plan::failure::Failure;
 use crate::plan::zone::ZoneState;
 use crate::plan::zone_status::{apply_zone_status, with_owner};
@@ -50,7 +51,7 @@ pub(super) async fn apply(zone: &VSphereDeploymentZone, ctx: &Context) -> Result
     let server = zone.spec.server.clone().unwrap_or_default();
     // Without a failure domain there is nothing to verify: no credentials, no vCenter call.
     let client = match &fd {
-        Some(_) => ctx.vcenter_client(&server).await,
+        Some(_) => ctx.client_as(&server, &principal::for_zone(zone)).await,
         None => Err(Failure::config("no failure domain")),
     };
     let server_fds = failure_domains_on_server(ctx, &server, fd.as_ref());

@@ -150,9 +150,35 @@ pub fn same_server(a: &str, b: &str) -> bool {
     }
 }
 
+/// Whether two server strings name exactly the same endpoint: scheme, host (case-insensitive)
+/// and port (the scheme's default when unwritten). The allow-list of servers the manager's own
+/// credentials may go to is matched this way, stricter than [`same_server`]: a port or scheme
+/// the admin did not write is another service, and the password must not go there.
+pub fn same_endpoint(a: &str, b: &str) -> bool {
+    match (Endpoint::parse(a), Endpoint::parse(b)) {
+        (Ok(a), Ok(b)) => {
+            a.host() == b.host() && a.port() == b.port() && a.base.scheme() == b.base.scheme()
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_allow_listed_endpoint_matches_only_its_own_scheme_host_and_port() {
+        assert!(same_endpoint("vc.corp", "https://VC.corp:443/sdk"));
+        assert!(!same_endpoint("vc.corp", "vc.corp:8443"));
+        assert!(!same_endpoint("vc.corp", "http://vc.corp"));
+        assert!(!same_endpoint("vc.corp", "vc.corp.evil.example"));
+        assert!(!same_endpoint("vc.corp", "https://u:p@vc.corp"));
+        assert!(same_endpoint(
+            "http://127.0.0.1:8989/sdk",
+            "http://127.0.0.1:8989"
+        ));
+    }
 
     #[test]
     fn accepts_every_documented_form() {

@@ -186,6 +186,8 @@ pub(super) fn dz(pool: Option<&str>, folder: Option<&str>) -> VSphereDeploymentZ
     VSphereDeploymentZone::new(
         "zone",
         VSphereDeploymentZoneSpec {
+            thumbprint: None,
+            identity_ref: None,
             server: Some("vc".into()),
             failure_domain: Some("fd".into()),
             control_plane: None,

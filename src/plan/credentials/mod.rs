@@ -1,29 +1,32 @@
-//! Which credentials and TLS trust a zone's server is reconciled with (reference §3 step 4):
-//! the identityRef (a Secret, or a VSphereClusterIdentity the cluster's namespace may use) of a
-//! VSphereCluster on the same server, else the manager's own; and, strictly, the credentials
-//! one VSphereCluster names (its own readiness check).
+//! Which credentials and TLS trust an object is reconciled with. Who acts for an object is
+//! decided by ownership ([`principal`]); what a VSphereCluster's `identityRef` resolves to is
+//! [`cluster_identity`] (CAPV's rules, strictly); where the manager's own credentials may go
+//! and how each server is trusted is the admin's ([`trust`]).
 //!
-//! Unlike CAPV, "the first matching cluster" is deterministic (clusters are tried in
-//! namespace/name order), servers match by host, and a cluster's thumbprint pins TLS for the
-//! credentials that cluster supplies, and only for those: a VSphereCluster in any namespace must
-//! not be able to change how the manager's own credentials trust vCenter (CAPV's fallback ran
-//! without verification at all).
+//! A cluster's thumbprint pins TLS for the credentials that cluster supplies, and only for
+//! those: a VSphereCluster in any namespace must not be able to change how the manager's own
+//! credentials trust vCenter (CAPV's fallback ran without verification at all).
+pub mod principal;
+pub mod trust;
+
 use secrecy::SecretString;
 
 use crate::api::cluster_identity::VSphereClusterIdentity;
 use crate::api::vsphere_cluster::{VSphereCluster, VSphereIdentityKind};
-use crate::vcenter::model::endpoint::same_server;
 use crate::vcenter::model::trust::{Thumbprint, TlsPolicy};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 
 use super::selector;
 
-/// The manager's own credentials (flags or environment) and TLS trust.
+pub use principal::{Principal, resolve};
+pub use trust::{ServerScope, ServerTrust};
+
+/// The manager's own credentials (flags or environment) and the servers they may go to.
 #[derive(Clone, Debug)]
 pub struct ManagerIdentity {
     pub username: String,
     pub password: SecretString,
-    pub tls: TlsPolicy,
+    pub servers: ServerScope,
 }
 
 /// Credentials chosen for one server.
@@ -160,7 +163,7 @@ pub fn cluster_identity(
 }
 
 /// Local mode's input check: every `identityRef` must resolve from the manifests given. The
-/// controller may fall back to the manager's credentials for a server ([`identity_for`]), but
+/// controller may act as the manager for a cluster without an identityRef ([`resolve`]), but
 /// an operator running `reconcile` with `VSPHERE_USERNAME`/`VSPHERE_PASSWORD` in the
 /// environment who forgot the tenant's Secret would otherwise act on vCenter as themselves
 /// without noticing; a missing or unusable identity is refused before anything is sent.
@@ -192,53 +195,6 @@ pub fn unresolved_identity_refs<'c>(
             ))
         })
         .collect()
-}
-
-/// Choose the identity for `server`: the first cluster on it (namespace/name order) whose
-/// identityRef resolves ([`cluster_identity`]), else the manager's. Errors name the clusters
-/// and Secrets and what is wrong, never a value.
-/// `default_tls` is the trust for a cluster's Secret when the cluster has no thumbprint (the
-/// `--ca-file`/`--thumbprint`/`--insecure` flags, else the system roots).
-pub fn identity_for(
-    server: &str,
-    clusters: &[VSphereCluster],
-    sources: &IdentitySources<'_>,
-    manager: Option<&ManagerIdentity>,
-    default_tls: &TlsPolicy,
-) -> Result<Identity, String> {
-    let mut candidates: Vec<&VSphereCluster> = clusters
-        .iter()
-        .filter(|c| {
-            c.spec
-                .server
-                .as_deref()
-                .is_some_and(|s| same_server(s, server))
-        })
-        .collect();
-    candidates.sort_by_key(|c| (c.metadata.namespace.clone(), c.metadata.name.clone()));
-    let mut problems = Vec::new();
-    for c in &candidates {
-        match cluster_identity(c, sources, default_tls) {
-            Ok(Some(id)) => return Ok(id),
-            Ok(None) => {}
-            Err(e) => problems.push(e),
-        }
-    }
-    match manager {
-        Some(m) => Ok(Identity {
-            username: m.username.clone(),
-            password: m.password.clone(),
-            tls: m.tls.clone(),
-            source: "the manager's credentials".into(),
-        }),
-        None if problems.is_empty() => Err(format!(
-            "no credentials for vCenter {server}: no VSphereCluster on this server has an identityRef, and the manager has none"
-        )),
-        None => Err(format!(
-            "no usable credentials for vCenter {server}: {}",
-            problems.join("; ")
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -290,34 +246,48 @@ mod tests {
         }
     }
 
-    /// `identity_for` over Secrets only (no VSphereClusterIdentity).
+    /// `resolve` over Secrets only (no VSphereClusterIdentity), trust `tls` for every server.
     fn with_secrets(
+        principal: &Principal,
         server: &str,
-        clusters: &[VSphereCluster],
         secrets: &[Secret],
         manager: Option<&ManagerIdentity>,
         tls: &TlsPolicy,
     ) -> Result<Identity, String> {
         let sources = IdentitySources {
             secrets,
+            controller_namespace: "vsphere-provider-system",
             ..IdentitySources::default()
         };
-        identity_for(server, clusters, &sources, manager, tls)
+        resolve(
+            principal,
+            server,
+            &sources,
+            manager,
+            &ServerTrust::uniform(tls.clone()),
+        )
     }
 
     fn manager() -> ManagerIdentity {
         ManagerIdentity {
             username: "mgr".into(),
             password: SecretString::from("mgr-pw"),
-            tls: TlsPolicy::System,
+            servers: ServerScope::Only(vec!["vc".into(), "vc.example.com".into()]),
         }
     }
 
+    fn vm_labels(cluster: &str) -> std::collections::BTreeMap<String, String> {
+        [(
+            crate::api::capi_core::CLUSTER_NAME_LABEL.to_string(),
+            cluster.to_string(),
+        )]
+        .into()
+    }
+
     #[test]
-    fn the_matching_clusters_secret_wins_with_its_thumbprint() {
+    fn a_machine_acts_as_its_own_cluster_never_another_namespaces() {
         let thumb = "AA:".repeat(19) + "AA";
         let clusters = [
-            cluster("b", "c2", "vc.example.com", Some("creds"), None),
             cluster(
                 "a",
                 "c1",
@@ -325,24 +295,76 @@ mod tests {
                 Some("creds"),
                 Some(&thumb),
             ),
-            cluster("a", "other", "vc2.example.com", Some("creds"), None),
+            cluster("b", "c2", "vc.example.com", Some("creds"), None),
         ];
         let secrets = [
             secret("a", "creds", "alice", "pw-a"),
             secret("b", "creds", "bob", "pw-b"),
         ];
+        // b's machine gets b's credentials, although a/c1 sorts first on the same server.
+        let p = principal::for_capi_machine("b", "m", Some(&vm_labels("c2")), &clusters).unwrap();
         let id = with_secrets(
+            &p,
             "vc.example.com",
-            &clusters,
             &secrets,
             Some(&manager()),
             &TlsPolicy::System,
         )
         .unwrap();
-        assert_eq!(id.username, "alice", "namespace/name order: a/c1 first");
-        assert_eq!(id.password.expose_secret(), "pw-a");
+        assert_eq!(id.username, "bob");
+        assert_eq!(id.password.expose_secret(), "pw-b");
+        assert!(id.source.contains("b/creds"), "{}", id.source);
+        // a's machine gets a's, with a's thumbprint.
+        let p = principal::for_capi_machine("a", "m", Some(&vm_labels("c1")), &clusters).unwrap();
+        let id = with_secrets(&p, "vc.example.com", &secrets, None, &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "alice");
         assert!(matches!(id.tls, TlsPolicy::Thumbprint(_)));
-        assert!(id.source.contains("a/creds"));
+        // A dev machine naming prod's cluster finds nothing in its own namespace.
+        let err =
+            principal::for_capi_machine("dev", "m", Some(&vm_labels("c1")), &clusters).unwrap_err();
+        assert!(
+            err.contains("no VSphereCluster of Cluster dev/c1 in namespace dev"),
+            "{err}"
+        );
+        let err = principal::for_capi_machine("a", "m", None, &clusters).unwrap_err();
+        assert!(
+            err.contains("has no cluster.x-k8s.io/cluster-name label"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_clusters_vsphere_cluster_is_the_one_its_cluster_owns_then_labels_then_names() {
+        let owned_by = |c: &mut VSphereCluster, owner: &str| {
+            c.metadata.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "cluster.x-k8s.io/v1beta1".into(),
+                    kind: "Cluster".into(),
+                    name: owner.into(),
+                    uid: "u".into(),
+                    ..Default::default()
+                },
+            ]);
+        };
+        let mut owned = cluster("ns", "infra-x", "vc", None, None);
+        owned_by(&mut owned, "prod");
+        let same_name = cluster("ns", "prod", "vc", None, None);
+        let clusters = [same_name.clone(), owned.clone()];
+        let got = principal::cluster_of("ns", "prod", &clusters).unwrap();
+        assert_eq!(
+            got.metadata.name.as_deref(),
+            Some("infra-x"),
+            "the owned one"
+        );
+        let got = principal::cluster_of("ns", "prod", &clusters[..1]).unwrap();
+        assert_eq!(got.metadata.name.as_deref(), Some("prod"), "else by name");
+        let mut twice = cluster("ns", "infra-y", "vc", None, None);
+        owned_by(&mut twice, "prod");
+        let err = principal::cluster_of("ns", "prod", &[owned, twice]).unwrap_err();
+        assert!(
+            err.contains("more than one VSphereCluster (infra-x, infra-y)"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -382,49 +404,108 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_secret_falls_through_to_the_next_cluster_then_the_manager() {
-        let clusters = [
-            cluster("a", "c1", "vc", Some("missing"), None),
-            cluster("b", "c2", "vc", Some("creds"), None),
-        ];
-        let id = with_secrets(
+    fn a_tenants_broken_identity_breaks_only_its_own_cluster() {
+        let broken = cluster("a", "c1", "vc", Some("missing"), None);
+        let fine = cluster("b", "c2", "vc", Some("creds"), None);
+        let secrets = [secret("b", "creds", "bob", "x")];
+        let err = with_secrets(
+            &Principal::cluster(&broken),
             "vc",
-            &clusters,
-            &[secret("b", "creds", "bob", "x")],
+            &secrets,
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap_err();
+        assert!(err.contains("identity Secret a/missing not found"), "{err}");
+        let id = with_secrets(
+            &Principal::cluster(&fine),
+            "vc",
+            &secrets,
             None,
             &TlsPolicy::System,
         )
         .unwrap();
         assert_eq!(id.username, "bob");
+        // The zones of the server keep the manager's credentials, whatever tenants write.
         let id = with_secrets(
+            &Principal::Manager,
             "vc",
-            &clusters[..1],
+            &secrets,
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap();
+        assert_eq!(id.username, "mgr");
+    }
+
+    #[test]
+    fn the_managers_credentials_go_only_to_the_servers_they_are_bound_to() {
+        let bare = cluster("tenant", "c1", "evil.example.com", None, None);
+        for p in [
+            Principal::cluster(&bare),
+            Principal::Manager,
+            principal::for_openshift("openshift-machine-api", Some("absent")),
+        ] {
+            let err = with_secrets(
+                &p,
+                "evil.example.com",
+                &[],
+                Some(&manager()),
+                &TlsPolicy::System,
+            )
+            .unwrap_err();
+            assert!(
+                err.starts_with("no credentials for vCenter evil.example.com: give ")
+                    && err.contains("an identityRef")
+                    && err.contains("only for vc, vc.example.com"),
+                "{err}"
+            );
+            assert!(!err.contains("mgr"), "no username: {err}");
+        }
+        let err = with_secrets(
+            &Principal::cluster(&bare),
+            "evil.example.com",
+            &[],
+            None,
+            &TlsPolicy::System,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("give VSphereCluster tenant/c1 an identityRef (the manager has no credentials of its own)"),
+            "{err}"
+        );
+        // Its own identityRef takes a cluster anywhere, with its own credentials.
+        let own = cluster("tenant", "c1", "evil.example.com", Some("creds"), None);
+        let id = with_secrets(
+            &Principal::cluster(&own),
+            "evil.example.com",
+            &[secret("tenant", "creds", "t", "tpw")],
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap();
+        assert_eq!(id.username, "t");
+    }
+
+    #[test]
+    fn a_clusters_thumbprint_never_applies_to_the_managers_credentials() {
+        let thumb = "BB:".repeat(31) + "BB";
+        let c = cluster("tenant", "aaa", "vc", None, Some(&thumb));
+        let id = with_secrets(
+            &Principal::cluster(&c),
+            "vc",
             &[],
             Some(&manager()),
             &TlsPolicy::System,
         )
         .unwrap();
         assert_eq!(id.username, "mgr");
-        let err = with_secrets("vc", &clusters[..1], &[], None, &TlsPolicy::System).unwrap_err();
-        assert!(err.contains("identity Secret a/missing not found"), "{err}");
-        let err = with_secrets("vc", &[], &[], None, &TlsPolicy::System).unwrap_err();
-        assert!(err.contains("no credentials"), "{err}");
-    }
-
-    #[test]
-    fn a_clusters_thumbprint_never_applies_to_the_managers_credentials() {
-        // A cluster in some namespace with a thumbprint but no identityRef: the manager's
-        // credentials keep the manager's trust.
-        let thumb = "BB:".repeat(31) + "BB";
-        let clusters = [cluster("tenant", "aaa", "vc", None, Some(&thumb))];
-        let id = with_secrets("vc", &clusters, &[], Some(&manager()), &TlsPolicy::System).unwrap();
-        assert_eq!(id.username, "mgr");
         assert_eq!(id.tls, TlsPolicy::System);
-        // Without a thumbprint, a cluster's Secret uses the default trust (the CLI flags).
-        let clusters = [cluster("a", "c1", "vc", Some("creds"), None)];
+        // Without a thumbprint, a cluster's Secret uses the server's trust (the admin's flags).
+        let c = cluster("a", "c1", "vc", Some("creds"), None);
         let id = with_secrets(
+            &Principal::cluster(&c),
             "vc",
-            &clusters,
             &[secret("a", "creds", "u", "p")],
             None,
             &TlsPolicy::Insecure,
@@ -435,10 +516,10 @@ mod tests {
 
     #[test]
     fn errors_never_contain_secret_values() {
-        let clusters = [cluster("a", "c1", "vc", Some("creds"), None)];
+        let c = cluster("a", "c1", "vc", Some("creds"), None);
         let err = with_secrets(
+            &Principal::cluster(&c),
             "vc",
-            &clusters,
             &[secret("a", "creds", "", "topsecret")],
             None,
             &TlsPolicy::System,
@@ -446,6 +527,98 @@ mod tests {
         .unwrap_err();
         assert!(!err.contains("topsecret"));
         assert!(err.contains("lacks a non-empty username or password"));
+    }
+
+    fn keyed_secret(ns: &str, name: &str, pairs: &[(&str, &str)]) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..ObjectMeta::default()
+            },
+            string_data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    /// machine-api-operator's credentials Secret (`<server>.username`/`<server>.password`).
+    #[test]
+    fn an_openshift_machine_acts_as_its_credentials_secret_else_the_manager() {
+        let ns = "openshift-machine-api";
+        let p = principal::for_openshift(ns, Some("vsphere-cloud-credentials"));
+        let mao = keyed_secret(
+            ns,
+            "vsphere-cloud-credentials",
+            &[
+                ("vc.example.com.username", "ocp"),
+                ("vc.example.com.password", "ocp-pw"),
+            ],
+        );
+        let id = with_secrets(
+            &p,
+            "https://vc.example.com/sdk",
+            std::slice::from_ref(&mao),
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap();
+        assert_eq!(id.username, "ocp");
+        assert_eq!(
+            id.source,
+            format!("credentialsSecret {ns}/vsphere-cloud-credentials")
+        );
+        // Another server's keys only: an error naming the keys, not the manager's.
+        let err = with_secrets(&p, "vc", &[mao], Some(&manager()), &TlsPolicy::System).unwrap_err();
+        assert!(
+            err.contains("has no non-empty vc.username and vc.password"),
+            "{err}"
+        );
+        // The Secret absent: the manager's (admin-owned machines), on its servers.
+        let id = with_secrets(&p, "vc", &[], Some(&manager()), &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "mgr");
+        // A Secret of that name in another namespace is not this machine's.
+        let elsewhere = keyed_secret(
+            "tenant",
+            "vsphere-cloud-credentials",
+            &[("username", "x"), ("password", "y")],
+        );
+        let id =
+            with_secrets(&p, "vc", &[elsewhere], Some(&manager()), &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "mgr");
+    }
+
+    #[test]
+    fn a_zone_acts_as_its_own_identity_from_the_controllers_namespace_only() {
+        let mut z = crate::api::VSphereDeploymentZone::new("zone-a", Default::default());
+        z.spec.identity_ref = Some(VSphereIdentityReference {
+            kind: VSphereIdentityKind::Secret,
+            name: "zone-creds".into(),
+        });
+        let p = principal::for_zone(&z);
+        let tenant = secret("tenant", "zone-creds", "tenant", "t");
+        let err = with_secrets(
+            &p,
+            "vc",
+            std::slice::from_ref(&tenant),
+            Some(&manager()),
+            &TlsPolicy::System,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("VSphereDeploymentZone zone-a: spec.identityRef: Secret vsphere-provider-system/zone-creds not found"),
+            "{err}"
+        );
+        let admin = secret("vsphere-provider-system", "zone-creds", "zones", "z");
+        let id = with_secrets(&p, "vc", &[tenant, admin], None, &TlsPolicy::System).unwrap();
+        assert_eq!(id.username, "zones");
+        // Without one, the manager's.
+        z.spec.identity_ref = None;
+        assert!(matches!(principal::for_zone(&z), Principal::Manager));
     }
 
     fn identity(
@@ -570,11 +743,35 @@ mod tests {
                 ),
             }
         }
-        // A refused identity does not fall back to the manager for the cluster's own check, but
-        // the zones of the server still get the manager's credentials.
+        // A refused identity never falls back to other credentials: the dev cluster's machine is
+        // refused, naming the identity and the namespace.
         let c = by_identity("dev", "prod");
-        assert!(cluster_identity(&c, &sources, &TlsPolicy::System).is_err());
-        let id = identity_for("vc", &[c], &sources, Some(&manager()), &TlsPolicy::System).unwrap();
-        assert_eq!(id.username, "mgr");
+        let err = resolve(
+            &Principal::cluster(&c),
+            "vc",
+            &sources,
+            Some(&manager()),
+            &ServerTrust::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("VSphereClusterIdentity prod does not allow namespace dev"),
+            "{err}"
+        );
+        // A zone may name any identity (zones are admin-owned; allowedNamespaces is for tenants).
+        let mut z = crate::api::VSphereDeploymentZone::new("z", Default::default());
+        z.spec.identity_ref = Some(VSphereIdentityReference {
+            kind: VSphereIdentityKind::VSphereClusterIdentity,
+            name: "nobody".into(),
+        });
+        let id = resolve(
+            &principal::for_zone(&z),
+            "vc",
+            &sources,
+            None,
+            &ServerTrust::default(),
+        )
+        .unwrap();
+        assert_eq!(id.username, "admin");
     }
 }
