@@ -84,7 +84,7 @@ echo "(exit code $code: 1 means something is not ready, as expected here)"
 
 machines() { # HOOKS_FOR_MASTER_1
 	mkdir -p "$work/machines"
-	cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml "$work/machines/"
+	cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml config/samples/vsphereclusteridentity.yaml "$work/machines/"
 	sed 's/namespace: default/namespace: openshift-machine-api/' config/samples/user-data-secret.yaml >"$work/machines/user-data-secret.yaml"
 	local i z
 	for i in 0 1 2; do
@@ -154,7 +154,7 @@ machines ""
 cp_dir="$work/cpms"
 cp_state="$work/cpms.json"
 mkdir -p "$cp_dir"
-cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml config/samples/user-data-secret.yaml "$cp_dir/"
+cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml config/samples/vsphereclusteridentity.yaml config/samples/user-data-secret.yaml "$cp_dir/"
 cpms() { # NUM_CPUS
 	sed -e '/lifecycleHooks:/,/owner: clusteroperator\/etcd/d' -e "s/numCPUs: 2/numCPUs: $1/" \
 		config/samples/controlplanemachineset.yaml >"$cp_dir/cpms.yaml"

@@ -181,23 +181,24 @@ where
 }
 
 /// config/samples-style objects on a vcsim with the samples' topology: for each zone name a
-/// VSphereFailureDomain and a VSphereDeploymentZone (controlPlane left unset); and, apart, the
-/// credentials Secret and a VSphereCluster in `ns` selecting every zone of the server.
+/// VSphereFailureDomain and a VSphereDeploymentZone (controlPlane left unset, identityRef the
+/// Secret `<ns>-zones` of the controller's namespace); and, apart, the credentials: that Secret,
+/// and the credentials Secret and a VSphereCluster in `ns` selecting every zone of the server.
 fn samples_style(sim: &Vcsim, ns: &str, zones: &[String]) -> (Value, Value) {
     let server = sim.url().to_string();
     let (user, password) = sim.credentials();
     let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
     let identity = format!("{ns}-zones");
-    let mut admin = samples::zones(&server, zones, None, &identity);
-    admin.push(samples::zone_credentials(
+    let mut credentials = samples::cluster(ns, &server, user, password);
+    credentials.push(samples::zone_credentials(
         SA_NAMESPACE,
         &identity,
         user,
         password,
     ));
     (
-        list(admin),
-        list(samples::cluster(ns, &server, user, password)),
+        list(samples::zones(&server, zones, None, &identity)),
+        list(credentials),
     )
 }
 
@@ -553,7 +554,10 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
         }
     }
     cp.apply_text(ADMIN, &domains.to_string(), None).ok();
-    manager.wait_line("no credentials for vCenter", LINE_WAIT);
+    manager.wait_line(
+        &format!("spec.identityRef: Secret {SA_NAMESPACE}/{ns}-zones not found"),
+        LINE_WAIT,
+    );
     cp.apply_text(ADMIN, &cluster.to_string(), None).ok();
     assert_zones_ready_and_published(cp, &ns, &zones, Duration::from_secs(30)).await;
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
@@ -561,8 +565,7 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
 
 /// config/crd's conversion webhook, served by the manager, keeps every field through kubectl's
 /// default version. VSphereFailureDomain and VSphereDeploymentZone are stored as v1beta1 and
-/// also served as v1beta2, which lacks `autoConfigure` (and has `thumbprint`/`identityRef` that
-/// v1beta1 lacks); `kubectl get` picks v1beta2. Without the webhook, a `kubectl get` +
+/// also served as v1beta2, which lacks `autoConfigure`; `kubectl get` picks v1beta2. Without the webhook, a `kubectl get` +
 /// `kubectl replace` switched `autoConfigure` off. The CRDs get config/crd/patches' conversion
 /// stanza with the Service replaced by the manager's URL and the harness CA as `caBundle` (what
 /// cert-manager's CA injection and the Service do in a cluster), and get it back to `None`
@@ -684,8 +687,8 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
     assert_eq!(back["spec"]["zone"]["autoConfigure"], true, "{back}");
     assert!(back["metadata"].get("annotations").is_none(), "{back}");
 
-    // A zone written as v1beta2 with what only v1beta2 has: the controllers' v1beta1 sees it
-    // kept aside, a v1beta2 reader sees it as written.
+    // A zone written as v1beta2 with its own credentials: `thumbprint` and `identityRef` are
+    // fields of both versions (they decide who verifies the zone), stored as written.
     let zone_name = format!("{ns}-zone");
     let zone = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
@@ -712,7 +715,9 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
         )
         .ok()
         .json();
-    assert!(stored["spec"].get("thumbprint").is_none(), "{stored}");
+    assert_eq!(stored["spec"]["thumbprint"], "AA:BB:CC", "{stored}");
+    assert_eq!(stored["spec"]["identityRef"]["name"], "creds", "{stored}");
+    assert!(stored["metadata"].get("annotations").is_none(), "{stored}");
     let read = cp
         .kubectl(
             ADMIN,

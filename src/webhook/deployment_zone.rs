@@ -38,6 +38,14 @@ pub fn validate_create(zone: &VSphereDeploymentZone, ctx: &Ctx) -> Vec<FieldErro
             }
         }
     }
+    if let Some(t) = spec
+        .thumbprint
+        .as_deref()
+        .filter(|t| !t.is_empty() && !ctx.exempt(t))
+        && let Err(reason) = super::check_thumbprint(t)
+    {
+        errors.push(FieldError::invalid_str("spec.thumbprint", t, reason));
+    }
     match spec.failure_domain.as_deref() {
         None | Some("") => errors.push(FieldError::required(
             "spec.failureDomain",

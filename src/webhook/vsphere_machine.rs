@@ -188,10 +188,43 @@ fn frozen(spec: Option<&Value>, keys: &[&str]) -> Value {
     spec
 }
 
+/// `server` and `thumbprint` of a clone spec: a vCenter address the client will accept (no
+/// credentials, path or query in it) and a well-formed thumbprint. The server a machine names
+/// decides where its cluster's credentials go, so a malformed one is refused here rather than
+/// at the first connection.
+fn check_clone_server(
+    base: &str,
+    clone: &crate::api::vsphere_machine::VirtualMachineCloneSpec,
+    ctx: &Ctx,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(s) = clone
+        .server
+        .as_deref()
+        .filter(|s| !s.is_empty() && !ctx.exempt(s))
+        && let Err(reason) = super::check_server(s)
+    {
+        errors.push(FieldError::invalid_str(child(base, "server"), s, reason));
+    }
+    if let Some(t) = clone
+        .thumbprint
+        .as_deref()
+        .filter(|t| !t.is_empty() && !ctx.exempt(t))
+        && let Err(reason) = super::check_thumbprint(t)
+    {
+        errors.push(FieldError::invalid_str(
+            child(base, "thumbprint"),
+            t,
+            reason,
+        ));
+    }
+}
+
 /// VSphereMachine on create.
-pub fn validate_machine_create(m: &VSphereMachine, _ctx: &Ctx) -> Vec<FieldError> {
+pub fn validate_machine_create(m: &VSphereMachine, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &m.spec;
+    check_clone_server("spec", &s.clone, ctx, &mut errors);
     check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
     check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
     check_power_off(
@@ -213,6 +246,7 @@ pub fn validate_machine_update(
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &new.spec;
+    check_clone_server("spec", &s.clone, &Ctx::default(), &mut errors);
     check_power_off(
         "spec",
         s.power_off_mode,
@@ -257,10 +291,11 @@ fn check_naming(base: &str, spec: &VSphereMachineSpec, errors: &mut Vec<FieldErr
 }
 
 /// VSphereMachineTemplate on create.
-pub fn validate_template_create(t: &VSphereMachineTemplate, _ctx: &Ctx) -> Vec<FieldError> {
+pub fn validate_template_create(t: &VSphereMachineTemplate, ctx: &Ctx) -> Vec<FieldError> {
     let base = "spec.template.spec";
     let mut errors = Vec::new();
     let s = &t.spec.template.spec;
+    check_clone_server(base, &s.clone, ctx, &mut errors);
     check_preferred_cidr(base, s.clone.network.as_ref(), &mut errors);
     if s.provider_id.is_some() {
         errors.push(FieldError::forbidden(
@@ -330,9 +365,10 @@ pub fn validate_template_update(
 }
 
 /// VSphereVM on create.
-pub fn validate_vm_create(vm: &VSphereVM, _ctx: &Ctx) -> Vec<FieldError> {
+pub fn validate_vm_create(vm: &VSphereVM, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &vm.spec;
+    check_clone_server("spec", &s.clone, ctx, &mut errors);
     check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
     check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
     let name = vm.metadata.name.as_deref().unwrap_or_default();
@@ -389,6 +425,65 @@ pub fn validate_vm_update(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The server a machine names is where its cluster's credentials go: every kind that takes
+    /// one refuses an address with credentials, another scheme or a path, naming the field.
+    #[test]
+    fn a_machines_server_and_thumbprint_are_checked_in_every_kind() {
+        let object = |kind: &str, spec: Value| {
+            serde_json::json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": kind, "metadata": {"name": "m", "namespace": "ns"}, "spec": spec})
+        };
+        let ctx = Ctx::default();
+        let paths = |errors: Vec<FieldError>| -> Vec<String> {
+            errors.into_iter().map(|e| e.path).collect()
+        };
+        for (server, thumbprint, ok) in [
+            ("vc.corp", "", true),
+            ("https://vc.corp/sdk", "", true),
+            ("https://admin:pw@vc.corp/sdk", "", false),
+            ("ftp://vc.corp", "", false),
+            ("vc.corp", "not-hex", false),
+        ] {
+            let clone =
+                serde_json::json!({"template": "t", "server": server, "thumbprint": thumbprint});
+            let m: VSphereMachine =
+                serde_json::from_value(object("VSphereMachine", clone.clone())).unwrap();
+            let vm: VSphereVM = serde_json::from_value(object("VSphereVM", clone.clone())).unwrap();
+            let t: VSphereMachineTemplate = serde_json::from_value(object(
+                "VSphereMachineTemplate",
+                serde_json::json!({"template": {"spec": clone}}),
+            ))
+            .unwrap();
+            let field = if thumbprint.is_empty() {
+                "server"
+            } else {
+                "thumbprint"
+            };
+            let want = |base: &str| {
+                if ok {
+                    vec![]
+                } else {
+                    vec![format!("{base}.{field}")]
+                }
+            };
+            assert_eq!(
+                paths(validate_machine_create(&m, &ctx)),
+                want("spec"),
+                "{server}"
+            );
+            assert_eq!(
+                paths(validate_vm_create(&vm, &ctx)),
+                want("spec"),
+                "{server}"
+            );
+            assert_eq!(
+                paths(validate_template_create(&t, &ctx)),
+                want("spec.template.spec"),
+                "{server}"
+            );
+        }
+    }
 
     /// Every kind refuses a negative size, naming the field and what 0 means; 0 and unset pass
     /// (the template's value).

@@ -27,6 +27,18 @@ impl Manager {
     /// `vsphere-provider --log-level info run ARGS` with `kubeconfig`, as pod `name`
     /// (POD_NAME: its identity in the leader Lease).
     pub fn spawn(name: &str, kubeconfig: &Path, home: &Path, args: &[&str]) -> Manager {
+        Self::spawn_env(name, kubeconfig, home, args, &[])
+    }
+
+    /// As [`Manager::spawn`], with `env` set (the manager's own credentials, as a Deployment
+    /// hands them over from its Secret).
+    pub fn spawn_env(
+        name: &str,
+        kubeconfig: &Path,
+        home: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Manager {
         std::fs::create_dir_all(home).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vsphere-provider"));
         cmd.env("KUBECONFIG", kubeconfig)
@@ -40,6 +52,7 @@ impl Manager {
             .env_remove("VSPHERE_USERNAME")
             .env_remove("VSPHERE_PASSWORD")
             .env_remove("VSPHERE_SERVER")
+            .envs(env.iter().copied())
             .args(["--log-level", "info", "run"])
             .args(args)
             .stdin(Stdio::null())
