@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test entry point (also what CI runs via .ci/run):
-#   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh) -> cargo fmt --check -> cargo clippy -D warnings -> cargo test
+#   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh) -> cargo fmt --check -> cargo clippy -D warnings
+#   -> hack/audit.sh (cargo-audit against the committed RustSec snapshot) -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl)
 #   -> the quick start's demos (hack/demo.sh, hack/demo-cluster.sh, hack/demo-capi.sh once it exists).
@@ -61,6 +62,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --all-targets -- -D warnings
+# Known vulnerabilities in the locked dependencies (RustSec; offline, against the committed
+# snapshot of the advisory database: hack/audit/SOURCE says of when).
+step audit hack/audit.sh
 step test cargo test --all-targets
 # The vCenter reply decoders under cargo-fuzz for a bounded time (fuzz/README.md; a long run is
 # FUZZ_SECONDS=3600 hack/fuzz.sh, optimized, with AddressSanitizer on nightly). CI builds the

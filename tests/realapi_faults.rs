@@ -417,7 +417,7 @@ impl PartialRole {
                 &[
                     "auth",
                     "can-i",
-                    "get",
+                    "watch",
                     "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
                     &format!("--as={subject}"),
                 ],

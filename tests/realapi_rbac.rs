@@ -108,6 +108,7 @@ fn permissions(role: &Value) -> Vec<Permission> {
 /// of its leader election Role.
 fn granted_by_config_rbac() -> Vec<Permission> {
     let mut all = permissions(&yaml_file("config/rbac/role.yaml"));
+    all.extend(permissions(&yaml_file("config/rbac/secrets_role.yaml")));
     all.extend(permissions(&yaml_file(
         "config/rbac/leader_election_role.yaml",
     )));

@@ -326,6 +326,60 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
     );
 }
 
+/// Secret reads narrowed to namespaces: with config/namespaced-secrets the manager's Secret
+/// ClusterRole is bound only in its own namespace (a RoleBinding), never cluster-wide, and no
+/// other rule of the manager grants Secrets.
+#[test]
+fn the_namespaced_secrets_component_binds_secret_reads_in_the_managers_namespace_only() {
+    let Some(objects) = overlay(
+        "resources: [../../config/default]\ncomponents: [../../config/namespaced-secrets]\n",
+    ) else {
+        return;
+    };
+    let binds_secrets = |o: &Value| o["roleRef"]["name"] == "vsphere-provider-secrets";
+    let bindings: Vec<(String, String)> = objects
+        .iter()
+        .filter(|o| binds_secrets(o))
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bindings,
+        [(
+            "RoleBinding".to_string(),
+            "vsphere-provider-system".to_string()
+        )]
+    );
+    for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
+        let grants_secrets = role["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["resources"].to_string().contains("secrets"));
+        assert_eq!(
+            grants_secrets,
+            role["metadata"]["name"] == "vsphere-provider-secrets",
+            "{role}"
+        );
+    }
+    // Without the component: the same ClusterRole, bound cluster-wide.
+    let default = kustomize("config/default").unwrap();
+    assert!(
+        default
+            .iter()
+            .any(|o| o["kind"] == "ClusterRoleBinding" && binds_secrets(o))
+    );
+    // It builds alone too (hack/test.sh kustomizes every kustomization.yaml).
+    assert!(kustomize("config/namespaced-secrets").is_some());
+}
+
 /// The manager's namespace enforces Pod Security "restricted" (and audits and warns it), the
 /// Deployment meets that profile, metrics stay on loopback, and the NetworkPolicy lets in only
 /// the webhook and probe ports and lets out only DNS, the API server and vCenter.

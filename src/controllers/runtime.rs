@@ -82,8 +82,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (zone_store, [zone_trigger, zone_to_clusters, zone_to_sets]) =
         watch_kind::<VSphereDeploymentZone, 3>(&client, Some(zone_deleted), &mut tasks);
     let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
-    let (cluster_store, [cluster_trigger, cluster_to_zones]) =
-        watch_kind::<VSphereCluster, 2>(&client, None, &mut tasks);
+    let (cluster_store, [cluster_trigger]) =
+        watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
     let (machine_store, [machine_trigger, machine_to_sets, machine_to_checks]) =
         watch_kind::<Machine, 3>(&client, None, &mut tasks);
     let (check_deleted, deleted_checks) = futures::channel::mpsc::unbounded();
@@ -132,7 +132,6 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
 
     let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();
-    let zones_for_cluster = stores.zones.store();
     let zone_controller = entry::run(
         zone::CONTROLLER,
         Controller::for_shared_stream(
@@ -146,20 +145,6 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
                     &zones_for_fd.state(),
                     &fd.meta().name.clone().unwrap_or_default(),
                 )
-            },
-        )
-        // A VSphereCluster brings (or changes) the credentials of its server's zones: a zone
-        // that found none is retried now, not when its 60 s "failed until something changes"
-        // wait runs out (found on the real API server: `kubectl apply -k config/samples` may
-        // create the zones first). Only a change of the cluster itself, not of its status: every
-        // failure-domain publication is a status write, and waking every zone of the server on
-        // each one made 100 zones cost ~1,900 credential reads instead of ~200
-        // (hack/bench-cluster.sh).
-        .watches_shared_stream(
-            skip_status_only_changes(cluster_to_zones, cluster_store.clone()),
-            move |c: Arc<DeserializeGuard<VSphereCluster>>| {
-                let server = c.0.as_ref().ok().and_then(|c| c.spec.server.clone());
-                zone::zones_on_server(&zones_for_cluster.state(), server.as_deref())
             },
         ),
         zone::reconcile,

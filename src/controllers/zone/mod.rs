@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
+
+use crate::plan::failure::Cause;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::runtime::reflector::ObjectRef;
@@ -33,6 +35,8 @@ pub const CONTROLLER: &str = "vspheredeploymentzone";
 pub const READY_REQUEUE: Duration = Duration::from_secs(300);
 /// A zone that is not ready (misconfigured, autoConfigure pending) is retried this often.
 pub const NOT_READY_REQUEUE: Duration = Duration::from_secs(60);
+/// A zone without usable credentials is looked at again this often (see `error_policy`).
+pub const CONFIG_REQUEUE: Duration = Duration::from_secs(10);
 /// A deletion blocked by Machines is re-checked this often.
 pub const BLOCKED_REQUEUE: Duration = Duration::from_secs(30);
 
@@ -47,29 +51,6 @@ pub fn zones_using(
         .filter(|z| {
             z.0.as_ref()
                 .is_ok_and(|z| z.spec.failure_domain.as_deref() == Some(fd_name))
-        })
-        .map(|z| ObjectRef::from_obj(z.as_ref()))
-        .collect()
-}
-
-/// The zones of a vCenter server (by host name, as credentials are matched): a VSphereCluster
-/// naming it supplies their credentials.
-pub fn zones_on_server(
-    zones: &[Arc<DeserializeGuard<VSphereDeploymentZone>>],
-    server: Option<&str>,
-) -> Vec<ObjectRef<DeserializeGuard<VSphereDeploymentZone>>> {
-    let Some(server) = server.filter(|s| !s.is_empty()) else {
-        return Vec::new();
-    };
-    zones
-        .iter()
-        .filter(|z| {
-            z.0.as_ref().is_ok_and(|z| {
-                z.spec
-                    .server
-                    .as_deref()
-                    .is_some_and(|s| crate::vcenter::model::endpoint::same_server(s, server))
-            })
         })
         .map(|z| ObjectRef::from_obj(z.as_ref()))
         .collect()
@@ -113,6 +94,14 @@ pub fn error_policy(zone: Arc<VSphereDeploymentZone>, error: &Error, ctx: Arc<Co
         Error::DeletionBlocked(_) => {
             tracing::info!(zone = %zone.name_any(), "{error}");
             Action::requeue(BLOCKED_REQUEUE)
+        }
+        // No credentials yet (an identityRef Secret not there, the manager's not bound to the
+        // server): they come from Secrets, which the manager never watches, so look again soon;
+        // it costs Secret reads, no vCenter call.
+        Error::Vcenter(f) if matches!(f.cause(), Cause::Config) => {
+            ctx.backoff.reset(&key(&zone));
+            tracing::warn!(zone = %zone.name_any(), category = error.category(), retry_in = ?CONFIG_REQUEUE, "{error}");
+            Action::requeue(CONFIG_REQUEUE)
         }
         Error::Vcenter(_) if error.retry() == Retry::Failed => {
             ctx.backoff.reset(&key(&zone));
