@@ -88,8 +88,10 @@ fn parse_aliases(pairs: &[String]) -> Result<Vec<(String, Endpoint)>, String> {
         .collect()
 }
 
-/// Where the state lives when `--state` is not given: one file per set of manifest paths.
-pub fn default_state_path(files: &[PathBuf]) -> PathBuf {
+/// Where the state lives when `--state` is not given: one file per set of manifest paths, under
+/// the user's own state directory. Never a shared directory such as /tmp: there another user
+/// could plant a state (a Machine marked for deletion naming the UUID of a VM to destroy).
+pub fn default_state_path(files: &[PathBuf]) -> Result<PathBuf, String> {
     use sha2::Digest as _;
     let mut h = sha2::Sha256::new();
     let mut paths: Vec<String> = files
@@ -110,10 +112,15 @@ pub fn default_state_path(files: &[PathBuf]) -> PathBuf {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("vsphere-provider")
-        .join(format!("{}.json", &digest[..16]))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })
+        .ok_or("no --state given and neither XDG_STATE_HOME nor HOME is set: pass --state FILE (or --no-state)")?;
+    Ok(base
+        .join("vsphere-provider")
+        .join(format!("{}.json", &digest[..16])))
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,11 +185,17 @@ pub async fn run(mut args: Args) -> ExitCode {
     let state_path = if args.no_state {
         None
     } else {
-        Some(
-            args.state
-                .clone()
-                .unwrap_or_else(|| default_state_path(&args.files)),
-        )
+        match args
+            .state
+            .clone()
+            .map_or_else(|| default_state_path(&args.files), Ok)
+        {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errln!("error: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
     };
     let stored = match state_path.as_deref().map(Store::load_state).transpose() {
         Ok(s) => s.flatten(),

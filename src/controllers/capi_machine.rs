@@ -287,18 +287,25 @@ async fn get_opt<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// The VSphereCluster the Cluster's `spec.infrastructureRef` names, from the cache.
+/// The VSphereCluster the Cluster's `spec.infrastructureRef` names, from the cache, in the
+/// Cluster's own namespace only: a v1beta1 reference may name another namespace, and a tenant's
+/// Cluster naming another tenant's VSphereCluster must not place machines by it (v1beta2
+/// references carry no namespace at all).
 fn infra_cluster(cluster: &CapiCluster, ctx: &Context) -> Option<VSphereCluster> {
     let r = cluster.spec.get("infrastructureRef")?;
     if r.get("kind").and_then(|k| k.as_str()) != Some("VSphereCluster") {
         return None;
     }
     let name = r.get("name")?.as_str()?;
-    let ns = r
-        .get("namespace")
+    let ns = cluster.metadata.namespace.as_deref().unwrap_or_default();
+    if r.get("namespace")
         .and_then(|n| n.as_str())
-        .or(cluster.metadata.namespace.as_deref())
-        .unwrap_or_default();
+        .is_some_and(|n| !n.is_empty() && n != ns)
+    {
+        tracing::warn!(cluster = %format!("{ns}/{}", cluster.metadata.name.as_deref().unwrap_or_default()),
+            "spec.infrastructureRef names another namespace: ignored");
+        return None;
+    }
     ctx.stores.clusters.get(Some(ns), name)?.ok()
 }
 

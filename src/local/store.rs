@@ -495,12 +495,25 @@ impl Store {
         let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
         let body = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder.create(dir)?;
         }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        // A leftover of a killed run is ours to replace; anything else at that name (a link
+        // planted to make us write elsewhere) is refused by create_new, which never follows it.
+        if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file()) {
+            std::fs::remove_file(&tmp)?;
+        }
         {
             use std::io::Write as _;
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options.open(&tmp)?;
             f.write_all(&body)?;
             f.sync_all()?;
         }
@@ -558,5 +571,31 @@ impl Store {
         }
         st.manifest_nodes.clear();
         Ok(Some(st))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod save_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The state file is the operator's alone (0600 in a 0700 directory), and a link planted at
+    /// the temporary name is refused rather than followed.
+    #[test]
+    fn the_state_file_is_private_and_a_planted_link_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/s.json");
+        let store = Store::default();
+        store.save(&path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let err = store.save(&path).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
     }
 }
