@@ -113,7 +113,7 @@ pub fn user_data(ns: &str) -> Value {
 }
 
 /// A provider spec cloning vcsim's `DC0_H0_VM0` (what the mutating webhook would default,
-/// `userDataSecret`, set).
+/// `userDataSecret` and `credentialsSecret`, set).
 pub fn provider_spec() -> Value {
     json!({
         "apiVersion": "machine.openshift.io/v1beta1",
@@ -123,6 +123,7 @@ pub fn provider_spec() -> Value {
         "memoryMiB": 2048,
         "network": {"devices": []},
         "userDataSecret": {"name": "worker-user-data"},
+        "credentialsSecret": {"name": "vsphere-cloud-credentials"},
         "workspace": {}
     })
 }
