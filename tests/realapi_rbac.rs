@@ -272,13 +272,18 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
 
     let client = cp.client(&copy_id).await;
     let wanted = permissions(&yaml_file("config/rbac/role.yaml"));
-    let get_machines = wanted
+    let list_machines = wanted
         .iter()
-        .find(|p| p.verb == "get" && p.resource == "machines" && p.subresource.is_none())
+        .find(|p| {
+            p.verb == "list"
+                && p.group == "machine.openshift.io"
+                && p.resource == "machines"
+                && p.subresource.is_none()
+        })
         .unwrap()
         .clone();
     eventually("the copy's binding is in force", || {
-        allowed(&client, &get_machines)
+        allowed(&client, &list_machines)
     })
     .await;
     // The check that passes for the controller names exactly the removed verb.
@@ -288,7 +293,8 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
         ["patch machine.openshift.io/machines (all namespaces)"]
     );
 
-    // And the server refuses the request itself: 403, with the reason kubectl shows.
+    // And the server refuses the request itself: 403, with the reason it gives. (kubectl
+    // cannot show it here: `kubectl patch` GETs first, which the manager never needs.)
     cp.apply_text(
         &Identity::Admin,
         &json!({
@@ -308,30 +314,17 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
         .await
         .unwrap_err();
     match &err {
-        kube::Error::Api(s) => assert_eq!(s.code, 403, "{s:?}"),
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 403, "{s:?}");
+            assert!(
+                s.message.contains(&format!(
+                    "User \"system:serviceaccount:{ns}:{sa_name}\" cannot patch resource \"machines\" in API group \"machine.openshift.io\""
+                )),
+                "{s:?}"
+            );
+        }
         other => panic!("want a 403, got {other:?}"),
     }
-    let stderr = cp
-        .kubectl(
-            &copy_id,
-            &[
-                "patch",
-                "machines.machine.openshift.io",
-                "m",
-                "-n",
-                &ns,
-                "--type=merge",
-                "-p",
-                &patch.to_string(),
-            ],
-        )
-        .err();
-    assert!(
-        stderr.contains(&format!(
-            "User \"system:serviceaccount:{ns}:{sa_name}\" cannot patch resource \"machines\" in API group \"machine.openshift.io\""
-        )),
-        "{stderr}"
-    );
     // The controller itself may.
     let as_controller: Api<Machine> = Api::namespaced(cp.client(&Identity::Controller).await, &ns);
     as_controller
