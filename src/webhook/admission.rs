@@ -407,8 +407,8 @@ fn run_rules(
             errors.extend(super::vsphere_cluster::validate(&n, ctx));
             warnings.extend(super::vsphere_cluster::warnings(&n));
         }
-        // CAPV has no webhook for it: the CRD schema is all there is to check.
-        Kind::VSphereClusterIdentity => {}
+        // CAPV has no webhook for these: the CRD schema is all there is to check.
+        Kind::VSphereClusterIdentity | Kind::VSphereClusterTemplate => {}
         Kind::VSphereMachine => {
             let n: VSphereMachine = decode(new)?;
             match old {
