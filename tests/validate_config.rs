@@ -184,12 +184,13 @@ fn rbac_grants_every_served_resource_and_status() {
             "{kind}"
         );
         // No controller writes the status of a failure domain or of a VSphereClusterIdentity;
-        // VSphereMachineTemplate has no status (as upstream).
+        // the templates have no status (as upstream).
         if !matches!(
             kind,
             Kind::VSphereFailureDomain
                 | Kind::VSphereClusterIdentity
                 | Kind::VSphereMachineTemplate
+                | Kind::VSphereClusterTemplate
         ) {
             assert!(
                 granted.contains(&format!("{group}/{}/status", kind.plural())),

@@ -12,7 +12,8 @@ use crate::api::ipam;
 use crate::api::manifest::{self, LoadedObject, ObjectType, Unserved, object_type};
 use crate::api::{
     ControlPlaneMachineSet, Kind, Machine, MachineHealthCheck, VSphereCluster,
-    VSphereDeploymentZone, VSphereFailureDomain, VSphereMachine, VSphereMachineTemplate, VSphereVM,
+    VSphereClusterTemplate, VSphereDeploymentZone, VSphereFailureDomain, VSphereMachine,
+    VSphereMachineTemplate, VSphereVM,
 };
 
 /// What admission decided about one object.
@@ -407,8 +408,22 @@ fn run_rules(
             errors.extend(super::vsphere_cluster::validate(&n, ctx));
             warnings.extend(super::vsphere_cluster::warnings(&n));
         }
-        // CAPV has no webhook for these: the CRD schema is all there is to check.
-        Kind::VSphereClusterIdentity | Kind::VSphereClusterTemplate => {}
+        // CAPV has no webhook for it: the CRD schema is all there is to check.
+        Kind::VSphereClusterIdentity => {}
+        // As CAPV: the stamped spec never changes (ClusterClass rotates to a new template),
+        // but the topology controller's server-side dry run must pass.
+        Kind::VSphereClusterTemplate => {
+            let n: VSphereClusterTemplate = decode(new)?;
+            if let Some(o) = old.map(decode::<VSphereClusterTemplate>).transpose()?
+                && o.spec.template.spec != n.spec.template.spec
+                && !vm::is_topology_dry_run(new, ctx)
+            {
+                errors.push(FieldError::forbidden(
+                    "spec.template.spec",
+                    "VSphereClusterTemplate spec is immutable",
+                ));
+            }
+        }
         Kind::VSphereMachine => {
             let n: VSphereMachine = decode(new)?;
             match old {
