@@ -214,6 +214,11 @@ impl LoadedObject {
             }
             ObjectType::Served(Kind::VSphereVM) => Object::VSphereVM(serde_json::from_value(v)?),
             ObjectType::Served(Kind::VSphereClusterTemplate) => {
+                // CAPV's ClusterClass template has no spec at all (v1beta2 allows that).
+                let mut v = v;
+                if v.get("spec").is_none_or(Value::is_null) {
+                    v["spec"] = Value::Object(Default::default());
+                }
                 Object::VSphereClusterTemplate(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),

@@ -23,6 +23,7 @@ use super::vsphere_cluster::VSphereClusterSpec;
 )]
 pub struct VSphereClusterTemplateSpec {
     /// template: the VSphereCluster's spec.
+    #[serde(default)]
     pub template: VSphereClusterTemplateResource,
 }
 
@@ -30,5 +31,6 @@ pub struct VSphereClusterTemplateSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct VSphereClusterTemplateResource {
     /// spec of the stamped VSphereCluster.
+    #[serde(default)]
     pub spec: VSphereClusterSpec,
 }
