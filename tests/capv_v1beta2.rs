@@ -33,17 +33,14 @@ fn capv_version(kind: Kind, version: &str) -> Value {
         kind.plural()
     ));
     let crd: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    crd["spec"]["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == version)
-        .cloned()
-        .unwrap()
+    served(&crd, version)
 }
 
 fn our_version(kind: Kind, version: &str) -> Value {
-    let crd = serde_json::to_value(kind.crd()).unwrap();
+    served(&serde_json::to_value(kind.crd()).unwrap(), version)
+}
+
+fn served(crd: &Value, version: &str) -> Value {
     crd["spec"]["versions"]
         .as_array()
         .unwrap()
