@@ -194,8 +194,8 @@ fn every_crd_is_established_and_every_served_version_is_served() {
 }
 
 /// `kubectl apply -k config/crd` (what config/default installs) finds what the harness applied
-/// from crds/, but for the conversion webhook of the two kinds served in two versions: the
-/// server accepts that patch, and nothing else changes.
+/// from crds/, but for the conversion webhook of every infrastructure kind (all served as
+/// v1beta1 and v1beta2): the server accepts that patch, and nothing else changes.
 #[test]
 fn config_crd_applies_over_crds_adding_only_the_conversion_webhook() {
     let cp = control_plane();
@@ -210,7 +210,7 @@ fn config_crd_applies_over_crds_adding_only_the_conversion_webhook() {
         out.stdout
     );
     for l in lines {
-        let converted = l.contains("vspherefailuredomains") || l.contains("vspheredeploymentzones");
+        let converted = l.contains("infrastructure.cluster.x-k8s.io");
         let expected = if converted {
             " configured (server dry run)"
         } else {
@@ -798,11 +798,14 @@ fn kinds_whose_served_versions_differ_convert_through_the_webhook() {
         converted.push(name.to_string());
     }
     converted.sort();
-    assert_eq!(
-        converted,
-        [
-            "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
-            "vspherefailuredomains.infrastructure.cluster.x-k8s.io"
-        ]
-    );
+    let mut infrastructure: Vec<String> = vsphere_provider::api::Kind::ALL
+        .into_iter()
+        .filter(|k| {
+            k.api_version()
+                .starts_with(vsphere_provider::api::INFRA_GROUP)
+        })
+        .map(|k| format!("{}.{}", k.plural(), vsphere_provider::api::INFRA_GROUP))
+        .collect();
+    infrastructure.sort();
+    assert_eq!(converted, infrastructure);
 }
