@@ -245,6 +245,8 @@ fn capv_manifests_convert_and_back_without_loss() {
 /// field where v1beta1 has it, nothing kept aside but what v1beta1 lacks.
 #[test]
 fn capv_v1beta2_templates_read_as_v1beta1() {
+    // clusterctl's defaults for the placeholders typed fields have (the port).
+    let defaults = regex::Regex::new(r"\$\{[A-Z0-9_]+:=([0-9]+)\}").unwrap();
     for file in V1_17 {
         for object in template_objects(file) {
             let v1 = convert(&object, V1).unwrap();
@@ -257,9 +259,7 @@ fn capv_v1beta2_templates_read_as_v1beta1() {
                     assert_eq!(&v1_spec[k], v, "{file}: {k}");
                 }
             }
-            // clusterctl's defaults for the placeholders typed fields have (the port).
-            let text = regex::Regex::new(r"\$\{[A-Z0-9_]+:=([0-9]+)\}")
-                .unwrap()
+            let text = defaults
                 .replace_all(&serde_json::to_string(&object).unwrap(), "$1")
                 .replace("\"6443\"", "6443");
             let loaded = manifest::load_str(Path::new(file), &text)
