@@ -151,6 +151,9 @@ pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> 
     for entry in &restore {
         entry.apply(&mut converted);
     }
+    // A legacy annotation may hold a field the version no longer has (the `thumbprint` our
+    // first v1beta2 zone had): the server would prune it from the answer anyway.
+    prune(kind, &mut converted, desired);
     let back = map(kind, &converted, desired, from).map_err(field_error)?;
     let mut keep = Vec::new();
     for (key, value) in object.as_object().into_iter().flatten() {
@@ -198,9 +201,15 @@ fn map(kind: Kind, object: &Value, from: &str, to: &str) -> Result<Value, FieldE
         }
         Kind::Machine | Kind::MachineHealthCheck | Kind::ControlPlaneMachineSet => {}
     }
-    let schema = kind.schema_for(to);
+    prune(kind, &mut v, to);
+    Ok(v)
+}
+
+/// Removes what `version`'s schema has no place for, as the server's pruning would.
+fn prune(kind: Kind, object: &mut Value, version: &str) {
+    let schema = kind.schema_for(version);
     let mut lost = BTreeMap::new();
-    for (key, value) in v.as_object().into_iter().flatten() {
+    for (key, value) in object.as_object().into_iter().flatten() {
         if key != "metadata" {
             let at = format!("/{}", escape(key));
             match schema["properties"].get(key) {
@@ -212,9 +221,8 @@ fn map(kind: Kind, object: &Value, from: &str, to: &str) -> Result<Value, FieldE
         }
     }
     for pointer in lost.keys() {
-        remove(&mut v, pointer);
+        remove(object, pointer);
     }
-    Ok(v)
 }
 
 /// One kept value: at `path`, put `value` (absent: remove the field) where the mapping back

@@ -154,6 +154,19 @@ fn the_legacy_annotation_is_read_and_replaced() {
     );
 }
 
+/// Our first v1beta2 zone had `thumbprint` (CAPV main at the time, not v1.17): kept in the
+/// legacy annotation of a stored zone, it is not put back into a version without the field.
+#[test]
+fn a_kept_field_the_version_no_longer_has_is_not_restored() {
+    let stored = json!({"apiVersion": V1, "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "z", "annotations": {LEGACY_CONVERSION_DATA:
+            json!({V2: {"/spec/thumbprint": "AB:CD"}}).to_string()}},
+        "spec": {"failureDomain": "fd-a", "placementConstraint": {"folder": "vm"}}});
+    let read = convert(&stored, V2).unwrap();
+    assert!(read["spec"].get("thumbprint").is_none(), "{read}");
+    assert!(read["metadata"].get("annotations").is_none(), "{read}");
+}
+
 #[test]
 fn an_upstream_hub_snapshot_restores_what_v1beta1_lacks() {
     // CAPV keeps the whole v1beta2 object; here only what v1beta1 cannot hold matters.
