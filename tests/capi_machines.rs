@@ -297,9 +297,18 @@ impl World {
 
     /// The object, or None when it is not there.
     fn find(&self, kind: &str, name: &str, ns: &str) -> Option<Value> {
-        let out = self
-            .cp
-            .kubectl(ADMIN, &["get", kind, name, "-n", ns, "-o", "json"]);
+        let out = self.cp.kubectl(
+            ADMIN,
+            &[
+                "get",
+                &realapi::at_storage_version(kind),
+                name,
+                "-n",
+                ns,
+                "-o",
+                "json",
+            ],
+        );
         if out.stderr.contains("NotFound") {
             return None;
         }

@@ -201,8 +201,12 @@ fn status_subresources_and_columns() {
             .as_ref()
             .and_then(|s| s.status.as_ref())
             .is_some();
-        // Upstream VSphereFailureDomain and VSphereMachineTemplate have no status.
-        let statusless = [Kind::VSphereFailureDomain, Kind::VSphereMachineTemplate];
+        // Upstream VSphereFailureDomain and the templates have no status.
+        let statusless = [
+            Kind::VSphereFailureDomain,
+            Kind::VSphereMachineTemplate,
+            Kind::VSphereClusterTemplate,
+        ];
         assert_eq!(has_status, !statusless.contains(&kind), "{kind}");
     }
     let scale = Kind::ControlPlaneMachineSet.crd().spec.versions[0]

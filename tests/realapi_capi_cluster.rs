@@ -341,12 +341,13 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
     install_capi_crds(cp);
     let ns = cp.namespace("capi-ready");
     // The CRDs as the server holds them (applied from crds/) carry the contract label CAPI
-    // looks up, listing the served versions.
+    // looks up, listing the served versions that follow the v1beta1 contract: v1beta2 is
+    // served too, but CAPI would read v1beta1 fields from it at the last listed version.
     for (crd, versions) in [
         ("vsphereclusters", "v1beta1"),
         ("vsphereclusteridentities", "v1beta1"),
-        ("vspherefailuredomains", "v1beta1_v1beta2"),
-        ("vspheredeploymentzones", "v1beta1_v1beta2"),
+        ("vspherefailuredomains", "v1beta1"),
+        ("vspheredeploymentzones", "v1beta1"),
     ] {
         let label = cp
             .kubectl(
@@ -665,7 +666,7 @@ fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value
         ADMIN,
         &[
             "get",
-            kind,
+            &realapi::at_storage_version(kind),
             name,
             "-n",
             ns,

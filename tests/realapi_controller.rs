@@ -563,13 +563,81 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
 }
 
-/// config/crd's conversion webhook, served by the manager, keeps every field through kubectl's
-/// default version. VSphereFailureDomain and VSphereDeploymentZone are stored as v1beta1 and
-/// also served as v1beta2, which lacks `autoConfigure`; `kubectl get` picks v1beta2. Without the webhook, a `kubectl get` +
-/// `kubectl replace` switched `autoConfigure` off. The CRDs get config/crd/patches' conversion
-/// stanza with the Service replaced by the manager's URL and the harness CA as `caBundle` (what
-/// cert-manager's CA injection and the Service do in a cluster), and get it back to `None`
+/// The CRDs of every infrastructure kind get config/crd/patches' conversion stanza with the
+/// Service replaced by the manager's URL and the harness CA as `caBundle` (what cert-manager's
+/// CA injection and the Service do in a cluster); dropping the guard puts them back to `None`
 /// however the test ends.
+struct ConversionWebhook(Vec<String>);
+
+impl ConversionWebhook {
+    fn wire(cp: &ControlPlane, webhook_addr: &str) -> Self {
+        let ca_bundle =
+            base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cp.ca_cert).unwrap());
+        let mut wired = ConversionWebhook(Vec::new());
+        let mut patches: Vec<PathBuf> = std::fs::read_dir(repo().join("config/crd/patches"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("webhook_in_"))
+            .collect();
+        patches.sort();
+        assert_eq!(patches.len(), 8, "one per infrastructure kind");
+        for file in patches {
+            let patch: Value =
+                serde_saphyr::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+            let mut conversion = patch["spec"]["conversion"].clone();
+            let path = conversion["webhook"]["clientConfig"]["service"]["path"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            conversion["webhook"]["clientConfig"] =
+                json!({"url": format!("https://{webhook_addr}{path}"), "caBundle": ca_bundle});
+            let name = patch["metadata"]["name"].as_str().unwrap().to_string();
+            wired.0.push(name.clone());
+            cp.kubectl(
+                ADMIN,
+                &[
+                    "patch",
+                    "crd",
+                    &name,
+                    "--type=merge",
+                    "-p",
+                    &json!({"spec": {"conversion": conversion}}).to_string(),
+                ],
+            )
+            .ok();
+        }
+        wired
+    }
+}
+
+impl Drop for ConversionWebhook {
+    fn drop(&mut self) {
+        for crd in &self.0 {
+            control_plane().kubectl(
+                ADMIN,
+                &[
+                    "patch",
+                    "crd",
+                    crd,
+                    "--type=merge",
+                    "-p",
+                    r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
+                ],
+            );
+        }
+    }
+}
+
+fn v1beta1(plural: &str) -> String {
+    format!("{plural}.v1beta1.infrastructure.cluster.x-k8s.io")
+}
+
+/// config/crd's conversion webhook, served by the manager, keeps every field through kubectl's
+/// default version (v1beta2, the newest served). Without it, a `kubectl get` + `kubectl
+/// replace` through v1beta2 lost what v1beta2 has no place for. A failure domain's
+/// `autoConfigure` is a v1beta2 field here (CAPV dropped it); a VSphereMachine's `failureDomain`
+/// and the exact text of its soft power-off timeout are not, and come back from the
+/// `cluster.x-k8s.io/conversion-data` annotation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectls_default_version_keeps_every_field_through_the_conversion_webhook() {
     let _one = ONE_MANAGER.lock().await;
@@ -577,57 +645,8 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
     let ns = cp.namespace("convert");
     let work = cp.dir.join(&ns);
     let (mut manager, webhook_addr) = webhook_manager(cp, &work, &ns);
-    let ca_bundle =
-        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cp.ca_cert).unwrap());
+    let wired = ConversionWebhook::wire(cp, &webhook_addr);
 
-    struct Restore(Vec<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            for crd in &self.0 {
-                control_plane().kubectl(
-                    ADMIN,
-                    &[
-                        "patch",
-                        "crd",
-                        crd,
-                        "--type=merge",
-                        "-p",
-                        r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
-                    ],
-                );
-            }
-        }
-    }
-    let mut restore = Restore(Vec::new());
-    for plural in ["vspherefailuredomains", "vspheredeploymentzones"] {
-        let file = repo().join(format!("config/crd/patches/webhook_in_{plural}.yaml"));
-        let patch: Value = serde_saphyr::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-        let mut conversion = patch["spec"]["conversion"].clone();
-        let path = conversion["webhook"]["clientConfig"]["service"]["path"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        conversion["webhook"]["clientConfig"] =
-            json!({"url": format!("https://{webhook_addr}{path}"), "caBundle": ca_bundle});
-        let name = patch["metadata"]["name"].as_str().unwrap().to_string();
-        restore.0.push(name.clone());
-        cp.kubectl(
-            ADMIN,
-            &[
-                "patch",
-                "crd",
-                &name,
-                "--type=merge",
-                "-p",
-                &json!({"spec": {"conversion": conversion}}).to_string(),
-            ],
-        )
-        .ok();
-    }
-    let v1beta1 = |plural: &str| format!("{plural}.v1beta1.infrastructure.cluster.x-k8s.io");
-
-    // A failure domain written as v1beta1 with autoConfigure; read the way kubectl reads by
-    // default (v1beta2) — the CRD update takes a moment to reach the server's handlers.
     let fd_name = format!("{ns}-fd");
     let fd = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
@@ -641,13 +660,24 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
     });
     cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&fd.to_string()))
         .ok();
+    // A VSphereMachine written as v1beta1 with what v1beta2 lacks; read the way kubectl reads
+    // by default — the CRD update takes a moment to reach the server's handlers.
+    let machine = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereMachine",
+        "metadata": {"name": "m", "namespace": ns},
+        "spec": {"template": "ubuntu", "failureDomain": "zone-a", "powerOffMode": "trySoft",
+                 "guestSoftPowerOffTimeout": "5m", "namingStrategy": {"template": "{{ .machine.name }}"}}
+    });
+    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&machine.to_string()))
+        .ok();
     let as_v1beta2 = wait_for(
         "a v1beta2 read through the webhook",
         Duration::from_secs(30),
         || {
             let out = cp.kubectl(
                 ADMIN,
-                &["get", "vspherefailuredomains", &fd_name, "-o", "json"],
+                &["get", "vspheremachine", "m", "-n", &ns, "-o", "json"],
             );
             async move {
                 let read: Value = serde_json::from_str(&out.stdout).ok()?;
@@ -663,7 +693,12 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
         as_v1beta2["apiVersion"],
         "infrastructure.cluster.x-k8s.io/v1beta2"
     );
-    assert!(as_v1beta2["spec"]["region"].get("autoConfigure").is_none());
+    assert_eq!(as_v1beta2["spec"]["guestSoftPowerOffTimeoutSeconds"], 300);
+    assert_eq!(
+        as_v1beta2["spec"]["naming"]["template"],
+        "{{ .machine.name }}"
+    );
+    assert!(as_v1beta2["spec"].get("failureDomain").is_none());
     cp.kubectl_stdin(
         ADMIN,
         &["replace", "-f", "-"],
@@ -675,61 +710,41 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
             ADMIN,
             &[
                 "get",
-                &v1beta1("vspherefailuredomains"),
-                &fd_name,
+                &v1beta1("vspheremachines"),
+                "m",
+                "-n",
+                &ns,
                 "-o",
                 "json",
             ],
         )
         .ok()
         .json();
-    assert_eq!(back["spec"]["region"]["autoConfigure"], true, "{back}");
-    assert_eq!(back["spec"]["zone"]["autoConfigure"], true, "{back}");
+    for field in [
+        "failureDomain",
+        "guestSoftPowerOffTimeout",
+        "namingStrategy",
+    ] {
+        assert_eq!(
+            back["spec"][field], machine["spec"][field],
+            "{field}: {back}"
+        );
+    }
     assert!(back["metadata"].get("annotations").is_none(), "{back}");
 
-    // A zone written as v1beta2 with its own credentials: `thumbprint` and `identityRef` are
-    // fields of both versions (they decide who verifies the zone), stored as written.
-    let zone_name = format!("{ns}-zone");
-    let zone = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-        "kind": "VSphereDeploymentZone",
-        "metadata": {"name": zone_name},
-        "spec": {
-            "server": "vcenter.example.com", "failureDomain": fd_name, "controlPlane": true,
-            "thumbprint": "AA:BB:CC", "identityRef": {"kind": "Secret", "name": "creds"},
-            "placementConstraint": {"resourcePool": "pool", "folder": "folder"}
-        }
-    });
-    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&zone.to_string()))
-        .ok();
-    let stored = cp
-        .kubectl(
-            ADMIN,
-            &[
-                "get",
-                &v1beta1("vspheredeploymentzones"),
-                &zone_name,
-                "-o",
-                "json",
-            ],
-        )
-        .ok()
-        .json();
-    assert_eq!(stored["spec"]["thumbprint"], "AA:BB:CC", "{stored}");
-    assert_eq!(stored["spec"]["identityRef"]["name"], "creds", "{stored}");
-    assert!(stored["metadata"].get("annotations").is_none(), "{stored}");
+    // autoConfigure is read and written through v1beta2 as it is.
     let read = cp
         .kubectl(
             ADMIN,
-            &["get", "vspheredeploymentzones", &zone_name, "-o", "json"],
+            &["get", "vspherefailuredomains", &fd_name, "-o", "json"],
         )
         .ok()
         .json();
-    assert_eq!(read["spec"]["thumbprint"], "AA:BB:CC", "{read}");
     assert_eq!(
-        read["spec"]["identityRef"], zone["spec"]["identityRef"],
-        "{read}"
+        read["apiVersion"],
+        "infrastructure.cluster.x-k8s.io/v1beta2"
     );
+    assert_eq!(read["spec"]["region"]["autoConfigure"], true, "{read}");
     assert!(read["metadata"].get("annotations").is_none(), "{read}");
 
     // Lists go through the webhook too, and the printer columns read the converted objects.
@@ -738,17 +753,8 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
         .ok();
     assert!(table.stdout.contains("DC0_C0"), "{}", table.stdout);
 
-    cp.kubectl(
-        ADMIN,
-        &[
-            "delete",
-            "vspheredeploymentzone",
-            &zone_name,
-            "--wait=true",
-            "--timeout=60s",
-        ],
-    )
-    .ok();
+    cp.kubectl(ADMIN, &["delete", "vspheremachine", "m", "-n", &ns])
+        .ok();
     cp.kubectl(
         ADMIN,
         &[
@@ -759,6 +765,101 @@ async fn kubectls_default_version_keeps_every_field_through_the_conversion_webho
         ],
     )
     .ok();
-    drop(restore);
+    drop(wired);
+    assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
+}
+
+/// CAPV v1.17's cluster template (v1beta2 throughout) as clusterctl would render it: its
+/// VSphereCluster and VSphereMachineTemplates are created unchanged in v1beta2, stored as
+/// v1beta1, and read back in both versions with every field there and nothing kept aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capv_v1_17_v1beta2_objects_are_stored_and_read_back_in_both_versions() {
+    let _one = ONE_MANAGER.lock().await;
+    let cp = control_plane();
+    let ns = cp.namespace("capv117");
+    let work = cp.dir.join(&ns);
+    let (mut manager, webhook_addr) = webhook_manager(cp, &work, &ns);
+    let wired = ConversionWebhook::wire(cp, &webhook_addr);
+
+    // clusterctl's substitution: defaults where the template gives one, else a value.
+    let text =
+        std::fs::read_to_string(repo().join("tests/fixtures/capv/v1.17/cluster-template.yaml"))
+            .unwrap();
+    let text = regex::Regex::new(r"\$\{([A-Z0-9_]+)(:=([^}]*))?\}")
+        .unwrap()
+        .replace_all(&text, |c: &regex::Captures| match (&c[1], c.get(3)) {
+            (_, Some(default)) => default.as_str().to_string(),
+            ("NAMESPACE", _) => ns.clone(),
+            ("CLUSTER_NAME", _) => "capv117".to_string(),
+            ("CONTROL_PLANE_ENDPOINT_IP", _) => "10.0.0.10".to_string(),
+            ("VSPHERE_TLS_THUMBPRINT", _) => "AA:BB".to_string(),
+            (var, _) => var.to_ascii_lowercase().replace('_', "-"),
+        })
+        .into_owned();
+    // The CRD updates take a moment to reach the server's handlers: a v1beta1 object with a
+    // field v1beta2 lacks shows when reads go through the webhook.
+    let probe = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VSphereMachine", "metadata": {"name": "probe", "namespace": ns},
+        "spec": {"template": "t", "failureDomain": "zone-a"}});
+    cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&probe.to_string()))
+        .ok();
+    wait_for("reads through the webhook", Duration::from_secs(30), || {
+        let out = cp.kubectl(
+            ADMIN,
+            &["get", "vspheremachine", "probe", "-n", &ns, "-o", "json"],
+        );
+        async move {
+            let read: Value = serde_json::from_str(&out.stdout).ok()?;
+            read["metadata"]["annotations"]
+                .get(vsphere_provider::api::conversion::CONVERSION_DATA)
+                .map(|_| ())
+        }
+    })
+    .await;
+
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let objects: Vec<Value> = docs
+        .into_iter()
+        .filter(|d| {
+            d["apiVersion"] == "infrastructure.cluster.x-k8s.io/v1beta2"
+                && (d["kind"] == "VSphereCluster" || d["kind"] == "VSphereMachineTemplate")
+        })
+        .collect();
+    assert_eq!(objects.len(), 3, "the cluster and two machine templates");
+
+    /// Every field `want` has is in `got`, equal (the server adds metadata and defaults).
+    fn contains(got: &Value, want: &Value) -> bool {
+        match (got, want) {
+            (Value::Object(g), Value::Object(w)) => w
+                .iter()
+                .all(|(k, v)| g.get(k).is_some_and(|gv| contains(gv, v))),
+            _ => got == want,
+        }
+    }
+    let plural = |kind: &Value| format!("{}s", kind.as_str().unwrap().to_ascii_lowercase());
+    for object in &objects {
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        cp.kubectl_stdin(ADMIN, &["create", "-f", "-"], Some(&object.to_string()))
+            .ok();
+        // The default version (v1beta2), then the storage version: the specs of these two
+        // kinds are the same JSON in both.
+        let resource = plural(&object["kind"]);
+        for (resource, version) in [
+            (resource.clone(), "v1beta2"),
+            (v1beta1(&resource), "v1beta1"),
+        ] {
+            let read = cp
+                .kubectl(ADMIN, &["get", &resource, &name, "-n", &ns, "-o", "json"])
+                .ok()
+                .json();
+            assert_eq!(
+                read["apiVersion"],
+                format!("infrastructure.cluster.x-k8s.io/{version}")
+            );
+            assert!(contains(&read["spec"], &object["spec"]), "{object}\n{read}");
+            assert!(read["metadata"].get("annotations").is_none(), "{read}");
+        }
+    }
+    drop(wired);
     assert_eq!(manager.terminate(), Some(0), "{}", manager.log());
 }

@@ -117,8 +117,16 @@ fn vsphere_vm(ns: &str, name: &str, cluster: &str, server: &str) -> Value {
     })
 }
 
+/// `kubectl get` of our `kind` at v1beta1, the version the controllers write (kubectl's default
+/// is the newest served, v1beta2, which needs the conversion webhook this test does not run).
 fn get(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value> {
-    let mut args = vec!["get", kind, name, "-o", "json", "--ignore-not-found"];
+    let resource = match kind {
+        "vspherecluster" => "vsphereclusters.v1beta1.infrastructure.cluster.x-k8s.io",
+        "vspherevm" => "vspherevms.v1beta1.infrastructure.cluster.x-k8s.io",
+        "vspheredeploymentzone" => "vspheredeploymentzones.v1beta1.infrastructure.cluster.x-k8s.io",
+        other => other,
+    };
+    let mut args = vec!["get", resource, name, "-o", "json", "--ignore-not-found"];
     if !ns.is_empty() {
         args.extend(["-n", ns]);
     }

@@ -174,7 +174,7 @@ metadata: {name: old, namespace: ns}
 spec: {template: t}
 ---
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
-kind: VSphereClusterTemplate
+kind: VSphereMachineSet
 metadata: {name: cc, namespace: ns}
 spec: {}
 ",
@@ -185,12 +185,12 @@ spec: {}
     assert_eq!(
         lines[0],
         format!(
-            "{f}:1: infrastructure.cluster.x-k8s.io/v1alpha3/VSphereMachine ns/old: rejected: apiVersion: Invalid value: \"infrastructure.cluster.x-k8s.io/v1alpha3\": VSphereMachine is served as infrastructure.cluster.x-k8s.io/v1beta1"
+            "{f}:1: infrastructure.cluster.x-k8s.io/v1alpha3/VSphereMachine ns/old: rejected: apiVersion: Invalid value: \"infrastructure.cluster.x-k8s.io/v1alpha3\": VSphereMachine is served as infrastructure.cluster.x-k8s.io/v1beta1 or infrastructure.cluster.x-k8s.io/v1beta2"
         )
     );
     assert!(
         lines[1].contains(
-            "VSphereClusterTemplate ns/cc: rejected: kind: Invalid value: \"VSphereClusterTemplate\": a CAPV kind vsphere-provider does not serve"
+            "VSphereMachineSet ns/cc: rejected: kind: Invalid value: \"VSphereMachineSet\": a CAPV kind vsphere-provider does not serve"
         ),
         "{}",
         lines[1]

@@ -181,7 +181,10 @@ fn rbac_grants_every_served_resource_and_status() {
         let group = kind.api_version().split('/').next().unwrap();
         // Templates are read by Cluster API's controllers (with their own RBAC), never by ours:
         // no grant without a call that needs it (tests/rbac_needed.rs).
-        if matches!(kind, Kind::VSphereMachineTemplate) {
+        if matches!(
+            kind,
+            Kind::VSphereMachineTemplate | Kind::VSphereClusterTemplate
+        ) {
             assert!(
                 !granted.contains(&format!("{group}/{}", kind.plural())),
                 "{kind}: no controller of ours reads it"
@@ -193,12 +196,13 @@ fn rbac_grants_every_served_resource_and_status() {
             "{kind}"
         );
         // No controller writes the status of a failure domain or of a VSphereClusterIdentity;
-        // VSphereMachineTemplate has no status (as upstream).
+        // the templates have no status (as upstream).
         if !matches!(
             kind,
             Kind::VSphereFailureDomain
                 | Kind::VSphereClusterIdentity
                 | Kind::VSphereMachineTemplate
+                | Kind::VSphereClusterTemplate
         ) {
             assert!(
                 granted.contains(&format!("{group}/{}/status", kind.plural())),

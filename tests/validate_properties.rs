@@ -160,6 +160,7 @@ fn typed_round_trip_of_admitted_samples() {
             manifest::Object::VSphereMachine(o) => serde_json::to_value(o),
             manifest::Object::VSphereMachineTemplate(o) => serde_json::to_value(o),
             manifest::Object::VSphereVM(o) => serde_json::to_value(o),
+            manifest::Object::VSphereClusterTemplate(o) => serde_json::to_value(o),
             manifest::Object::Capi(o) => serde_json::to_value(o),
         }
         .unwrap();

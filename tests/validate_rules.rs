@@ -292,16 +292,17 @@ fn v1beta2_manifests_use_the_v1beta2_schema_and_our_rules() {
                  "topology": {"datacenter": "DC0", "computeCluster": "C0"}}});
     let out = run(&fd, None);
     assert!(out.allowed(), "{:?}", texts(&out));
-    assert!(
-        out.defaulted.is_empty(),
-        "no autoConfigure defaulting in v1beta2"
+    // Our v1beta2 keeps autoConfigure (CAPV dropped it): defaulted and typed as in v1beta1.
+    assert_eq!(
+        out.defaulted,
+        ["spec.region.autoConfigure", "spec.zone.autoConfigure"]
     );
     let mut auto = fd.clone();
-    auto["spec"]["zone"]["autoConfigure"] = json!(true);
+    auto["spec"]["zone"]["autoConfigure"] = json!("yes");
     assert_rejected_at(
         &run(&auto, None),
         "spec.zone.autoConfigure",
-        "Unknown field",
+        "must be of type boolean",
     );
     let mut empty = fd.clone();
     empty["spec"]["topology"]["computeCluster"] = json!("");

@@ -15,8 +15,15 @@ pub const CONTRACT: &str = "v1beta1";
 /// The label key CAPI reads: `cluster.x-k8s.io/v1beta1`.
 pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta1";
 
-/// The label value for a CRD: its served versions in `spec.versions` order, `_`-separated
-/// (`v1beta1_v1beta2`); `None` outside the infrastructure group or when nothing is served.
+/// The versions whose schema follows [`CONTRACT`]. CAPI GETs and clones objects at the *last*
+/// version the label lists and reads the contract's fields there, so a version with another
+/// contract's shape (v1beta2: no `status.ready`) must not be listed: CAPI would read a v1beta1
+/// field from a v1beta2 object and never see the cluster ready. v1beta2 gets its own label
+/// (`cluster.x-k8s.io/v1beta2`) once the controllers write the v1beta2 contract's fields.
+const CONTRACT_VERSIONS: [&str; 1] = ["v1beta1"];
+
+/// The label value for a CRD: its served versions that follow [`CONTRACT`], in `spec.versions`
+/// order, `_`-separated; `None` outside the infrastructure group or when none is served.
 pub fn contract_label_value(crd: &CustomResourceDefinition) -> Option<String> {
     if crd.spec.group != INFRA_GROUP {
         return None;
@@ -25,7 +32,7 @@ pub fn contract_label_value(crd: &CustomResourceDefinition) -> Option<String> {
         .spec
         .versions
         .iter()
-        .filter(|v| v.served)
+        .filter(|v| v.served && CONTRACT_VERSIONS.contains(&v.name.as_str()))
         .map(|v| v.name.as_str())
         .collect();
     (!served.is_empty()).then(|| served.join("_"))
@@ -48,7 +55,7 @@ mod tests {
     use crate::api::Kind;
 
     #[test]
-    fn every_infrastructure_crd_lists_its_served_versions() {
+    fn every_infrastructure_crd_lists_its_served_v1beta1_contract_versions() {
         for kind in Kind::ALL {
             let crd = kind.crd();
             let label = crd
@@ -61,7 +68,7 @@ mod tests {
                     .spec
                     .versions
                     .iter()
-                    .filter(|v| v.served)
+                    .filter(|v| v.served && v.name == "v1beta1")
                     .map(|v| v.name.clone())
                     .collect();
                 assert_eq!(label, Some(&served.join("_")), "{kind}");
@@ -69,21 +76,25 @@ mod tests {
                 assert_eq!(label, None, "{kind}: not a Cluster API kind");
             }
         }
-        let fd = Kind::VSphereFailureDomain.crd();
-        assert_eq!(
-            fd.metadata.labels.unwrap()[CONTRACT_LABEL],
-            "v1beta1_v1beta2"
-        );
+        // Served as v1beta2 too, but not to CAPI under the v1beta1 contract; and no
+        // cluster.x-k8s.io/v1beta2 label until the controllers write that contract's fields.
         let vc = Kind::VSphereCluster.crd();
-        assert_eq!(vc.metadata.labels.unwrap()[CONTRACT_LABEL], "v1beta1");
+        let labels = vc.metadata.labels.unwrap();
+        assert_eq!(labels[CONTRACT_LABEL], "v1beta1");
+        assert!(!labels.contains_key("cluster.x-k8s.io/v1beta2"));
     }
 
     #[test]
     fn an_unserved_version_is_left_out() {
         let mut crd = Kind::VSphereFailureDomain.crd();
         crd.metadata.labels = None;
-        crd.spec.versions[1].served = false;
         assert_eq!(contract_label_value(&crd).as_deref(), Some("v1beta1"));
+        crd.spec.versions[0].served = false;
+        assert_eq!(
+            contract_label_value(&crd),
+            None,
+            "v1beta2 is another contract"
+        );
         for v in &mut crd.spec.versions {
             v.served = false;
         }

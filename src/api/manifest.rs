@@ -119,6 +119,8 @@ pub enum Object {
     VSphereMachineTemplate(Box<super::VSphereMachineTemplate>),
     /// VSphereVM.
     VSphereVM(Box<super::VSphereVM>),
+    /// VSphereClusterTemplate (a ClusterClass's InfraClusterTemplate).
+    VSphereClusterTemplate(Box<super::VSphereClusterTemplate>),
 }
 
 /// What an object is, from its `apiVersion` and `kind`.
@@ -189,8 +191,8 @@ impl LoadedObject {
         object_type(self.api_version(), self.kind())
     }
 
-    /// The typed object, in the storage version (v1beta2 failure domains and zones are converted
-    /// to v1beta1). Fields the types do not know are dropped.
+    /// The typed object, in the storage version (v1beta2 objects are converted to v1beta1).
+    /// Fields the types do not know are dropped.
     pub fn typed(&self) -> Result<Object, serde_json::Error> {
         let v = super::v1beta2::to_v1beta1(&self.value);
         Ok(match self.object_type() {
@@ -211,6 +213,14 @@ impl LoadedObject {
                 Object::VSphereMachineTemplate(serde_json::from_value(v)?)
             }
             ObjectType::Served(Kind::VSphereVM) => Object::VSphereVM(serde_json::from_value(v)?),
+            ObjectType::Served(Kind::VSphereClusterTemplate) => {
+                // CAPV's ClusterClass template has no spec at all (v1beta2 allows that).
+                let mut v = v;
+                if v.get("spec").is_none_or(Value::is_null) {
+                    v["spec"] = Value::Object(Default::default());
+                }
+                Object::VSphereClusterTemplate(serde_json::from_value(v)?)
+            }
             ObjectType::Served(Kind::Machine) => Object::Machine(serde_json::from_value(v)?),
             ObjectType::Served(Kind::MachineHealthCheck) => {
                 Object::MachineHealthCheck(serde_json::from_value(v)?)

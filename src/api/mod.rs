@@ -10,9 +10,13 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterTemplate`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
+//!
+//! Every `infrastructure.cluster.x-k8s.io` kind is also served as v1beta2
+//! ([`infrastructure::v1beta2`]); v1beta1 is still the storage version.
 
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
@@ -34,6 +38,7 @@ pub mod machine_status;
 pub mod manifest;
 pub mod v1beta2;
 pub mod vsphere_cluster;
+pub mod vsphere_cluster_template;
 pub mod vsphere_machine;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -54,6 +59,7 @@ pub use machine_health_check::{
     MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,
 };
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
+pub use vsphere_cluster_template::{VSphereClusterTemplate, VSphereClusterTemplateSpec};
 pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
 
 /// `infrastructure.cluster.x-k8s.io`.
@@ -78,6 +84,8 @@ pub enum Kind {
     VSphereMachineTemplate,
     /// VSphereVM.
     VSphereVM,
+    /// VSphereClusterTemplate (Cluster API InfraClusterTemplate, for ClusterClass).
+    VSphereClusterTemplate,
     /// Machine.
     Machine,
     /// MachineHealthCheck.
@@ -88,7 +96,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::VSphereFailureDomain,
         Kind::VSphereDeploymentZone,
         Kind::VSphereCluster,
@@ -96,6 +104,7 @@ impl Kind {
         Kind::VSphereMachine,
         Kind::VSphereMachineTemplate,
         Kind::VSphereVM,
+        Kind::VSphereClusterTemplate,
         Kind::Machine,
         Kind::MachineHealthCheck,
         Kind::ControlPlaneMachineSet,
@@ -111,6 +120,7 @@ impl Kind {
             Kind::VSphereMachine => "VSphereMachine",
             Kind::VSphereMachineTemplate => "VSphereMachineTemplate",
             Kind::VSphereVM => "VSphereVM",
+            Kind::VSphereClusterTemplate => "VSphereClusterTemplate",
             Kind::Machine => "Machine",
             Kind::MachineHealthCheck => "MachineHealthCheck",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
@@ -126,7 +136,8 @@ impl Kind {
             | Kind::VSphereClusterIdentity
             | Kind::VSphereMachine
             | Kind::VSphereMachineTemplate
-            | Kind::VSphereVM => "infrastructure.cluster.x-k8s.io/v1beta1",
+            | Kind::VSphereVM
+            | Kind::VSphereClusterTemplate => infrastructure::STORAGE_API_VERSION,
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
@@ -142,6 +153,7 @@ impl Kind {
             Kind::VSphereMachine => "vspheremachines",
             Kind::VSphereMachineTemplate => "vspheremachinetemplates",
             Kind::VSphereVM => "vspherevms",
+            Kind::VSphereClusterTemplate => "vsphereclustertemplates",
             Kind::Machine => "machines",
             Kind::MachineHealthCheck => "machinehealthchecks",
             Kind::ControlPlaneMachineSet => "controlplanemachinesets",
@@ -157,22 +169,17 @@ impl Kind {
     }
 
     /// Every `group/version` this kind is served at; the first is the storage version (the one
-    /// the controllers use). VSphereFailureDomain and VSphereDeploymentZone are also served as
-    /// v1beta2 (see [`v1beta2`]).
+    /// the controllers use). Every infrastructure kind is also served as v1beta2, as CAPV v1.16+
+    /// serves it ([`infrastructure::v1beta2`]).
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone => &[
-                "infrastructure.cluster.x-k8s.io/v1beta1",
-                v1beta2::API_VERSION,
-            ],
-            Kind::VSphereCluster
-            | Kind::VSphereClusterIdentity
-            | Kind::VSphereMachine
-            | Kind::VSphereMachineTemplate
-            | Kind::VSphereVM => &["infrastructure.cluster.x-k8s.io/v1beta1"],
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
+            _ => &[
+                infrastructure::STORAGE_API_VERSION,
+                infrastructure::v1beta2::API_VERSION,
+            ],
         }
     }
 
@@ -186,20 +193,30 @@ impl Kind {
     /// The generated CRD for this kind (normalized, with the Cluster API contract label for
     /// the infrastructure group, as written to `crds/`).
     pub fn crd(self) -> CustomResourceDefinition {
+        use infrastructure::v1beta2 as v2;
         let raw = match self {
-            Kind::VSphereFailureDomain => merge(
-                VSphereFailureDomain::crd(),
-                v1beta2::VSphereFailureDomain::crd(),
-            ),
+            Kind::VSphereFailureDomain => {
+                merge(VSphereFailureDomain::crd(), v2::VSphereFailureDomain::crd())
+            }
             Kind::VSphereDeploymentZone => merge(
                 VSphereDeploymentZone::crd(),
-                v1beta2::VSphereDeploymentZone::crd(),
+                v2::VSphereDeploymentZone::crd(),
             ),
-            Kind::VSphereCluster => VSphereCluster::crd(),
-            Kind::VSphereClusterIdentity => VSphereClusterIdentity::crd(),
-            Kind::VSphereMachine => VSphereMachine::crd(),
-            Kind::VSphereMachineTemplate => VSphereMachineTemplate::crd(),
-            Kind::VSphereVM => VSphereVM::crd(),
+            Kind::VSphereCluster => merge(VSphereCluster::crd(), v2::VSphereCluster::crd()),
+            Kind::VSphereClusterIdentity => merge(
+                VSphereClusterIdentity::crd(),
+                v2::VSphereClusterIdentity::crd(),
+            ),
+            Kind::VSphereMachine => merge(VSphereMachine::crd(), v2::VSphereMachine::crd()),
+            Kind::VSphereMachineTemplate => merge(
+                VSphereMachineTemplate::crd(),
+                v2::VSphereMachineTemplate::crd(),
+            ),
+            Kind::VSphereVM => merge(VSphereVM::crd(), v2::VSphereVM::crd()),
+            Kind::VSphereClusterTemplate => merge(
+                VSphereClusterTemplate::crd(),
+                v2::VSphereClusterTemplate::crd(),
+            ),
             Kind::Machine => Machine::crd(),
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),
@@ -262,13 +279,26 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> String {
     format!("# Generated by `vsphere-provider crds`; do not edit.\n---\n{body}")
 }
 
-/// Merges a kind's storage-version CRD with another served version (conversion strategy None).
+/// Merges a kind's storage-version CRD with its v1beta2 (conversion strategy None here;
+/// config/crd adds the manager's conversion webhook) and marks v1beta1 deprecated, as CAPV does:
+/// a v1beta1 client is told which version to move to, and CAPV stops serving v1beta1 in v1.21.
 fn merge(
     storage: CustomResourceDefinition,
     other: CustomResourceDefinition,
 ) -> CustomResourceDefinition {
     let name = storage.spec.versions[0].name.clone();
-    kube::core::crd::merge_crds(vec![storage, other], &name).expect("versions of one kind merge")
+    let mut crd = kube::core::crd::merge_crds(vec![storage, other], &name)
+        .expect("versions of one kind merge");
+    let kind = crd.spec.names.kind.clone();
+    for version in &mut crd.spec.versions {
+        if version.name == "v1beta1" {
+            version.deprecated = Some(true);
+            version.deprecation_warning = Some(format!(
+                "{INFRA_GROUP}/v1beta1 {kind} is deprecated; use {INFRA_GROUP}/v1beta2 {kind}"
+            ));
+        }
+    }
+    crd
 }
 
 /// Brings a kube-derive CRD closer to controller-gen's output: no `nullable` markers (upstream
@@ -287,6 +317,13 @@ fn normalize_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition 
                 // TypeMeta/ObjectMeta properties.
                 root.remove("title");
                 root.remove("required");
+                // CAPV's v1beta2 requires the spec of every kind but the templates.
+                if crd.spec.group == INFRA_GROUP
+                    && version.name == "v1beta2"
+                    && !crd.spec.names.kind.ends_with("Template")
+                {
+                    root.insert("required".into(), serde_json::json!(["spec"]));
+                }
                 let props = root
                     .entry("properties")
                     .or_insert_with(|| serde_json::json!({}));
@@ -392,34 +429,54 @@ mod tests {
     }
 
     #[test]
-    fn v1beta2_served_v1beta1_stored() {
-        for k in [Kind::VSphereFailureDomain, Kind::VSphereDeploymentZone] {
+    fn every_infrastructure_kind_serves_v1beta2_and_stores_v1beta1() {
+        let infra: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|k| k.api_version().starts_with(INFRA_GROUP))
+            .collect();
+        assert_eq!(infra.len(), 8);
+        for k in infra {
             let crd = k.crd();
-            let versions: Vec<(String, bool, bool)> = crd
+            let versions: Vec<(String, bool, bool, Option<bool>)> = crd
                 .spec
                 .versions
                 .iter()
-                .map(|v| (v.name.clone(), v.served, v.storage))
+                .map(|v| (v.name.clone(), v.served, v.storage, v.deprecated))
                 .collect();
             assert_eq!(
                 versions,
                 [
-                    ("v1beta1".to_string(), true, true),
-                    ("v1beta2".to_string(), true, false)
+                    ("v1beta1".to_string(), true, true, Some(true)),
+                    ("v1beta2".to_string(), true, false, None)
                 ],
                 "{k}"
             );
             assert!(
-                crd.spec.conversion.is_none(),
-                "{k}: conversion strategy None"
+                crd.spec.versions[0]
+                    .deprecation_warning
+                    .as_deref()
+                    .is_some_and(|w| w.contains("use infrastructure.cluster.x-k8s.io/v1beta2")),
+                "{k}"
             );
-            assert!(k.schema_for(v1beta2::API_VERSION).is_object());
             assert!(
-                !k.schema_for(v1beta2::API_VERSION)
-                    .to_string()
-                    .contains("autoConfigure")
+                crd.spec.conversion.is_none(),
+                "{k}: conversion strategy None in crds/ (config/crd adds the webhook)"
+            );
+            assert!(
+                k.schema_for(infrastructure::v1beta2::API_VERSION)
+                    .is_object()
+            );
+            assert_eq!(
+                Kind::from_type(infrastructure::v1beta2::API_VERSION, k.name()),
+                Some(k)
             );
         }
+        // CAPV dropped autoConfigure from v1beta2; this provider keeps it.
+        let fd = Kind::VSphereFailureDomain.schema_for(infrastructure::v1beta2::API_VERSION);
+        assert_eq!(
+            fd["properties"]["spec"]["properties"]["zone"]["properties"]["autoConfigure"]["type"],
+            "boolean"
+        );
     }
 
     #[test]

@@ -286,6 +286,8 @@ impl Store {
                 let k = namespaced(&mut v.metadata);
                 put(&mut self.vsphere_vms, k, v)
             }
+            // Local mode has no topology controller to stamp clusters from a class.
+            Object::VSphereClusterTemplate(_) => Ok(()),
         }
     }
 

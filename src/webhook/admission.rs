@@ -231,15 +231,13 @@ fn default_layers(kind: Kind, obj: &mut Value, layers: Layers) -> Vec<String> {
         .unwrap_or(kind.api_version())
         .to_string();
     schema::apply_defaults(&kind.schema_for(&api_version), obj, "", &mut defaulted);
-    let storage = api_version == kind.api_version();
     if layers == Layers::Crd {
         return defaulted;
     }
+    // The defaulters' paths are the same in v1beta1 and v1beta2 (our v1beta2 keeps
+    // autoConfigure); in a cluster a v1beta2 request is converted and defaulted as v1beta1.
     match kind {
-        // v1beta2 has no autoConfigure and CAPV main no failure-domain defaulter.
-        Kind::VSphereFailureDomain if storage => {
-            defaulted.extend(super::failure_domain::default(obj))
-        }
+        Kind::VSphereFailureDomain => defaulted.extend(super::failure_domain::default(obj)),
         Kind::VSphereDeploymentZone => defaulted.extend(super::deployment_zone::default(obj)),
         Kind::Machine => defaulted.extend(super::machine::default(obj)),
         Kind::VSphereMachine => defaulted.extend(super::vsphere_machine::default_machine(obj)),
@@ -296,8 +294,11 @@ fn validate_layers(
     // than "cannot decode". `spec: null` is a missing spec: the apiserver drops nulls of
     // non-nullable fields before it validates.
     let spec_missing = new.get("spec").is_none_or(Value::is_null);
-    if spec_missing && api_version == crate::api::v1beta2::API_VERSION {
-        // CAPV's v1beta2 CRDs require the spec.
+    let spec_required = kind.schema_for(api_version)["required"]
+        .as_array()
+        .is_some_and(|r| r.contains(&Value::from("spec")));
+    if spec_missing && spec_required {
+        // CAPV's v1beta2 CRDs require the spec (but for the templates').
         errors.push(FieldError::required("spec", ""));
         dedup(&mut errors);
         return (errors, warnings);
@@ -409,6 +410,21 @@ fn run_rules(
         }
         // CAPV has no webhook for it: the CRD schema is all there is to check.
         Kind::VSphereClusterIdentity => {}
+        // As CAPV: the stamped spec never changes (ClusterClass rotates to a new template),
+        // but the topology controller's server-side dry run must pass.
+        Kind::VSphereClusterTemplate => {
+            // Compared as JSON: CAPV's ClusterClass template has no spec at all.
+            let stamped = |v: &Value| v.pointer("/spec/template/spec").cloned();
+            if let Some(o) = old
+                && stamped(o) != stamped(new)
+                && !vm::is_topology_dry_run(new, ctx)
+            {
+                errors.push(FieldError::forbidden(
+                    "spec.template.spec",
+                    "VSphereClusterTemplate spec is immutable",
+                ));
+            }
+        }
         Kind::VSphereMachine => {
             let n: VSphereMachine = decode(new)?;
             match old {

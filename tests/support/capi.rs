@@ -87,8 +87,10 @@ pub fn text(o: &Output) -> String {
 
 /// `kubectl get ARGS -o json` as the admin.
 pub fn get(cp: &ControlPlane, args: &[&str]) -> Value {
+    let kind = args.first().map(|k| realapi::at_storage_version(k));
     let mut all = vec!["get"];
-    all.extend_from_slice(args);
+    all.extend(kind.as_deref());
+    all.extend_from_slice(args.get(1..).unwrap_or_default());
     all.extend(["-o", "json"]);
     cp.kubectl(ADMIN, &all).ok().json()
 }

@@ -72,6 +72,26 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 pub const SA_NAMESPACE: &str = "vsphere-provider-system";
 pub const SA_NAME: &str = "vsphere-provider-controller-manager";
 
+/// `kind` (as kubectl takes it: `vspheremachine`, `vspheremachines`) pinned to the storage
+/// version when it is one of our infrastructure kinds: kubectl reads the newest served version
+/// (v1beta2) by default, and the tests look at the v1beta1 fields the controllers write.
+/// Anything else is returned as it is.
+pub fn at_storage_version(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    vsphere_provider::api::Kind::ALL
+        .into_iter()
+        .filter(|k| {
+            k.api_version()
+                .starts_with(vsphere_provider::api::INFRA_GROUP)
+        })
+        .find(|k| lower == k.name().to_ascii_lowercase() || lower == k.plural())
+        .map(|k| {
+            let (group, version) = k.api_version().split_once('/').unwrap();
+            format!("{}.{version}.{group}", k.plural())
+        })
+        .unwrap_or_else(|| kind.to_string())
+}
+
 /// The repository root.
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

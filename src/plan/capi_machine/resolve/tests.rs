@@ -87,7 +87,7 @@ fn secret(format: Option<&str>) -> Secret {
 
 fn vsphere_cluster() -> VSphereCluster {
     from(json!({"metadata": {"name": "demo", "namespace": "ns"},
-        "spec": {"server": "vc.cluster.example", "thumbprint": "AA:BB"}}))
+        "spec": {"server": "vc.cluster.example", "thumbprint": "AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB"}}))
 }
 
 /// One world: zone-a ready with its failure domain, a Cluster ready, the bootstrap Secret.
@@ -292,7 +292,10 @@ fn failure_domain_overrides_are_capvs() {
     assert_eq!(c.template, "ubuntu-2404");
     assert_eq!(c.storage_policy_name.as_deref(), Some("gold"));
     assert_eq!(c.tag_ids.as_ref().unwrap().len(), 1);
-    assert_eq!(c.thumbprint.as_deref(), Some("AA:BB"));
+    assert_eq!(
+        c.thumbprint.as_deref(),
+        Some("AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB")
+    );
     assert_eq!(d.vm.spec.power_off_mode, Some(PowerOffModeAlias::TrySoft));
     assert_eq!(
         d.vm.spec.guest_soft_power_off_timeout.as_deref(),

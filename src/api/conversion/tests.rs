@@ -1,0 +1,407 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+
+const V1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+const V2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+
+/// Every kind served in both versions.
+fn infra() -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| k.api_versions().contains(&V2))
+        .collect()
+}
+
+fn round_trip(object: &Value, via: &str) -> Value {
+    let from = object["apiVersion"].as_str().unwrap().to_string();
+    let there = convert(object, via).unwrap_or_else(|e| panic!("to {via}: {e}\n{object}"));
+    assert_eq!(there["apiVersion"], via);
+    convert(&there, &from).unwrap_or_else(|e| panic!("back to {from}: {e}\n{there}"))
+}
+
+fn kept(object: &Value) -> Held {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(CONVERSION_DATA))
+        .and_then(Value::as_str)
+        .map(|s| serde_json::from_str(s).unwrap())
+        .unwrap_or_default()
+}
+
+fn failure_domain(api_version: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": "VSphereFailureDomain",
+        "metadata": {"name": "fd-a", "labels": {"team": "x"}},
+        "spec": {
+            "region": {"name": "r", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
+            "zone": {"name": "z", "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
+            "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0"}}})
+}
+
+fn machine() -> Value {
+    json!({"apiVersion": V1, "kind": "VSphereMachine",
+        "metadata": {"name": "m-0", "namespace": "ns", "annotations": {"note": "kept"}},
+        "spec": {"template": "ubuntu", "failureDomain": "zone-a", "providerID": "vsphere://1",
+                 "guestSoftPowerOffTimeout": "5m", "namingStrategy": {"template": "{{ .machine.name }}"},
+                 "numCPUs": 0, "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}],
+                                           "preferredAPIServerCidr": "10.0.0.0/8"}},
+        "status": {"ready": true, "failureReason": "UpdateError", "failureMessage": "boom",
+                   "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                   "v1beta2": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                                               "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+                   "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}]}})
+}
+
+#[test]
+fn auto_configure_is_a_v1beta2_field_here() {
+    let read = convert(&failure_domain(V1), V2).unwrap();
+    assert_eq!(read["spec"]["region"]["autoConfigure"], true);
+    assert!(read["metadata"].get("annotations").is_none(), "{read}");
+    assert_eq!(convert(&read, V1).unwrap(), failure_domain(V1));
+}
+
+#[test]
+fn a_machine_maps_to_the_v1beta2_contract_and_back() {
+    let v1 = machine();
+    let v2 = convert(&v1, V2).unwrap();
+    let spec = &v2["spec"];
+    assert_eq!(spec["guestSoftPowerOffTimeoutSeconds"], 300);
+    assert_eq!(spec["naming"]["template"], "{{ .machine.name }}");
+    assert_eq!(spec["providerID"], "vsphere://1");
+    for gone in [
+        "failureDomain",
+        "guestSoftPowerOffTimeout",
+        "namingStrategy",
+        "numCPUs",
+    ] {
+        assert!(spec.get(gone).is_none(), "{gone}: {v2}");
+    }
+    assert!(spec["network"].get("preferredAPIServerCidr").is_none());
+    let status = &v2["status"];
+    assert_eq!(status["initialization"], json!({"provisioned": true}));
+    assert_eq!(status["conditions"][0]["reason"], "Ready");
+    assert_eq!(
+        status["deprecated"]["v1beta1"]["conditions"],
+        v1["status"]["conditions"]
+    );
+    assert_eq!(
+        status["deprecated"]["v1beta1"]["failureReason"],
+        "UpdateError"
+    );
+    assert!(status.get("ready").is_none() && status.get("v1beta2").is_none());
+    assert_eq!(v2["metadata"]["annotations"]["note"], "kept");
+    let held = kept(&v2);
+    let paths: Vec<&str> = held[V1].iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/spec/failureDomain",
+            "/spec/guestSoftPowerOffTimeout",
+            "/spec/network/preferredAPIServerCidr",
+            "/spec/numCPUs"
+        ],
+        "5m comes back as Go prints it (5m0s) unless kept"
+    );
+    assert_eq!(convert(&v2, V1).unwrap(), v1);
+}
+
+#[test]
+fn cluster_failure_domains_become_a_sorted_list() {
+    let v1 = json!({"apiVersion": V1, "kind": "VSphereCluster", "metadata": {"name": "c"},
+        "spec": {"server": "vc"},
+        "status": {"ready": true, "initialization": {"provisioned": true},
+                   "failureDomains": {"zone-b": {"controlPlane": false}, "zone-a": {"controlPlane": true, "attributes": {"k": "v"}}}}});
+    let v2 = convert(&v1, V2).unwrap();
+    assert_eq!(
+        v2["status"]["failureDomains"],
+        json!([{"name": "zone-a", "controlPlane": true, "attributes": {"k": "v"}},
+               {"name": "zone-b", "controlPlane": false}])
+    );
+    assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
+    assert_eq!(convert(&v2, V1).unwrap(), v1);
+}
+
+#[test]
+fn what_the_object_says_now_wins_over_what_was_kept() {
+    let mut read = convert(&machine(), V2).unwrap();
+    // Changed through v1beta2: a new timeout; the kept "5m" no longer applies.
+    read["spec"]["guestSoftPowerOffTimeoutSeconds"] = json!(60);
+    let written = convert(&read, V1).unwrap();
+    assert_eq!(written["spec"]["guestSoftPowerOffTimeout"], "1m0s");
+    assert_eq!(written["spec"]["failureDomain"], "zone-a");
+}
+
+#[test]
+fn the_legacy_annotation_is_read_and_replaced() {
+    let mut zone = json!({"apiVersion": V2, "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "z", "annotations": {LEGACY_CONVERSION_DATA:
+            json!({V1: {"/spec/placementConstraint/resourcePool": "rp"}}).to_string()}},
+        "spec": {"failureDomain": "fd-a"}});
+    let v1 = convert(&zone, V1).unwrap();
+    assert_eq!(v1["spec"]["placementConstraint"]["resourcePool"], "rp");
+    let annotations = v1["metadata"]["annotations"].as_object().unwrap();
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        [CONVERSION_DATA],
+        "the legacy annotation is replaced by the upstream name"
+    );
+    assert_eq!(round_trip(&v1, V2), v1);
+    zone["metadata"]["annotations"] = json!({LEGACY_CONVERSION_DATA: "{"});
+    let err = convert(&zone, V1).unwrap_err().to_string();
+    assert!(
+        err.starts_with("VSphereDeploymentZone/z: annotation vsphere-provider.io/conversion-data"),
+        "{err}"
+    );
+}
+
+/// Our first v1beta2 failure domain had `topology.template` (CAPV main at the time, not v1.17):
+/// kept in the legacy annotation of a stored object, it is not put back into a version without
+/// the field.
+#[test]
+fn a_kept_field_the_version_no_longer_has_is_not_restored() {
+    let stored = json!({"apiVersion": V1, "kind": "VSphereFailureDomain",
+        "metadata": {"name": "fd", "annotations": {LEGACY_CONVERSION_DATA:
+            json!({V2: {"/spec/topology/template": "ubuntu"}}).to_string()}},
+        "spec": {"region": {"name": "r", "type": "Datacenter", "tagCategory": "k8s-region"},
+                 "zone": {"name": "z", "type": "ComputeCluster", "tagCategory": "k8s-zone"},
+                 "topology": {"datacenter": "DC0"}}});
+    let read = convert(&stored, V2).unwrap();
+    assert!(read["spec"]["topology"].get("template").is_none(), "{read}");
+    assert!(read["metadata"].get("annotations").is_none(), "{read}");
+}
+
+/// A zone's own credentials are fields of both versions (ours in v1beta2, as `autoConfigure`):
+/// they decide who verifies the zone, so the storage version must hold them as fields.
+#[test]
+fn a_zones_identity_and_thumbprint_are_fields_in_both_versions() {
+    let zone = json!({"apiVersion": V2, "kind": "VSphereDeploymentZone",
+        "metadata": {"name": "z"},
+        "spec": {"server": "vc.example.com", "failureDomain": "fd-a", "thumbprint": "AB:CD",
+                 "identityRef": {"kind": "VSphereClusterIdentity", "name": "zones"},
+                 "placementConstraint": {"resourcePool": "rp"}}});
+    let stored = convert(&zone, V1).unwrap();
+    assert_eq!(stored["spec"]["thumbprint"], "AB:CD");
+    assert_eq!(stored["spec"]["identityRef"]["name"], "zones");
+    assert!(stored["metadata"].get("annotations").is_none(), "{stored}");
+    assert_eq!(convert(&stored, V2).unwrap(), zone);
+}
+
+#[test]
+fn an_upstream_hub_snapshot_restores_what_v1beta1_lacks() {
+    // CAPV keeps the whole v1beta2 object; here only what v1beta1 cannot hold matters.
+    let snapshot = json!({"apiVersion": V2, "kind": "VSphereMachine",
+        "spec": {"template": "t", "cryptoKeyID": "key-1"}});
+    let v1 = json!({"apiVersion": V1, "kind": "VSphereMachine",
+        "metadata": {"name": "m", "annotations": {CONVERSION_DATA: snapshot.to_string()}},
+        "spec": {"template": "t"}});
+    let v2 = convert(&v1, V2).unwrap();
+    assert_eq!(v2["spec"]["cryptoKeyID"], "key-1");
+    assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
+}
+
+#[test]
+fn errors_name_the_object_and_the_field() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+    assert_eq!(
+        convert(&secret, V1).unwrap_err().to_string(),
+        "Secret/s: v1 Secret is not served by vsphere-provider"
+    );
+    let err = convert(
+        &failure_domain(V1),
+        "infrastructure.cluster.x-k8s.io/v1alpha4",
+    );
+    assert!(err.unwrap_err().to_string().contains("not served as"));
+    let mut bad = failure_domain(V2);
+    bad["metadata"]["annotations"] = json!({CONVERSION_DATA: "{"});
+    let err = convert(&bad, V1).unwrap_err().to_string();
+    assert!(
+        err.starts_with("VSphereFailureDomain/fd-a: annotation cluster.x-k8s.io/conversion-data"),
+        "{err}"
+    );
+    let mut template = json!({"apiVersion": V1, "kind": "VSphereMachineTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"template": {"spec": {"template": "x", "guestSoftPowerOffTimeout": "soon"}}}});
+    assert_eq!(
+        convert(&template, V2).unwrap_err().to_string(),
+        "VSphereMachineTemplate/t: spec.template.spec.guestSoftPowerOffTimeout: \"soon\" is not a duration (e.g. \"300s\", \"5m\", \"1h30m\")"
+    );
+    template["spec"]["template"]["spec"]["guestSoftPowerOffTimeout"] = json!("1000000h");
+    let err = convert(&template, V2).unwrap_err().to_string();
+    assert!(
+        err.contains("does not fit guestSoftPowerOffTimeoutSeconds"),
+        "{err}"
+    );
+    let cluster = json!({"apiVersion": V2, "kind": "VSphereCluster", "metadata": {"name": "c"},
+        "spec": {"server": "vc"},
+        "status": {"failureDomains": [{"name": "a"}, {"name": "a", "controlPlane": true}]}});
+    assert_eq!(
+        convert(&cluster, V1).unwrap_err().to_string(),
+        "VSphereCluster/c: status.failureDomains[1]: a second failure domain named \"a\""
+    );
+}
+
+/// Every field of either version's schema comes back after a round trip through the other:
+/// objects with every property set (from the schema itself) for every kind.
+#[test]
+fn every_field_of_either_version_survives_a_round_trip() {
+    for kind in infra() {
+        for (from, to) in [(V1, V2), (V2, V1)] {
+            let schema = kind.schema_for(from);
+            let mut object = example(&schema, "");
+            object["apiVersion"] = json!(from);
+            object["kind"] = json!(kind.name());
+            object["metadata"] = json!({"name": "full"});
+            assert_eq!(
+                round_trip(&object, to),
+                object,
+                "{kind} {from} -> {to} -> {from}"
+            );
+        }
+    }
+}
+
+/// A value for every property of `schema`, of the schema's type (enums take their first
+/// value, lists one item).
+fn example(schema: &Value, at: &str) -> Value {
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match schema["type"].as_str() {
+        Some("object") => Value::Object(
+            schema["properties"]
+                .as_object()
+                .map(|p| {
+                    p.iter()
+                        .map(|(k, s)| (k.clone(), example(s, &format!("{at}/{k}"))))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        Some("array") => json!([example(&schema["items"], &format!("{at}/0"))]),
+        Some("boolean") => json!(true),
+        Some("integer") | Some("number") => json!(1),
+        _ if at.ends_with("guestSoftPowerOffTimeout") => json!("90s"),
+        _ => json!("x"),
+    }
+}
+
+/// Objects of a kind as its schema allows them: any subset of the optional fields, small
+/// values, lists keyed by `x-kubernetes-list-map-keys` without duplicate keys.
+fn arbitrary(schema: &Value, at: String) -> BoxedStrategy<Value> {
+    if let Some(values) = schema["enum"].as_array() {
+        return proptest::sample::select(values.clone()).boxed();
+    }
+    if schema["x-kubernetes-int-or-string"] == true {
+        return prop_oneof![
+            (0..5i64).prop_map(Value::from),
+            proptest::sample::select(vec!["1", "500m", "2Gi"]).prop_map(Value::from),
+        ]
+        .boxed();
+    }
+    match schema["type"].as_str() {
+        Some("object") => {
+            if let Some(properties) = schema["properties"].as_object() {
+                let required: Vec<&str> = schema["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let fields: Vec<BoxedStrategy<Option<(String, Value)>>> = properties
+                    .iter()
+                    .map(|(k, s)| {
+                        let key = k.clone();
+                        let value =
+                            arbitrary(s, format!("{at}/{k}")).prop_map(move |v| (key.clone(), v));
+                        if required.contains(&k.as_str()) {
+                            value.prop_map(Some).boxed()
+                        } else {
+                            proptest::option::weighted(0.4, value).boxed()
+                        }
+                    })
+                    .collect();
+                fields
+                    .prop_map(|f| Value::Object(f.into_iter().flatten().collect()))
+                    .boxed()
+            } else if schema["additionalProperties"].is_object() {
+                proptest::collection::btree_map(
+                    "[a-c]{1,2}",
+                    arbitrary(&schema["additionalProperties"], format!("{at}/*")),
+                    0..3,
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+                .boxed()
+            } else {
+                Just(json!({})).boxed()
+            }
+        }
+        Some("array") => {
+            let keys: Vec<String> = schema["x-kubernetes-list-map-keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect();
+            proptest::collection::vec(arbitrary(&schema["items"], format!("{at}/*")), 0..3)
+                .prop_map(move |items| {
+                    let mut seen = std::collections::BTreeSet::new();
+                    let items = items
+                        .into_iter()
+                        .filter(|i| {
+                            keys.is_empty()
+                                || seen.insert(
+                                    keys.iter().map(|k| i[k].to_string()).collect::<Vec<_>>(),
+                                )
+                        })
+                        .collect();
+                    Value::Array(items)
+                })
+                .boxed()
+        }
+        Some("boolean") => any::<bool>().prop_map(Value::from).boxed(),
+        Some("integer") | Some("number") => prop_oneof![Just(0i64), -2..4i64, 0..100_000i64]
+            .prop_map(Value::from)
+            .boxed(),
+        _ if at.ends_with("guestSoftPowerOffTimeout") => proptest::sample::select(vec![
+            "0", "0s", "5m", "5m0s", "90s", "1h", "1.5s", "300ms", "-10s",
+        ])
+        .prop_map(Value::from)
+        .boxed(),
+        _ if schema["format"] == "date-time" => Just(json!("2026-11-26T00:00:00Z")).boxed(),
+        _ => "[a-z]{0,2}".prop_map(Value::from).boxed(),
+    }
+}
+
+fn objects(kind: Kind, api_version: &'static str) -> impl Strategy<Value = Value> {
+    let schema = kind.schema_for(api_version);
+    let mut properties = schema.clone();
+    if let Some(p) = properties["properties"].as_object_mut() {
+        for meta in ["apiVersion", "kind", "metadata"] {
+            p.remove(meta);
+        }
+    }
+    arbitrary(&properties, String::new()).prop_map(move |mut v| {
+        v["apiVersion"] = json!(api_version);
+        v["kind"] = json!(kind.name());
+        v["metadata"] = json!({"name": "p", "annotations": {"other": "x"}});
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// v1beta1 → v1beta2 → v1beta1 and v1beta2 → v1beta1 → v1beta2 give the object back, for
+    /// every kind, whatever subset of fields it sets.
+    #[test]
+    fn round_trips_are_lossless(
+        v1 in proptest::sample::select(infra()).prop_flat_map(|k| objects(k, V1)),
+        v2 in proptest::sample::select(infra()).prop_flat_map(|k| objects(k, V2)),
+    ) {
+        prop_assert_eq!(round_trip(&v1, V2), v1.clone());
+        prop_assert_eq!(round_trip(&v2, V1), v2.clone());
+        // And once more: a second round trip through an object that carries an annotation.
+        let there = convert(&v1, V2).unwrap();
+        prop_assert_eq!(round_trip(&there, V1), there);
+    }
+}
