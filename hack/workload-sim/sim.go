@@ -252,12 +252,12 @@ func (s *sim) boot(ctx context.Context, st *vmState, b *Boot) error {
 	if err := s.createNode(ctx, c, b.NodeName, providerID, wc.version, cp); err != nil {
 		return err
 	}
-	st.cluster, st.boot, st.node, st.unreachable = wc, b, b.NodeName, false
 	if cp {
 		if err := s.addControlPlane(ctx, wc, b.NodeName); err != nil {
 			return err
 		}
 	}
+	st.cluster, st.boot, st.node, st.unreachable = wc, b, b.NodeName, false
 	event("vm %s (%s) booted: %s node %s providerID %s in cluster %s (https://%s:%d)",
 		st.name, st.moref, b.Role, b.NodeName, providerID, wc.name, s.o.listenHost, wc.port)
 	return nil
