@@ -45,6 +45,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "etcd" {
+		os.Exit(etcdMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "vm" {
 		os.Exit(vmMain(os.Args[2:]))
 	}

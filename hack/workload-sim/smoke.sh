@@ -6,9 +6,11 @@
 #      appear through https://127.0.0.1:<port> (TLS verified against the CA);
 #   3. VM B gets broken user data → no Node, the refusal is logged;
 #   4. a bootstrap token Secret is created in the workload cluster, VM C gets a worker `kubeadm
-#      join` → worker Node;
+#      join` → worker Node; VM D a control plane join → 2 etcd members, read as KCP does (kubectl
+#      port-forward to etcd-<node>:2379 through the workload API server, TLS SNI etcd-<node>);
 #   5. VM A powered off → its Node Ready=Unknown with the unreachable NoExecute taint;
-#   6. VM C destroyed → its Node is gone.
+#   6. VM C destroyed → its Node is gone; VM A (the etcd leader) destroyed → its Node, pods and
+#      member are gone, demo-cp-1 leads and serves the API.
 # kubectl: $KUBECTL, else a cached build under ~/.cache/vsphere-provider/kube/, else
 # hack/kube/build.sh. Set KEEP=1 to keep the work directory. Exits non-zero on the first failure.
 set -euo pipefail
@@ -140,6 +142,29 @@ runcmd:
   - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete
 EOF
 
+{
+	printf '## template: jinja\n#cloud-config\n\nwrite_files:\n'
+	pki_files
+	sed -n '/^-   path: \/run\/kubeadm/,$p' "$work/join.yaml" | sed 's|^      caCertPath: .*|&\n      controlPlane:\n        localAPIEndpoint: {}|'
+} >"$work/cp-join.yaml"
+
+# etcd_members MEMBER: MemberList/Status as KCP asks them: a port-forward through the workload API
+# server to kube-system/etcd-MEMBER:2379, then TLS with SNI etcd-MEMBER against the etcd CA.
+etcd_members() {
+	local pf="$work/pf-$1.out" pfpid lp="" _
+	k -n kube-system port-forward "pod/etcd-$1" :2379 >"$pf" 2>&1 &
+	pfpid=$!
+	for _ in $(seq 50); do
+		lp="$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) -> 2379$/\1/p' "$pf")"
+		[ -z "$lp" ] || break
+		sleep 0.1
+	done
+	[ -n "$lp" ] || { kill "$pfpid"; die "kubectl port-forward to etcd-$1 failed: $(cat "$pf")"; }
+	"$SIM" etcd --address "127.0.0.1:$lp" --member "etcd-$1" --ca "$work/etcd-ca.crt" || { kill "$pfpid"; die "etcd through the port-forward failed"; }
+	kill "$pfpid" 2>/dev/null || true
+	wait "$pfpid" 2>/dev/null || true
+}
+
 # give VM USERDATA_FILE HOSTNAME [USERDATA_ENCODING]: power off, write guestinfo, power on.
 give() {
 	local name="$1" ud="$2" host="$3" enc="${4:-base64}"
@@ -179,7 +204,7 @@ until_ok() {
 }
 
 # --- 2. kubeadm init
-VM_A=DC0_H0_VM0 VM_B=DC0_H0_VM1 VM_C=DC0_C0_RP0_VM0
+VM_A=DC0_H0_VM0 VM_B=DC0_H0_VM1 VM_C=DC0_C0_RP0_VM0 VM_D=DC0_C0_RP0_VM1
 step "kubeadm init on $VM_A (gzip+base64 user data)"
 give "$VM_A" "$work/init.yaml" demo-cp-0 gzip+base64
 UUID_A="$(vm --name "$VM_A" --uuid)"
@@ -206,16 +231,18 @@ ok "debug $DEBUG/listeners: $(curl -fsS "http://$DEBUG/listeners" | tr -d '\n ')
 step "broken user data on $VM_B"
 printf 'not a cloud-config at all\n' >"$work/broken.txt"
 give "$VM_B" "$work/broken.txt" demo-broken
-until_ok 10 grep -q "vm $VM_B .*does not boot: user data is not a #cloud-config" "$work/sim.log" || die "no refusal logged for $VM_B"
+refusal="vm $VM_B .*does not boot: user data is not a #cloud-config"
+until_ok 10 grep -q "$refusal" "$work/sim.log" || die "no refusal logged for $VM_B"
 sleep 1
 ! k get node demo-broken >/dev/null 2>&1 || die "Node demo-broken exists"
-ok "$(grep -m1 "vm $VM_B .*does not boot" "$work/sim.log" | sed 's/^.*workload-sim: //')"
+ok "$(grep -m1 "$refusal" "$work/sim.log" | sed 's/^.*does not boot: /refused: /')"
 
 # --- 4. worker join
 step "kubeadm join (worker) on $VM_C"
 give "$VM_C" "$work/join.yaml" demo-md-0
-until_ok 10 grep -q "vm $VM_C .*bootstrap token abcdef" "$work/sim.log" || die "the join did not wait for its bootstrap token"
-ok "join waits for its token: $(grep -m1 "vm $VM_C .*does not boot" "$work/sim.log" | sed 's/^.*does not boot: //')"
+waiting="vm $VM_C .*bootstrap token abcdef"
+until_ok 10 grep -q "$waiting" "$work/sim.log" || die "the join did not wait for its bootstrap token"
+ok "join waits for its token: $(grep -m1 "$waiting" "$work/sim.log" | sed 's/^.*does not boot: //')"
 k -n kube-system create secret generic bootstrap-token-abcdef --type bootstrap.kubernetes.io/token \
 	--from-literal=token-id=abcdef --from-literal=token-secret=0123456789abcdef \
 	--from-literal=usage-bootstrap-authentication=true >/dev/null
@@ -223,6 +250,16 @@ until_ok 15 k get node demo-md-0 || die "no Node demo-md-0"
 taints="$(k get node demo-md-0 -o jsonpath='{.spec.taints}')"
 [ -z "$taints" ] || die "worker has taints: $taints"
 ok "worker Node demo-md-0 ($(k get node demo-md-0 -o jsonpath='{.spec.providerID}'))"
+
+# --- 4b. control plane join, etcd through the port-forward
+step "kubeadm join --control-plane on $VM_D"
+give "$VM_D" "$work/cp-join.yaml" demo-cp-1
+until_ok 15 k get node demo-cp-1 || die "no Node demo-cp-1"
+k get node demo-cp-1 -o jsonpath='{.metadata.labels}' | grep -q node-role.kubernetes.io/control-plane || die "demo-cp-1 has no control-plane label"
+members="$(etcd_members demo-cp-1)"
+[ "$(grep -c '^member ' <<<"$members")" = 2 ] && grep -q '^member demo-cp-0 .* leader$' <<<"$members" ||
+	die "etcd members: $members"
+ok "etcd via port-forward + SNI etcd-demo-cp-1: $(tr '\n' ';' <<<"$members")"
 
 # --- 5. power off
 step "power off $VM_A"
@@ -239,5 +276,15 @@ vm --name "$VM_C" --destroy
 gone() { ! k get node demo-md-0 >/dev/null 2>&1; }
 until_ok 10 gone || die "Node demo-md-0 still there after destroy"
 ok "Node demo-md-0 removed"
+
+step "destroy $VM_A (the etcd leader; powered off)"
+vm --name "$VM_A" --destroy
+gone_a() { ! k get node demo-cp-0 >/dev/null 2>&1; }
+until_ok 10 gone_a || die "Node demo-cp-0 still there after destroy"
+left="$(k -n kube-system get pods -o jsonpath='{.items[*].metadata.name}')"
+[[ "$left" != *demo-cp-0* ]] || die "pods of demo-cp-0 left: $left"
+members="$(etcd_members demo-cp-1)"
+[ "$members" = "$(grep '^member demo-cp-1 ' <<<"$members")" ] && grep -q ' leader$' <<<"$members" || die "etcd members: $members"
+ok "demo-cp-0 Node and pods gone; API server still served by demo-cp-1; etcd: $members"
 k get nodes -o wide
 step "smoke passed"
