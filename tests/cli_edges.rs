@@ -354,7 +354,11 @@ fn plain_http_to_a_remote_vcenter_is_refused_naming_the_flag() {
 #[test]
 fn a_zone_on_remote_plain_http_says_why_and_sends_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    for f in ["failure-domains.yaml", "deployment-zones.yaml"] {
+    for f in [
+        "failure-domains.yaml",
+        "deployment-zones.yaml",
+        "vsphereclusteridentity.yaml",
+    ] {
         let text = std::fs::read_to_string(root().join("config/samples").join(f)).unwrap();
         std::fs::write(
             dir.path().join(f),

@@ -139,6 +139,9 @@ pub async fn run(mut args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    for line in std::mem::take(&mut store.skipped) {
+        errln!("skipped: {line}");
+    }
     let server = match args.connect.server.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(_) => match args.connect.server() {

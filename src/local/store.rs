@@ -52,6 +52,8 @@ pub struct Store {
     pub nodes: BTreeMap<String, Node>,
     /// Nodes the manifests give: simulated nodes never replace them.
     pub manifest_nodes: BTreeSet<String>,
+    /// Objects of other controllers' kinds the manifests hold, passed over (one line each).
+    pub skipped: Vec<String>,
     /// OpenShift's Infrastructure objects by name (only `cluster` is read: its vSphere failure
     /// domains back CPMS domain names that name no deployment zone).
     pub infrastructures: BTreeMap<String, Infrastructure>,
@@ -129,6 +131,21 @@ impl Store {
             ..Ctx::default()
         };
         for obj in &objects {
+            // Another controller's kind (a KubeadmControlPlane, a ClusterResourceSet, a
+            // ConfigMap of a cluster template): not played here, said so, not an error — a CAPV
+            // template applies as it is. A typo of one of ours stays an error (`unserved`).
+            if obj.object_type() == crate::api::manifest::ObjectType::Unknown
+                && crate::api::manifest::unserved(obj.api_version(), obj.kind()).is_none()
+            {
+                store.skipped.push(format!(
+                    "{} {} {} {}: another controller's kind, not played by local mode",
+                    obj.source,
+                    obj.api_version(),
+                    obj.kind(),
+                    obj.name()
+                ));
+                continue;
+            }
             if let Err(p) = store.admit(obj, &ctx) {
                 problems.push(p);
             }
