@@ -81,14 +81,14 @@ pub fn plan(input: &Input<'_>) -> Plan {
                     None => VmAction::Delete(vm.metadata.name.clone().unwrap_or_default()),
                     Some(_) => VmAction::None,
                 },
-                after: None,
+                after: Some(plan_deleted(vsm, true, input.now)),
                 next: Next::Poll,
                 wait: None,
                 ignored: Vec::new(),
             },
             None => Plan {
                 vm: VmAction::None,
-                after: Some(plan_deleted(vsm, false)),
+                after: Some(plan_deleted(vsm, false, input.now)),
                 next: Next::AwaitChange,
                 wait: None,
                 ignored: Vec::new(),
@@ -357,7 +357,30 @@ mod tests {
         let mut vm = VSphereVM::new("m-0", Default::default());
         let p = plan(&input(&v, None, &c, None, Some(&vm), &e, &t));
         assert_eq!(p.vm, VmAction::Delete("m-0".into()));
-        assert_eq!(p.after, None, "the finalizer stays while the VM is there");
+        let after = p.after.unwrap();
+        assert_eq!(
+            after.metadata.finalizers.as_deref(),
+            v.metadata.finalizers.as_deref(),
+            "the finalizer stays while the VM is there"
+        );
+        // Ready covers deletion too (v1beta2 contract), in both condition sets.
+        let status = after.status.unwrap();
+        let ready = |c: &[crate::api::conditions::MetaCondition]| {
+            c.iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.reason.clone())
+        };
+        assert_eq!(
+            ready(
+                status
+                    .v1beta2
+                    .unwrap()
+                    .conditions
+                    .as_deref()
+                    .unwrap_or_default()
+            ),
+            Some("Deleting".to_string())
+        );
         vm.metadata.deletion_timestamp = Some(now());
         let p = plan(&input(&v, None, &c, None, Some(&vm), &e, &t));
         assert_eq!((p.vm, p.next), (VmAction::None, Next::Poll));

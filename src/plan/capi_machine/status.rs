@@ -11,7 +11,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::resolve::{Desired, Wait, provisioned};
-use crate::api::conditions::{ConditionUpdate, set_capi_condition, severity};
+use crate::api::conditions::{ConditionUpdate, set_capi_condition, set_meta_condition, severity};
 use crate::api::vsphere_machine::{MACHINE_FINALIZER, VSphereMachine};
 use crate::plan::machine::VmObs;
 
@@ -102,12 +102,74 @@ pub fn plan_status(
             }
         }
     }
+    let paused = matches!(resolved, Err(w) if w.reason == super::resolve::reason::PAUSED);
+    mirror_v1beta2(&mut out, paused, now);
     out
 }
 
-/// On deletion: the finalizer goes once the VM is gone (`vm_exists` false), never before.
-pub fn plan_deleted(vsm: &VSphereMachine, vm_exists: bool) -> VSphereMachine {
+/// The condition CAPI's v1beta2 contract recommends for pause (reasons Paused / NotPaused).
+pub const PAUSED: &str = "Paused";
+/// Ready's and VirtualMachineProvisioned's reason while the machine is being deleted (CAPV's).
+pub const DELETING: &str = "Deleting";
+
+/// The v1beta2 conditions (`status.v1beta2.conditions`, read as v1beta2's `status.conditions`
+/// through the conversion webhook): `VirtualMachineProvisioned` and the `Ready` summary as the
+/// v1beta1 conditions say, with a reason always (metav1 requires one), and `Paused` — all set
+/// from the first pass, as the contract asks.
+fn mirror_v1beta2(out: &mut VSphereMachine, paused: bool, now: &Time) {
+    let generation = out.metadata.generation;
+    let st = out.status.get_or_insert_with(Default::default);
+    let v1 = st.conditions.clone().unwrap_or_default();
+    let v2 = st
+        .v1beta2
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new);
+    for t in [VM_PROVISIONED, READY] {
+        let Some(c) = v1.iter().find(|c| c.type_ == t) else {
+            continue;
+        };
+        let reason = c.reason.clone().unwrap_or_else(|| match c.status.as_str() {
+            "True" => "Provisioned".to_string(),
+            _ => "NotProvisioned".to_string(),
+        });
+        let update = ConditionUpdate {
+            type_: t,
+            status: &c.status,
+            reason: &reason,
+            message: c.message.as_deref().unwrap_or_default(),
+            severity: "",
+        };
+        set_meta_condition(v2, &update, generation, now);
+    }
+    let pause = if paused {
+        ConditionUpdate::true_reason(PAUSED, "Paused", "the Cluster or the machine is paused")
+    } else {
+        ConditionUpdate::false_(PAUSED, "NotPaused", "", "")
+    };
+    set_meta_condition(v2, &pause, generation, now);
+}
+
+/// On deletion: Ready and VirtualMachineProvisioned say Deleting (in both condition sets: Ready
+/// covers the whole lifecycle); the finalizer goes once the VM is gone (`vm_exists` false),
+/// never before.
+pub fn plan_deleted(vsm: &VSphereMachine, vm_exists: bool, now: &Time) -> VSphereMachine {
     let mut out = vsm.clone();
+    let st = out.status.get_or_insert_with(Default::default);
+    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    let message = if vm_exists {
+        "the VM is being deleted"
+    } else {
+        "the VM is gone"
+    };
+    for t in [VM_PROVISIONED, READY] {
+        set_capi_condition(
+            conditions,
+            &ConditionUpdate::false_(t, DELETING, severity::INFO, message),
+            now,
+        );
+    }
+    mirror_v1beta2(&mut out, false, now);
     if !vm_exists && let Some(f) = out.metadata.finalizers.as_mut() {
         f.retain(|f| f != MACHINE_FINALIZER);
     }
@@ -221,6 +283,60 @@ mod tests {
         assert_eq!(again.status.unwrap().ready, Some(true));
     }
 
+    /// The v1beta2 contract: Ready, VirtualMachineProvisioned and Paused are metav1 conditions
+    /// (with a reason) from the first pass; Paused says whether the machine is paused.
+    #[test]
+    fn v1beta2_conditions_are_set_from_the_first_pass() {
+        let v2 = |m: &VSphereMachine| -> Vec<(String, String, String)> {
+            let mut c: Vec<_> = m
+                .status
+                .as_ref()
+                .and_then(|s| s.v1beta2.as_ref())
+                .and_then(|v| v.conditions.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c.type_, c.status, c.reason))
+                .collect();
+            c.sort();
+            c
+        };
+        let waiting = Err(Wait {
+            reason: reason::WAITING_FOR_BOOTSTRAP_DATA,
+            message: "no data".into(),
+        });
+        let m = plan_status(&vsm(), &waiting, None, &now());
+        let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+        assert_eq!(
+            v2(&m),
+            [
+                s("Paused", "False", "NotPaused"),
+                s("Ready", "False", reason::WAITING_FOR_BOOTSTRAP_DATA),
+                s(
+                    "VirtualMachineProvisioned",
+                    "False",
+                    reason::WAITING_FOR_BOOTSTRAP_DATA
+                ),
+            ]
+        );
+        let vm = obs(Some("4230-aa"), "poweredOn", Some("10.0.0.5"));
+        let ready = plan_status(&m, &waiting, Some(&vm), &now());
+        assert!(
+            v2(&ready).contains(&s("Ready", "True", "Provisioned")),
+            "{:?}",
+            v2(&ready)
+        );
+        let paused = Err(Wait {
+            reason: reason::PAUSED,
+            message: String::new(),
+        });
+        let m = plan_status(&vsm(), &paused, None, &now());
+        assert!(
+            v2(&m).contains(&s("Paused", "True", "Paused")),
+            "{:?}",
+            v2(&m)
+        );
+    }
+
     #[test]
     fn the_finalizer_stays_until_the_vm_is_gone() {
         let mut m = plan_status(
@@ -234,14 +350,14 @@ mod tests {
         );
         m.metadata.deletion_timestamp = Some(now());
         assert!(
-            plan_deleted(&m, true)
+            plan_deleted(&m, true, &now())
                 .metadata
                 .finalizers
                 .unwrap()
                 .contains(&MACHINE_FINALIZER.to_string())
         );
         assert!(
-            plan_deleted(&m, false)
+            plan_deleted(&m, false, &now())
                 .metadata
                 .finalizers
                 .unwrap()
