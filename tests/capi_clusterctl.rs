@@ -1,4 +1,4 @@
-//! `clusterctl init` of Cluster API's own release (v1.10.10, built from the Go module by
+//! `clusterctl init` of Cluster API's own release (v1.14.2, built from the Go module by
 //! hack/capi/build.sh) installs CAPI core, the kubeadm bootstrap and control-plane providers and
 //! this provider, offline, from the local repository hack/capi/repository.sh writes (CAPI's
 //! components from the module's config/, ours from hack/release.sh), on the real kube-apiserver
@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use capi::{
-    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, clusterctl, get, text,
+    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, capi_version,
+    clusterctl, get, text,
 };
 use realapi::{Identity, SA_NAMESPACE, control_plane};
 use serde_json::{Value, json};
@@ -166,6 +167,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         .collect();
     found.sort();
     let ours = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let v = capi_version(&capi);
     let s = |a: &str, b: &str, c: &str, d: &str| (a.into(), b.into(), c.into(), d.into());
     assert_eq!(
         found,
@@ -174,15 +176,15 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
                 "capi-kubeadm-bootstrap-system",
                 "BootstrapProvider",
                 "kubeadm",
-                "v1.10.10"
+                &v
             ),
             s(
                 "capi-kubeadm-control-plane-system",
                 "ControlPlaneProvider",
                 "kubeadm",
-                "v1.10.10"
+                &v
             ),
-            s("capi-system", "CoreProvider", "cluster-api", "v1.10.10"),
+            s("capi-system", "CoreProvider", "cluster-api", &v),
             s(
                 SA_NAMESPACE,
                 "InfrastructureProvider",
@@ -308,7 +310,10 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         "{refused}"
     );
     // CAPI's Cluster controller: finalizer, and a Cluster without infrastructureRef counts as
-    // infrastructure-ready (v1.10 reconcileInfrastructure).
+    // infrastructure-provisioned (core/reconcilers/cluster reconcileInfrastructure). The Cluster
+    // is written at v1beta1 (converted by CAPI's webhook) and read at v1beta2, the version CAPI
+    // v1.14 stores and kubectl shows: `status.initialization.infrastructureProvisioned` is
+    // v1beta1's `status.infrastructureReady`.
     cp.apply_text(ADMIN, &cluster("plain", json!({})), None)
         .ok();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -317,7 +322,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         let finalized = c["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io"));
-        if finalized && c["status"]["infrastructureReady"] == true {
+        if finalized && c["status"]["initialization"]["infrastructureProvisioned"] == true {
             break;
         }
         assert!(
@@ -350,13 +355,16 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
                                        "kind": "VSphereCluster", "name": "demo"}}}),
     );
+    // Read at v1beta2 (what CAPI v1.14 stores and kubectl shows): the failure domains are a list
+    // sorted by name; at v1beta1 (still served, through CAPI's conversion webhook) the same map
+    // we publish.
     let deadline = Instant::now() + Duration::from_secs(180);
     let (cluster, vsphere_cluster) = loop {
         let c = get(cp, &["cluster.cluster.x-k8s.io", "demo", "-n", &ns]);
         let v = get(cp, &["vspherecluster", "demo", "-n", &ns]);
-        if c["status"]["infrastructureReady"] == true
+        if c["status"]["initialization"]["infrastructureProvisioned"] == true
             && c["status"]["failureDomains"]
-                .as_object()
+                .as_array()
                 .is_some_and(|f| f.len() == 3)
         {
             break (c, v);
@@ -368,16 +376,27 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         );
         std::thread::sleep(Duration::from_millis(500));
     };
+    let mut sorted = names.clone();
+    sorted.sort();
     assert_eq!(
-        cluster["status"]["failureDomains"], vsphere_cluster["status"]["failureDomains"],
-        "the Cluster's failure domains are what we published"
+        cluster["status"]["failureDomains"],
+        Value::from(
+            sorted
+                .iter()
+                .map(|n| json!({"name": n, "controlPlane": true}))
+                .collect::<Vec<_>>()
+        ),
+        "{cluster}"
     );
-    for name in &names {
-        assert_eq!(
-            cluster["status"]["failureDomains"][name]["controlPlane"], true,
-            "{name}: {cluster}"
-        );
-    }
+    let v1beta1 = get(
+        cp,
+        &["clusters.v1beta1.cluster.x-k8s.io", "demo", "-n", &ns],
+    );
+    assert_eq!(v1beta1["status"]["infrastructureReady"], true, "{v1beta1}");
+    assert_eq!(
+        v1beta1["status"]["failureDomains"], vsphere_cluster["status"]["failureDomains"],
+        "the Cluster's failure domains (v1beta1) are what we published"
+    );
     assert_eq!(
         cluster["spec"]["controlPlaneEndpoint"],
         json!({"host": "10.0.0.10", "port": 6443}),
@@ -401,6 +420,30 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
                 .any(|f| f == "vspherecluster.infrastructure.cluster.x-k8s.io")),
         "{vsphere_cluster}"
     );
+
+    // `clusterctl describe cluster`, which clusterctl v1.14 allows with its v1beta2 core (v1.10
+    // refused it for a v1beta1 core): a user sees our VSphereCluster as the Cluster's
+    // infrastructure, ready.
+    let o = clusterctl(
+        &capi,
+        cp,
+        home,
+        &[
+            "describe", "cluster", "demo", "-n", &ns, "--config", &config,
+        ],
+        &[],
+    );
+    let described = text(&o);
+    assert!(
+        o.status.success(),
+        "clusterctl describe cluster:\n{described}"
+    );
+    let infra_row = described
+        .lines()
+        .find(|l| l.contains("ClusterInfrastructure - VSphereCluster/demo"))
+        .unwrap_or_else(|| panic!("no VSphereCluster in clusterctl describe:\n{described}"));
+    eprintln!("clusterctl describe cluster demo:\n{described}");
+    let _ = infra_row;
 
     // Deleting the Cluster: CAPI deletes its VSphereCluster, we release it (no machines), and
     // CAPI then lets the Cluster go.
