@@ -19,10 +19,12 @@
 //! * CAPI's core manager then runs as a process too (as the admin: its ClusterRole is an
 //!   aggregated one, and without kube-controller-manager nothing aggregates it), with its
 //!   admission webhooks moved to `https://127.0.0.1:PORT` and the harness's CA, as envtest does:
-//!   its validating webhook refuses a Cluster topology while ClusterTopology is off, and its
-//!   Cluster controller adds its finalizer and marks a Cluster without infrastructureRef ready.
-//!   Clusters with our VSphereCluster need the contract label on our CRDs, which is another
-//!   change's; the end-to-end flow builds on this.
+//!   its validating webhook refuses a Cluster topology while ClusterTopology is off, and (since
+//!   v1.11) a Cluster with no infrastructureRef, controlPlaneRef or topology. Its CRDs store
+//!   v1beta2 and serve v1beta1 through its conversion webhook, also moved to loopback: the test
+//!   writes Clusters at v1beta1 (the contract this provider implements) and reads them at both.
+//!   Its Cluster controller then owns our VSphereCluster, copies our failure domains and endpoint,
+//!   and `clusterctl describe cluster` shows our VSphereCluster as the Cluster's infrastructure.
 #[path = "support/capi.rs"]
 mod capi;
 #[path = "support/realapi.rs"]
@@ -309,29 +311,18 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         refused.contains("can be set only if the ClusterTopology feature flag is enabled"),
         "{refused}"
     );
-    // CAPI's Cluster controller: finalizer, and a Cluster without infrastructureRef counts as
-    // infrastructure-provisioned (core/reconcilers/cluster reconcileInfrastructure). The Cluster
-    // is written at v1beta1 (converted by CAPI's webhook) and read at v1beta2, the version CAPI
-    // v1.14 stores and kubectl shows: `status.initialization.infrastructureProvisioned` is
-    // v1beta1's `status.infrastructureReady`.
-    cp.apply_text(ADMIN, &cluster("plain", json!({})), None)
-        .ok();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let c = get(cp, &["cluster.cluster.x-k8s.io", "plain", "-n", &ns]);
-        let finalized = c["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io"));
-        if finalized && c["status"]["initialization"]["infrastructureProvisioned"] == true {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "CAPI did not reconcile the Cluster:\n{c}\n{}",
-            capi_log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // A Cluster with neither infrastructureRef, controlPlaneRef nor topology: CAPI v1.10 took it
+    // (and marked its infrastructure ready); v1.14's webhook refuses it. CAPI's webhook, reached
+    // through its conversion of the v1beta1 object, says so.
+    let refused = cp
+        .apply_text(ADMIN, &cluster("plain", json!({})), None)
+        .err();
+    assert!(
+        refused.contains(
+            "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"
+        ),
+        "{refused}"
+    );
     // Cluster API consumes what we publish: a Cluster whose infrastructure is our VSphereCluster
     // over three zones on vcsim. CAPI's Cluster controller (its code, not ours) makes itself the
     // VSphereCluster's owner, waits for our `status.ready`, then marks the Cluster's
@@ -371,8 +362,9 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         }
         assert!(
             Instant::now() < deadline,
-            "CAPI did not take our failure domains:\nCluster {c}\nVSphereCluster {v}\n{}",
-            ours.log()
+            "CAPI did not take our failure domains:\nCluster {c}\nVSphereCluster {v}\n{}\n{}",
+            ours.log(),
+            capi_log()
         );
         std::thread::sleep(Duration::from_millis(500));
     };
@@ -413,6 +405,12 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         "CAPI made its Cluster the owner: {owners:?}"
     );
     assert!(
+        cluster["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io")),
+        "CAPI's finalizer on its Cluster: {cluster}"
+    );
+    assert!(
         vsphere_cluster["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| f
@@ -438,12 +436,24 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         o.status.success(),
         "clusterctl describe cluster:\n{described}"
     );
+    eprintln!("clusterctl describe cluster demo:\n{described}");
+    // v1.14's tree: the Cluster, then its infrastructure beneath it with our Ready condition
+    // (STATUS True, REASON Ready).
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with(&format!("Cluster {ns}/demo "))),
+        "{described}"
+    );
     let infra_row = described
         .lines()
-        .find(|l| l.contains("ClusterInfrastructure - VSphereCluster/demo"))
+        .find(|l| l.contains(&format!("VSphereCluster {ns}/demo ")))
         .unwrap_or_else(|| panic!("no VSphereCluster in clusterctl describe:\n{described}"));
-    eprintln!("clusterctl describe cluster demo:\n{described}");
-    let _ = infra_row;
+    let columns: Vec<&str> = infra_row.split_whitespace().collect();
+    assert!(
+        columns.contains(&"True") && columns.contains(&"Ready"),
+        "our VSphereCluster is not shown ready: {infra_row}"
+    );
 
     // Deleting the Cluster: CAPI deletes its VSphereCluster, we release it (no machines), and
     // CAPI then lets the Cluster go.
