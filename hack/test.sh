@@ -41,10 +41,10 @@ KUBE_BIN_DIR="$(hack/kube/build.sh | tail -n1)" || die "hack/kube/build.sh faile
 	die "hack/kube/build.sh did not produce kube-apiserver and etcd (got '$KUBE_BIN_DIR')"
 export KUBE_BIN_DIR
 log "KUBE_BIN_DIR=$KUBE_BIN_DIR"
-# Cluster API's own managers and clusterctl (v1.10.10), built from the Go module proxy by
+# Cluster API's own managers and clusterctl (v1.14.2), built from the Go module proxy by
 # hack/capi/build.sh, for tests/capi_clusterctl.rs (clusterctl init from an offline repository) and
 # tests/capi_machines.rs (CAPI Machines, KubeadmControlPlane and CAPV's cluster template on vcsim).
-# A cold build took 7m42s wall on two cores shared with other builds (251 s of CPU); cached after.
+# A cold build took 9m27s wall on two cores shared with other builds (388 s of CPU); cached after.
 CAPI_BIN_DIR="$(hack/capi/build.sh | tail -n1)" || die "hack/capi/build.sh failed"
 [ -x "$CAPI_BIN_DIR/clusterctl" ] || die "hack/capi/build.sh did not produce clusterctl (got '$CAPI_BIN_DIR')"
 export CAPI_BIN_DIR

@@ -1,4 +1,4 @@
-//! `clusterctl init` of Cluster API's own release (v1.10.10, built from the Go module by
+//! `clusterctl init` of Cluster API's own release (v1.14.2, built from the Go module by
 //! hack/capi/build.sh) installs CAPI core, the kubeadm bootstrap and control-plane providers and
 //! this provider, offline, from the local repository hack/capi/repository.sh writes (CAPI's
 //! components from the module's config/, ours from hack/release.sh), on the real kube-apiserver
@@ -19,10 +19,12 @@
 //! * CAPI's core manager then runs as a process too (as the admin: its ClusterRole is an
 //!   aggregated one, and without kube-controller-manager nothing aggregates it), with its
 //!   admission webhooks moved to `https://127.0.0.1:PORT` and the harness's CA, as envtest does:
-//!   its validating webhook refuses a Cluster topology while ClusterTopology is off, and its
-//!   Cluster controller adds its finalizer and marks a Cluster without infrastructureRef ready.
-//!   Clusters with our VSphereCluster need the contract label on our CRDs, which is another
-//!   change's; the end-to-end flow builds on this.
+//!   its validating webhook refuses a Cluster topology while ClusterTopology is off, and (since
+//!   v1.11) a Cluster with no infrastructureRef, controlPlaneRef or topology. Its CRDs store
+//!   v1beta2 and serve v1beta1 through its conversion webhook, also moved to loopback: the test
+//!   writes Clusters at v1beta1 (the contract this provider implements) and reads them at both.
+//!   Its Cluster controller then owns our VSphereCluster, copies our failure domains and endpoint,
+//!   and `clusterctl describe cluster` shows our VSphereCluster as the Cluster's infrastructure.
 #[path = "support/capi.rs"]
 mod capi;
 #[path = "support/realapi.rs"]
@@ -36,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use capi::{
-    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, clusterctl, get, text,
+    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, capi_version,
+    clusterctl, get, text,
 };
 use realapi::{Identity, SA_NAMESPACE, control_plane};
 use serde_json::{Value, json};
@@ -169,6 +172,7 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         .collect();
     found.sort();
     let ours = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let v = capi_version(&capi);
     let s = |a: &str, b: &str, c: &str, d: &str| (a.into(), b.into(), c.into(), d.into());
     assert_eq!(
         found,
@@ -177,15 +181,15 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
                 "capi-kubeadm-bootstrap-system",
                 "BootstrapProvider",
                 "kubeadm",
-                "v1.10.10"
+                &v
             ),
             s(
                 "capi-kubeadm-control-plane-system",
                 "ControlPlaneProvider",
                 "kubeadm",
-                "v1.10.10"
+                &v
             ),
-            s("capi-system", "CoreProvider", "cluster-api", "v1.10.10"),
+            s("capi-system", "CoreProvider", "cluster-api", &v),
             s(
                 SA_NAMESPACE,
                 "InfrastructureProvider",
@@ -317,26 +321,18 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         refused.contains("can be set only if the ClusterTopology feature flag is enabled"),
         "{refused}"
     );
-    // CAPI's Cluster controller: finalizer, and a Cluster without infrastructureRef counts as
-    // infrastructure-ready (v1.10 reconcileInfrastructure).
-    cp.apply_text(ADMIN, &cluster("plain", json!({})), None)
-        .ok();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let c = get(cp, &["cluster.cluster.x-k8s.io", "plain", "-n", &ns]);
-        let finalized = c["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io"));
-        if finalized && c["status"]["infrastructureReady"] == true {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "CAPI did not reconcile the Cluster:\n{c}\n{}",
-            capi_log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // A Cluster with neither infrastructureRef, controlPlaneRef nor topology: CAPI v1.10 took it
+    // (and marked its infrastructure ready); v1.14's webhook refuses it. CAPI's webhook, reached
+    // through its conversion of the v1beta1 object, says so.
+    let refused = cp
+        .apply_text(ADMIN, &cluster("plain", json!({})), None)
+        .err();
+    assert!(
+        refused.contains(
+            "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"
+        ),
+        "{refused}"
+    );
     // Cluster API consumes what we publish: a Cluster whose infrastructure is our VSphereCluster
     // over three zones on vcsim. CAPI's Cluster controller (its code, not ours) makes itself the
     // VSphereCluster's owner, waits for our `status.ready`, then marks the Cluster's
@@ -370,34 +366,49 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
                                        "kind": "VSphereCluster", "name": "demo"}}}),
     );
+    // Read at v1beta2 (what CAPI v1.14 stores and kubectl shows): the failure domains are a list
+    // sorted by name; at v1beta1 (still served, through CAPI's conversion webhook) the same map
+    // we publish.
     let deadline = Instant::now() + Duration::from_secs(180);
     let (cluster, vsphere_cluster) = loop {
         let c = get(cp, &["cluster.cluster.x-k8s.io", "demo", "-n", &ns]);
         let v = get(cp, &["vspherecluster", "demo", "-n", &ns]);
-        if c["status"]["infrastructureReady"] == true
+        if c["status"]["initialization"]["infrastructureProvisioned"] == true
             && c["status"]["failureDomains"]
-                .as_object()
+                .as_array()
                 .is_some_and(|f| f.len() == 3)
         {
             break (c, v);
         }
         assert!(
             Instant::now() < deadline,
-            "CAPI did not take our failure domains:\nCluster {c}\nVSphereCluster {v}\n{}",
-            ours.log()
+            "CAPI did not take our failure domains:\nCluster {c}\nVSphereCluster {v}\n{}\n{}",
+            ours.log(),
+            capi_log()
         );
         std::thread::sleep(Duration::from_millis(500));
     };
+    let mut sorted = names.clone();
+    sorted.sort();
     assert_eq!(
-        cluster["status"]["failureDomains"], vsphere_cluster["status"]["failureDomains"],
-        "the Cluster's failure domains are what we published"
+        cluster["status"]["failureDomains"],
+        Value::from(
+            sorted
+                .iter()
+                .map(|n| json!({"name": n, "controlPlane": true}))
+                .collect::<Vec<_>>()
+        ),
+        "{cluster}"
     );
-    for name in &names {
-        assert_eq!(
-            cluster["status"]["failureDomains"][name]["controlPlane"], true,
-            "{name}: {cluster}"
-        );
-    }
+    let v1beta1 = get(
+        cp,
+        &["clusters.v1beta1.cluster.x-k8s.io", "demo", "-n", &ns],
+    );
+    assert_eq!(v1beta1["status"]["infrastructureReady"], true, "{v1beta1}");
+    assert_eq!(
+        v1beta1["status"]["failureDomains"], vsphere_cluster["status"]["failureDomains"],
+        "the Cluster's failure domains (v1beta1) are what we published"
+    );
     assert_eq!(
         cluster["spec"]["controlPlaneEndpoint"],
         json!({"host": "10.0.0.10", "port": 6443}),
@@ -414,12 +425,54 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
         "CAPI made its Cluster the owner: {owners:?}"
     );
     assert!(
+        cluster["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io")),
+        "CAPI's finalizer on its Cluster: {cluster}"
+    );
+    assert!(
         vsphere_cluster["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| f
                 .iter()
                 .any(|f| f == "vspherecluster.infrastructure.cluster.x-k8s.io")),
         "{vsphere_cluster}"
+    );
+
+    // `clusterctl describe cluster`, which clusterctl v1.14 allows with its v1beta2 core (v1.10
+    // refused it for a v1beta1 core): a user sees our VSphereCluster as the Cluster's
+    // infrastructure, ready.
+    let o = clusterctl(
+        &capi,
+        cp,
+        home,
+        &[
+            "describe", "cluster", "demo", "-n", &ns, "--config", &config,
+        ],
+        &[],
+    );
+    let described = text(&o);
+    assert!(
+        o.status.success(),
+        "clusterctl describe cluster:\n{described}"
+    );
+    eprintln!("clusterctl describe cluster demo:\n{described}");
+    // v1.14's tree: the Cluster, then its infrastructure beneath it with our Ready condition
+    // (STATUS True, REASON Ready).
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with(&format!("Cluster {ns}/demo "))),
+        "{described}"
+    );
+    let infra_row = described
+        .lines()
+        .find(|l| l.contains(&format!("VSphereCluster {ns}/demo ")))
+        .unwrap_or_else(|| panic!("no VSphereCluster in clusterctl describe:\n{described}"));
+    let columns: Vec<&str> = infra_row.split_whitespace().collect();
+    assert!(
+        columns.contains(&"True") && columns.contains(&"Ready"),
+        "our VSphereCluster is not shown ready: {infra_row}"
     );
 
     // Deleting the Cluster: CAPI deletes its VSphereCluster, we release it (no machines), and

@@ -1,4 +1,4 @@
-//! Cluster API machines in our zones, end to end with Cluster API's own controllers (v1.10.10,
+//! Cluster API machines in our zones, end to end with Cluster API's own controllers (v1.14.2,
 //! hack/capi/build.sh) on the real kube-apiserver (tests/support/realapi.rs) and vcsim:
 //! `clusterctl init` of core, kubeadm bootstrap, kubeadm control plane and this provider from the
 //! offline repository; CAPI's three managers and ours running as processes (tests/support/capi.rs
@@ -28,6 +28,11 @@
 //!
 //! Setup an admin would do with govc (host groups, folders, tags) uses this crate's vCenter
 //! client; every assertion on vCenter goes through [`process::Readback`] instead.
+//!
+//! CAPI v1.14 stores its core objects at v1beta2; this provider implements the v1beta1 contract,
+//! so the test writes and reads CAPI's Clusters and Machines at v1beta1
+//! (`clusters.v1beta1.cluster.x-k8s.io`), which v1.14 still serves through its conversion webhook
+//! (on loopback, tests/support/capi.rs); CAPV's v1.13.1 template is v1beta1 too.
 //!
 //! Gated on `CAPI_BIN_DIR` like tests/capi_clusterctl.rs.
 #[path = "support/admin_setup.rs"]
@@ -318,7 +323,7 @@ impl World {
     /// The control-plane Machines in `ns` (label `cluster.x-k8s.io/control-plane`).
     fn control_plane_machines(&self, ns: &str) -> Vec<Value> {
         self.get(&[
-            "machine.cluster.x-k8s.io",
+            "machines.v1beta1.cluster.x-k8s.io",
             "-n",
             ns,
             "-l",
@@ -487,7 +492,9 @@ async fn assert_provisioned(w: &World, ns: &str, name: &str, ip: &str) {
             &format!("Machine {name} Provisioned"),
             Duration::from_secs(90),
             async || {
-                let m = w.find("machine.cluster.x-k8s.io", name, ns).unwrap();
+                let m = w
+                    .find("machines.v1beta1.cluster.x-k8s.io", name, ns)
+                    .unwrap();
                 if m["status"]["phase"] == "Provisioned" && m["spec"]["providerID"].is_string() {
                     Ok(m)
                 } else {
@@ -567,7 +574,9 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
             "CAPI to take our failure domains",
             Duration::from_secs(120),
             async || {
-                let c = w.find("cluster.cluster.x-k8s.io", "demo", &ns).unwrap();
+                let c = w
+                    .find("clusters.v1beta1.cluster.x-k8s.io", "demo", &ns)
+                    .unwrap();
                 if c["status"]["infrastructureReady"] == true
                     && c["status"]["failureDomains"]
                         .as_object()
@@ -676,7 +685,9 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
         .await;
         let vsm = w.find("vspheremachine", &name, &ns).unwrap();
         assert_ne!(vsm["status"]["ready"], true, "{vsm}");
-        let m = w.find("machine.cluster.x-k8s.io", &name, &ns).unwrap();
+        let m = w
+            .find("machines.v1beta1.cluster.x-k8s.io", &name, &ns)
+            .unwrap();
         assert_ne!(m["status"]["phase"], "Provisioned", "{m}");
     }
     for i in 0..ZONES {
@@ -789,7 +800,7 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
         ADMIN,
         &[
             "delete",
-            "cluster.cluster.x-k8s.io",
+            "clusters.v1beta1.cluster.x-k8s.io",
             "demo",
             "-n",
             &ns,
@@ -800,12 +811,12 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
     w.until(
         "the Cluster gone",
         Duration::from_secs(180),
-        async || match w.find("cluster.cluster.x-k8s.io", "demo", &ns) {
+        async || match w.find("clusters.v1beta1.cluster.x-k8s.io", "demo", &ns) {
             None => Ok(()),
             Some(c) => Err(format!(
                 "Cluster {}; Machines {}",
                 c["status"],
-                w.get(&["machine.cluster.x-k8s.io", "-n", &ns])["items"]
+                w.get(&["machines.v1beta1.cluster.x-k8s.io", "-n", &ns])["items"]
             )),
         },
     )
@@ -819,7 +830,11 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
         .filter(|n| names.contains(n))
         .collect();
     assert!(left.is_empty(), "VMs left in vCenter: {left:?}");
-    for kind in ["vspheremachine", "vspherevm", "machine.cluster.x-k8s.io"] {
+    for kind in [
+        "vspheremachine",
+        "vspherevm",
+        "machines.v1beta1.cluster.x-k8s.io",
+    ] {
         let items = w.items(kind, &ns);
         assert!(items.is_empty(), "{kind} left: {items:?}");
     }
@@ -992,7 +1007,7 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
                 let [m] = machines.as_slice() else {
                     return Err(format!(
                         "Machines {machines:?}; Cluster {}",
-                        w.find("cluster.cluster.x-k8s.io", "capv", &ns)
+                        w.find("clusters.v1beta1.cluster.x-k8s.io", "capv", &ns)
                             .map(|c| c["status"].clone())
                             .unwrap_or_default()
                     ));
@@ -1024,7 +1039,7 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
     // The worker: CABPK holds its join (no initialized control plane), so it waits for
     // bootstrap data and nothing is cloned for it.
     let workers = w.get(&[
-        "machine.cluster.x-k8s.io",
+        "machines.v1beta1.cluster.x-k8s.io",
         "-n",
         &ns,
         "-l",
@@ -1059,7 +1074,7 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
         ADMIN,
         &[
             "delete",
-            "cluster.cluster.x-k8s.io",
+            "clusters.v1beta1.cluster.x-k8s.io",
             "capv",
             "-n",
             &ns,
@@ -1070,7 +1085,7 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
     w.until(
         "the CAPV template's Cluster gone",
         Duration::from_secs(180),
-        async || match w.find("cluster.cluster.x-k8s.io", "capv", &ns) {
+        async || match w.find("clusters.v1beta1.cluster.x-k8s.io", "capv", &ns) {
             None => Ok(()),
             Some(c) => Err(c["status"].to_string()),
         },

@@ -3,8 +3,11 @@
 //! as the controller's ServiceAccount bound by config/rbac.
 //!
 //! The Cluster API `Cluster` and `Machine` CRDs are installed unmodified from the
-//! `sigs.k8s.io/cluster-api` v1.10.10 Go module (`config/crd/bases/`, fetched through the Go
-//! module proxy by `go mod download`): test-only CRDs, no Cluster API controller runs. The
+//! `sigs.k8s.io/cluster-api` v1.14.2 Go module (`core/config/crd/bases/`, fetched through the Go
+//! module proxy by `go mod download`): test-only CRDs, no Cluster API controller runs. They
+//! serve v1beta1 and store v1beta2; with no CAPI manager there is no conversion webhook (the
+//! bases carry none), so the test writes CAPI's objects at v1beta2, as CAPI v1.14 stores them,
+//! and names them at v1beta2 in owner references, as CAPI v1.14 sets them. The
 //! ownerReference from the VSphereCluster to its Cluster is set by the test, standing in for
 //! CAPI's cluster controller (which sets exactly that, contract §1 "What CAPI itself sets"); the
 //! Machine stands for one CAPI's machine controllers would have made. Everything else (finalizer,
@@ -34,9 +37,8 @@ use vsphere_provider::vcenter::session::SessionCache;
 use vsphere_provider::vcenter::{ClientOptions, Stats};
 
 const ADMIN: &Identity = &Identity::Admin;
-/// The Cluster API release whose CRDs are installed (the last with the v1beta1 contract line
-/// this provider labels its CRDs for).
-const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.10.10";
+/// The Cluster API release whose CRDs are installed (the one hack/capi/go.mod pins).
+const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.14.2";
 const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 
 /// One test at a time: each runs its own controllers, which would otherwise reconcile the
@@ -73,7 +75,7 @@ fn capi_module_dir() -> PathBuf {
 fn install_capi_crds(cp: &ControlPlane) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let bases = capi_module_dir().join("config/crd/bases");
+        let bases = capi_module_dir().join("core/config/crd/bases");
         for file in [
             "cluster.x-k8s.io_clusters.yaml",
             "cluster.x-k8s.io_machines.yaml",
@@ -196,21 +198,21 @@ fn finalizers(c: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A Cluster API `Cluster` (v1beta1) named `name` whose infrastructureRef is the VSphereCluster
+/// A Cluster API `Cluster` (v1beta2) named `name` whose infrastructureRef is the VSphereCluster
 /// of the same name; returns its uid.
 fn create_cluster(cp: &ControlPlane, ns: &str, name: &str, paused: bool) -> String {
     cp.apply_text(
         ADMIN,
         &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
             "kind": "Cluster",
             "metadata": {"name": name, "namespace": ns},
             "spec": {
                 "paused": paused,
                 "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
                 "infrastructureRef": {
-                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                    "kind": "VSphereCluster", "name": name, "namespace": ns
+                    "apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "VSphereCluster", "name": name
                 }
             }
         })
@@ -259,7 +261,7 @@ fn vsphere_cluster(
             "name": name, "namespace": ns,
             // What CAPI's cluster controller sets (see the module documentation).
             "ownerReferences": [{
-                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                 "name": name, "uid": owner_uid
             }]
         },
@@ -412,12 +414,12 @@ async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its
     cp.apply_text(
         ADMIN,
         &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
             "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
             "spec": {
                 "clusterName": "c1",
                 "bootstrap": {"dataSecretName": "m1-bootstrap"},
-                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine", "name": "m1"}
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
             }
         })
         .to_string(),
@@ -685,7 +687,8 @@ fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value
 /// VSphereMachine is ready with `vsphere://<BIOS UUID>`; deleting the VSphereMachine destroys
 /// the VM and releases both finalizers.
 ///
-/// Stand-ins, said here: the test sets the Cluster's `status.infrastructureReady` and the
+/// Stand-ins, said here: the test sets the Cluster's
+/// `status.initialization.infrastructureProvisioned` (v1beta1 `infrastructureReady`) and the
 /// VSphereMachine's owner reference (CAPI's cluster and machine controllers set exactly those;
 /// `tests/capi_clusterctl.rs` runs the real ones), and the guest IP (VMware Tools in a booted
 /// guest; vcsim's `SET.guest.ipAddress`). vcsim is read back with raw SOAP, not our client.
@@ -732,19 +735,19 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
             "--subresource=status",
             "--type=merge",
             "-p",
-            r#"{"status":{"infrastructureReady":true}}"#,
+            r#"{"status":{"initialization":{"infrastructureProvisioned":true}}}"#,
         ],
     )
     .ok();
     cp.apply_text(
         ADMIN,
         &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
             "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
             "spec": {
                 "clusterName": "c1", "failureDomain": zone,
                 "bootstrap": {"dataSecretName": "m1-bootstrap"},
-                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine", "name": "m1"}
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
             }
         })
         .to_string(),
@@ -763,7 +766,7 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
             "metadata": {"name": "m1", "namespace": ns,
                 "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
                 // What CAPI's machine controller sets (stand-in).
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                     "name": "m1", "uid": machine_uid, "controller": true}]},
             // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers
             // the VM off, as a guest with VMware Tools would).

@@ -248,7 +248,7 @@ fn clusterctl_config_names_the_repository_once() {
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(
         out.join("clusterctl.yaml"),
-        "providers:\n  - name: cluster-api\n    type: CoreProvider\n    url: /x/cluster-api/v1.10.10/core-components.yaml\ncert-manager:\n  url: /x/cert-manager/v1.19.1/cert-manager.yaml\n  version: v1.19.1\n",
+        "providers:\n  - name: cluster-api\n    type: CoreProvider\n    url: /x/cluster-api/v1.14.2/core-components.yaml\ncert-manager:\n  url: /x/cert-manager/v1.21.1/cert-manager.yaml\n  version: v1.21.1\n",
     )
     .unwrap();
     release_ok(&out, &[]);
@@ -275,7 +275,7 @@ fn clusterctl_config_names_the_repository_once() {
         providers.iter().any(|p| p["name"] == "cluster-api"),
         "the other entries are kept: {providers:?}"
     );
-    assert_eq!(config["cert-manager"]["version"], "v1.19.1");
+    assert_eq!(config["cert-manager"]["version"], "v1.21.1");
 }
 
 #[test]

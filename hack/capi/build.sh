@@ -3,8 +3,8 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/vsphere-provider/capi/<hash>/ and prints that directory as the
 # last line on stdout. It holds `manager` (core: Cluster, Machine, MachineSet, MachineDeployment,
 # MachineHealthCheck... controllers), `kubeadm-bootstrap-manager`, `kubeadm-control-plane-manager`,
-# `clusterctl`, `VERSIONS`, and `config/` (the module's kustomize sources: config/,
-# bootstrap/kubeadm/config/, controlplane/kubeadm/config/ and metadata.yaml, read by
+# `clusterctl`, `VERSIONS`, and `config/` (the module's kustomize sources: core/config/ as
+# config/core, bootstrap/kubeadm/config/, controlplane/kubeadm/config/ and metadata.yaml, read by
 # hack/capi/repository.sh).
 #
 # The hash covers go.mod, go.sum, this script, `go version` and the target platform. Progress and
@@ -75,9 +75,9 @@ capi_version="$(go list -mod=readonly -m -f '{{.Version}}' sigs.k8s.io/cluster-a
 capi_major="${BASH_REMATCH[1]}"
 capi_minor="${BASH_REMATCH[2]}"
 
-# As upstream's Makefile (hack/version.sh): -trimpath and the version stamps. clusterctl reads its
-# own version (e.g. to pick the contract it installs), so it must not say v0.0.0. There is no git
-# commit in a module zip; the module version stands in for it.
+# As upstream's Makefile (hack/scripts/release/version.sh): -trimpath and the version stamps.
+# clusterctl reads its own version (e.g. to pick the contract it installs), so it must not say
+# v0.0.0. There is no git commit in a module zip; the module version stands in for it.
 ldflags="-s -w"
 for kv in "gitVersion=$capi_version" "gitMajor=$capi_major" "gitMinor=$capi_minor" \
 	"gitTreeState=clean" "gitCommit=$capi_version" "gitReleaseCommit=$capi_version" \
@@ -101,7 +101,8 @@ build() { # build OUTPUT PACKAGE
 	go build "${build_flags[@]}" -ldflags "$ldflags" -o "$tmp/$1" "$2" >&2 || die "go build $2 failed"
 	log "$1 built in $((SECONDS - t))s ($(du -h "$tmp/$1" | cut -f1))"
 }
-build manager sigs.k8s.io/cluster-api
+# Since v1.11 the core manager is the package core/ (before, the module root).
+build manager sigs.k8s.io/cluster-api/core
 build kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm
 build kubeadm-control-plane-manager sigs.k8s.io/cluster-api/controlplane/kubeadm
 build clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
@@ -111,7 +112,7 @@ build clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl
 # self-contained.
 src="$(go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 mkdir -p "$tmp/config/bootstrap/kubeadm" "$tmp/config/controlplane/kubeadm"
-cp -r "$src/config" "$tmp/config/core"
+cp -r "$src/core/config" "$tmp/config/core"
 cp -r "$src/bootstrap/kubeadm/config" "$tmp/config/bootstrap/kubeadm/config"
 cp -r "$src/controlplane/kubeadm/config" "$tmp/config/controlplane/kubeadm/config"
 cp "$src/metadata.yaml" "$tmp/config/metadata.yaml"

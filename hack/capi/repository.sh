@@ -23,7 +23,7 @@
 # cert-manager: every provider's components carry cert-manager Issuers and Certificates, and
 # clusterctl init installs cert-manager first unless its API answers (it creates a test Issuer and
 # Certificate). Its release manifest is a GitHub download, so the repository holds instead the CRDs
-# of the same version clusterctl would install (v1.19.1 for CAPI v1.10.10), taken from the
+# of the same version clusterctl would install (v1.21.1 for CAPI v1.14.2: CertManagerDefaultVersion), taken from the
 # cert-manager Go module (deploy/crds, fetched through the Go module proxy and checked against the
 # sum below), and clusterctl.yaml points `cert-manager.url` at them. That makes the API exist; no
 # cert-manager controller runs, so no certificate is ever issued. On a real cluster, install
@@ -35,8 +35,8 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/lib.sh"
 
 CERT_MANAGER_MODULE=github.com/cert-manager/cert-manager
-CERT_MANAGER_VERSION=v1.19.1
-CERT_MANAGER_SUM="h1:Txh8L/nLWTDcb7ZnXuXbTe15BxQnLbLirXmbNk0fGgY="
+CERT_MANAGER_VERSION=v1.21.1
+CERT_MANAGER_SUM="h1:0LttV37Q5c2CBNoHkjuI8sLKTXWZDC2SwQkxrBMKV9w="
 
 out="$REPO_ROOT/target/clusterctl-repository"
 image_args=()

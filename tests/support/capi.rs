@@ -148,6 +148,66 @@ pub fn webhooks_to_loopback(cp: &ControlPlane, kind: &str, name: &str, port: u16
     .ok();
 }
 
+/// Points the conversion webhook of the CRDs `kubectl get crd SELECTOR` lists (only those whose
+/// webhook is `service`, a webhook clientConfig's `service`, when given) at
+/// `https://127.0.0.1:port/convert` with the harness's CA, as the Service and cert-manager's CA
+/// injection do in a cluster. Returns how many it patched.
+///
+/// Since CAPI v1.11 CAPI's CRDs store v1beta2 and still serve v1beta1, so every v1beta1 read or
+/// write of a CAPI object (ours, the tests', CAPV's v1beta1 templates) goes through CAPI's
+/// conversion webhook.
+pub fn conversion_to_loopback(
+    cp: &ControlPlane,
+    selector: &[&str],
+    service: Option<&Value>,
+    port: u16,
+) -> usize {
+    let ca = ca_bundle(cp);
+    let mut args = vec!["crd"];
+    args.extend_from_slice(selector);
+    let crds = get(cp, &args);
+    let mut patched = 0;
+    for crd in crds["items"].as_array().unwrap() {
+        let conversion = &crd["spec"]["conversion"];
+        let target = &conversion["webhook"]["clientConfig"]["service"];
+        if conversion["strategy"] != "Webhook"
+            || service.is_some_and(|s| {
+                target["name"] != s["name"] || target["namespace"] != s["namespace"]
+            })
+        {
+            continue;
+        }
+        let patch = json!({"spec": {"conversion": {"webhook": {"clientConfig": {
+            "service": null, "caBundle": ca,
+            "url": format!("https://127.0.0.1:{port}/convert")}}}}});
+        cp.kubectl(
+            ADMIN,
+            &[
+                "patch",
+                "crd",
+                crd["metadata"]["name"].as_str().unwrap(),
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ],
+        )
+        .ok();
+        patched += 1;
+    }
+    patched
+}
+
+/// The Cluster API release of `capi` (hack/capi/build.sh's VERSIONS, e.g. `v1.14.2`).
+pub fn capi_version(capi: &Path) -> String {
+    let versions = std::fs::read_to_string(capi.join("VERSIONS")).unwrap();
+    versions
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster-api "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no cluster-api line in {}/VERSIONS", capi.display()))
+        .to_string()
+}
+
 /// Writes the offline repository (hack/capi/repository.sh, as a user would) under `home` and
 /// returns its clusterctl.yaml.
 pub fn repository(capi: &Path, home: &Path, image: &str) -> String {
@@ -236,8 +296,17 @@ impl CapiManager {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
+        // The CRDs this manager converts: those whose conversion webhook is its webhook Service
+        // (the one its admission webhooks name). Read before the admission webhooks move.
+        let service =
+            get(cp, &["validatingwebhookconfiguration", validating])["webhooks"][0]["clientConfig"]
+                ["service"]
+                .clone();
         webhooks_to_loopback(cp, "validatingwebhookconfiguration", validating, webhook);
         webhooks_to_loopback(cp, "mutatingwebhookconfiguration", mutating, webhook);
+        assert!(service.is_object(), "{validating} names no webhook Service");
+        let converted = conversion_to_loopback(cp, &[], Some(&service), webhook);
+        assert!(converted > 0, "no CRD converts through {service}");
         m
     }
 
@@ -360,35 +429,15 @@ impl OurManager {
             );
             webhooks_to_loopback(cp, kind, &name, port);
         }
-        let ca = ca_bundle(cp);
-        let crds = get(
+        conversion_to_loopback(
             cp,
             &[
-                "crd",
                 "-l",
                 "cluster.x-k8s.io/provider=infrastructure-vsphere-provider",
             ],
+            None,
+            port,
         );
-        for crd in crds["items"].as_array().unwrap() {
-            if crd["spec"]["conversion"]["strategy"] != "Webhook" {
-                continue;
-            }
-            let conversion = json!({"spec": {"conversion": {"webhook": {"clientConfig": {
-                "service": null, "caBundle": ca,
-                "url": format!("https://127.0.0.1:{port}/convert")}}}}});
-            cp.kubectl(
-                ADMIN,
-                &[
-                    "patch",
-                    "crd",
-                    crd["metadata"]["name"].as_str().unwrap(),
-                    "--type=merge",
-                    "-p",
-                    &conversion.to_string(),
-                ],
-            )
-            .ok();
-        }
     }
 
     /// SIGTERM, then the exit code (within 30 s).
