@@ -13,6 +13,8 @@
 //! Machine stands for one CAPI's machine controllers would have made. Everything else (finalizer,
 //! pause, identity, ready, deletion) is this provider's and is what is asserted. The machine
 //! test says which CAPI-side writes it stands in for.
+#[path = "support/capi_crds.rs"]
+mod capi_crds;
 #[path = "support/process.rs"]
 mod process;
 #[path = "support/realapi.rs"]
@@ -20,9 +22,7 @@ mod realapi;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -37,58 +37,15 @@ use vsphere_provider::vcenter::session::SessionCache;
 use vsphere_provider::vcenter::{ClientOptions, Stats};
 
 const ADMIN: &Identity = &Identity::Admin;
-/// The Cluster API release whose CRDs are installed (the one hack/capi/go.mod pins).
-const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.14.2";
 const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 
 /// One test at a time: each runs its own controllers, which would otherwise reconcile the
 /// other tests' objects too.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The directory of the Cluster API module (downloaded through the Go module proxy if the
-/// module cache lacks it).
-fn capi_module_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // The Go toolchain hack/lib.sh uses (hack/kube/build.sh needs it already).
-        let root =
-            std::env::var("VSPHERE_PROVIDER_GOROOT").unwrap_or_else(|_| "/usr/local/go".into());
-        let go = format!("{root}/bin/go");
-        let out = Command::new(&go)
-            .args(["mod", "download", "-json", CAPI_MODULE])
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-mod=mod")
-            .output()
-            .unwrap_or_else(|e| panic!("{go} mod download {CAPI_MODULE}: {e}"));
-        assert!(
-            out.status.success(),
-            "go mod download {CAPI_MODULE}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
-        PathBuf::from(info["Dir"].as_str().expect("module Dir"))
-    })
-    .clone()
-}
-
 /// The Cluster and Machine CRDs of Cluster API, applied once per control plane.
 fn install_capi_crds(cp: &ControlPlane) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let bases = capi_module_dir().join("core/config/crd/bases");
-        for file in [
-            "cluster.x-k8s.io_clusters.yaml",
-            "cluster.x-k8s.io_machines.yaml",
-        ] {
-            let path = bases.join(file);
-            cp.kubectl(
-                ADMIN,
-                &["apply", "--server-side", "-f", path.to_str().unwrap()],
-            )
-            .ok();
-        }
-        cp.wait_established(&["clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io"]);
-    });
+    capi_crds::install(cp);
 }
 
 /// The controllers in this process, as the controller's ServiceAccount; stopped when dropped.

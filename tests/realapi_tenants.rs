@@ -9,9 +9,9 @@
 //! tenant chose: a second vcsim behind a recording proxy (tests/support/latency_proxy.rs) that
 //! keeps every byte sent to it, so the test sees whose credentials reached it.
 //!
-//! Stand-ins, said here: Cluster API's `Cluster` CRD is installed unmodified but no CAPI
-//! controller runs; the test sets the VSphereClusters' owner references (what CAPI's cluster
-//! controller sets). The VSphereVMs are created by the test, as a tenant may (it is a
+//! Stand-ins, said here: Cluster API's `Cluster` CRD (v1.14.2) is installed unmodified but no
+//! CAPI controller runs; the test writes Clusters at v1beta2 and sets the VSphereClusters' owner
+//! references (what CAPI's cluster controller sets). The VSphereVMs are created by the test, as a tenant may (it is a
 //! namespaced CRD) and as our VSphereMachine controller does. No webhooks (tests/
 //! capi_machine_webhooks.rs covers the server and tagIDs checks).
 #[path = "support/capi_crds.rs"]
@@ -67,10 +67,10 @@ fn owned_cluster(cp: &ControlPlane, ns: &str, name: &str, server: &str, identity
     apply(
         cp,
         vec![json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
             "metadata": {"name": name, "namespace": ns},
-            "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                                           "kind": "VSphereCluster", "name": name, "namespace": ns}}
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                           "kind": "VSphereCluster", "name": name}}
         })],
     );
     let uid = cp
@@ -98,7 +98,7 @@ fn owned_cluster(cp: &ControlPlane, ns: &str, name: &str, server: &str, identity
         vec![json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
             "metadata": {"name": name, "namespace": ns,
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                                      "name": name, "uid": uid}]},
             "spec": spec
         })],

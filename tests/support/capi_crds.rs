@@ -1,7 +1,8 @@
 //! Cluster API's own `Cluster` and `Machine` CRDs, unmodified from the `sigs.k8s.io/cluster-api`
-//! Go module (`config/crd/bases/`, fetched through the Go module proxy by `go mod download`):
-//! test-only CRDs for tests that need a Cluster to own a VSphereCluster but run no CAPI
-//! controller.
+//! Go module (`core/config/crd/bases/`, fetched through the Go module proxy by `go mod
+//! download`): test-only CRDs for tests that need a Cluster to own a VSphereCluster but run no
+//! CAPI controller. They serve v1beta1 and store v1beta2; with no CAPI manager there is no
+//! conversion webhook, so such tests write CAPI's objects at v1beta2, as CAPI v1.14 stores them.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::sync::OnceLock;
 use super::realapi::{ControlPlane, Identity};
 
 /// The Cluster API release whose CRDs are installed.
-pub const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.10.10";
+pub const CAPI_MODULE: &str = "sigs.k8s.io/cluster-api@v1.14.2";
 
 /// The directory of the Cluster API module (downloaded through the Go module proxy if the
 /// module cache lacks it).
@@ -43,7 +44,7 @@ pub fn capi_module_dir() -> PathBuf {
 pub fn install(cp: &ControlPlane) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let bases = capi_module_dir().join("config/crd/bases");
+        let bases = capi_module_dir().join("core/config/crd/bases");
         for file in [
             "cluster.x-k8s.io_clusters.yaml",
             "cluster.x-k8s.io_machines.yaml",
