@@ -33,6 +33,10 @@ if [ "${1:-}" = "--refresh" ]; then
 fi
 
 if [ ! -x "$bin" ]; then
+	# Its TLS stack (aws-lc-sys) is built from C sources: a C compiler, and cmake where the
+	# crate falls back to it.
+	command -v cc >/dev/null 2>&1 || ensure_apt_packages gcc
+	command -v cmake >/dev/null 2>&1 || ensure_apt_packages cmake
 	log "installing cargo-audit $version from crates.io into $root (once)"
 	cargo install cargo-audit --version "$version" --locked --root "$root" >&2 ||
 		die "cargo install cargo-audit $version failed"
