@@ -235,8 +235,8 @@ fn components_follow_the_clusterctl_provider_contract() {
     assert!(
         series
             .iter()
-            .any(|s| s["major"] == major && s["minor"] == minor && s["contract"] == "v1beta1"),
-        "releaseSeries has no {major}.{minor} -> v1beta1: {series:?}"
+            .any(|s| s["major"] == major && s["minor"] == minor && s["contract"] == "v1beta2"),
+        "releaseSeries has no {major}.{minor} -> v1beta2: {series:?}"
     );
 }
 

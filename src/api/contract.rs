@@ -38,13 +38,27 @@ pub fn contract_label_value(crd: &CustomResourceDefinition) -> Option<String> {
     (!served.is_empty()).then(|| served.join("_"))
 }
 
-/// Adds [`CONTRACT_LABEL`] to an infrastructure-group CRD (others are returned unchanged).
+/// The v1beta2 contract's label: `cluster.x-k8s.io/v1beta2: v1beta2`. CAPI v1.11+ prefers it and
+/// reads our objects at v1beta2 (through the conversion webhook, from the v1beta1 we store:
+/// `ready` → `initialization.provisioned`, the failure-domain map → a sorted list,
+/// `status.v1beta2.conditions` → `status.conditions`).
+pub const V1BETA2_CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta2";
+
+/// Adds [`CONTRACT_LABEL`] (and, where v1beta2 is served, [`V1BETA2_CONTRACT_LABEL`]) to an
+/// infrastructure-group CRD (others are returned unchanged).
 pub fn with_contract_label(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let v1beta2 = crd.spec.group == INFRA_GROUP
+        && crd
+            .spec
+            .versions
+            .iter()
+            .any(|v| v.served && v.name == "v1beta2");
     if let Some(value) = contract_label_value(&crd) {
-        crd.metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(CONTRACT_LABEL.to_string(), value);
+        let labels = crd.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(CONTRACT_LABEL.to_string(), value);
+        if v1beta2 {
+            labels.insert(V1BETA2_CONTRACT_LABEL.to_string(), "v1beta2".to_string());
+        }
     }
     crd
 }
@@ -81,7 +95,7 @@ mod tests {
         let vc = Kind::VSphereCluster.crd();
         let labels = vc.metadata.labels.unwrap();
         assert_eq!(labels[CONTRACT_LABEL], "v1beta1");
-        assert!(!labels.contains_key("cluster.x-k8s.io/v1beta2"));
+        assert_eq!(labels[V1BETA2_CONTRACT_LABEL], "v1beta2");
     }
 
     #[test]

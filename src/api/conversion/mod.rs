@@ -407,6 +407,12 @@ fn unrepresentable(value: &Value, schema: &Value, at: &str, out: &mut BTreeMap<S
             for (key, v) in fields {
                 let here = format!("{at}/{}", escape(key));
                 match properties.and_then(|p| p.get(key)) {
+                    // An empty value the target requires non-empty: v1beta2's value-typed fields
+                    // say "unset" by omission (CAPV's `storagePolicyName: ""` of a v1beta1
+                    // template, cloned by CAPI at v1beta2, was refused by the schema).
+                    Some(s) if empty_where_required(v, s) => {
+                        out.insert(here, v.clone());
+                    }
                     Some(s) => unrepresentable(v, s, &here, out),
                     None if additional => {
                         unrepresentable(v, &schema["additionalProperties"], &here, out)
@@ -424,6 +430,17 @@ fn unrepresentable(value: &Value, schema: &Value, at: &str, out: &mut BTreeMap<S
             }
         }
         _ => {}
+    }
+}
+
+/// `""` or `[]` where `schema` asks for at least one character or item. (An empty object
+/// where one property is required is the kinds' own mapping: `placementConstraint`.)
+fn empty_where_required(value: &Value, schema: &Value) -> bool {
+    let at_least = |k: &str| schema[k].as_u64().is_some_and(|n| n >= 1);
+    match value {
+        Value::String(s) => s.is_empty() && at_least("minLength"),
+        Value::Array(a) => a.is_empty() && at_least("minItems"),
+        _ => false,
     }
 }
 

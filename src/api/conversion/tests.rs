@@ -342,7 +342,9 @@ fn arbitrary(schema: &Value, at: String) -> BoxedStrategy<Value> {
                 .flatten()
                 .filter_map(|k| k.as_str().map(str::to_string))
                 .collect();
-            proptest::collection::vec(arbitrary(&schema["items"], format!("{at}/*")), 0..3)
+            // Valid objects only: as many items as the schema asks for at least.
+            let min = schema["minItems"].as_u64().unwrap_or(0).min(2) as usize;
+            proptest::collection::vec(arbitrary(&schema["items"], format!("{at}/*")), min..3)
                 .prop_map(move |items| {
                     let mut seen = std::collections::BTreeSet::new();
                     let items = items
@@ -368,6 +370,10 @@ fn arbitrary(schema: &Value, at: String) -> BoxedStrategy<Value> {
         .prop_map(Value::from)
         .boxed(),
         _ if schema["format"] == "date-time" => Just(json!("2026-11-26T00:00:00Z")).boxed(),
+        // Valid objects only: a string the schema requires non-empty is never "".
+        _ if schema["minLength"].as_u64().is_some_and(|n| n >= 1) => {
+            "[a-z]{1,2}".prop_map(Value::from).boxed()
+        }
         _ => "[a-z]{0,2}".prop_map(Value::from).boxed(),
     }
 }
@@ -404,4 +410,24 @@ proptest! {
         let there = convert(&v1, V2).unwrap();
         prop_assert_eq!(round_trip(&there, V1), there);
     }
+}
+
+/// CAPV v1.13.1's template writes `storagePolicyName: ""` (v1beta1 takes any string); v1beta2
+/// requires at least one character and says "unset" by omission. CAPI v1.14 clones templates at
+/// v1beta2, so the empty value is left out there and comes back on the way down.
+#[test]
+fn an_empty_value_the_target_requires_non_empty_is_left_out_and_kept() {
+    let t = json!({"apiVersion": V1, "kind": "VSphereMachineTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"template": {"spec": {"template": "ubuntu", "storagePolicyName": "",
+                                       "datacenter": "DC0"}}}});
+    let up = convert(&t, V2).unwrap();
+    assert!(
+        up["spec"]["template"]["spec"]
+            .get("storagePolicyName")
+            .is_none(),
+        "{up}"
+    );
+    assert_eq!(up["spec"]["template"]["spec"]["datacenter"], "DC0");
+    assert_eq!(convert(&up, V1).unwrap(), t);
 }
