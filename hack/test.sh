@@ -49,6 +49,13 @@ CAPI_BIN_DIR="$(hack/capi/build.sh | tail -n1)" || die "hack/capi/build.sh faile
 [ -x "$CAPI_BIN_DIR/clusterctl" ] || die "hack/capi/build.sh did not produce clusterctl (got '$CAPI_BIN_DIR')"
 export CAPI_BIN_DIR
 log "CAPI_BIN_DIR=$CAPI_BIN_DIR"
+# The workload-cluster simulator (hack/workload-sim: Cluster API v1.14.2's in-memory API server and
+# etcd, booting vcsim VMs from the guestinfo the provider wrote) for tests/capi_workload_cluster.rs
+# and hack/demo-capi.sh. It shares most of its dependencies with the CAPI build above; cached after.
+WORKLOAD_SIM_BIN="$(hack/workload-sim/build.sh | tail -n1)/workload-sim" || die "hack/workload-sim/build.sh failed"
+[ -x "$WORKLOAD_SIM_BIN" ] || die "hack/workload-sim/build.sh did not produce workload-sim (got '$WORKLOAD_SIM_BIN')"
+export WORKLOAD_SIM_BIN
+log "WORKLOAD_SIM_BIN=$WORKLOAD_SIM_BIN"
 # Those tests make their certificates with openssl and apply manifests with kubectl, as users do.
 command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
 # kubectl: the one built with the server (same release, no version skew, present on a new

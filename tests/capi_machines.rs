@@ -39,6 +39,8 @@
 mod admin_setup;
 #[path = "support/capi.rs"]
 mod capi;
+#[path = "support/capi_world.rs"]
+mod capi_world;
 #[path = "support/process.rs"]
 mod process;
 #[path = "support/realapi.rs"]
@@ -46,118 +48,16 @@ mod realapi;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use admin_setup::{host_group, tag};
-use base64::Engine;
-use capi::{
-    CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, capi_bin_dir, clusterctl, get, text,
+use admin_setup::tag;
+use capi::{apply_retrying, capi_bin_dir, clusterctl, text};
+use capi_world::{
+    ADMIN, KUBERNETES_VERSION, TEMPLATE, V1BETA1, World, ZONES, assert_guestinfo, assert_in_zone,
+    b64, condition, list, readback, world, zone,
 };
-use process::{Readback, VmDetail};
-use realapi::{ControlPlane, Identity, control_plane};
-use secrecy::SecretString;
 use serde_json::{Value, json};
-use vcsim::Vcsim;
-use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
-
-const ADMIN: &Identity = &Identity::Admin;
-const IMAGE: &str = "localhost/vsphere-provider:e2e";
-const V1BETA1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
-/// What every VSphereMachine clones (vcsim's VM in DC0_C0's pool).
-const TEMPLATE: &str = "/DC0/vm/DC0_C0_RP1_VM0";
-/// The Kubernetes version KCP and the template ask for (nothing ever runs it).
-const KUBERNETES_VERSION: &str = "v1.32.0";
-const ZONES: usize = 3;
-/// One poll interval for everything: short, the test runs on 2 cores in CI.
-const POLL: Duration = Duration::from_millis(500);
-
-fn b64(s: &str) -> String {
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .unwrap_or_else(|e| panic!("not base64 ({e}): {s}")),
-    )
-    .unwrap()
-}
-
-/// The setup an admin does before zones can be declared (govc in CAPV's e2e): in each cluster
-/// `DC0_C{i}` a host group `hosts-{i}` of its host, a VM folder `zone-{i}-vms`.
-async fn estate(sim: &Vcsim) -> Client {
-    let (user, password) = sim.credentials();
-    let c = Client::new(
-        sim.url(),
-        Credentials::new(user, SecretString::from(password.to_string())),
-        ClientOptions::default(),
-    )
-    .unwrap();
-    for i in 0..ZONES {
-        host_group(
-            &c,
-            &format!("/DC0/host/DC0_C{i}"),
-            &format!("hosts-{i}"),
-            &[&format!("/DC0/host/DC0_C{i}/DC0_C{i}_H0")],
-        )
-        .await;
-    }
-    let inv = c.inventory().await.unwrap();
-    let vm_folder = inv.at_path("/DC0/vm").unwrap().moref.clone();
-    let readback = readback(sim);
-    let cookie = readback.login().await;
-    for i in 0..ZONES {
-        readback
-            .call(
-                &cookie,
-                &format!(
-                    r#"<CreateFolder xmlns="urn:vim25"><_this type="Folder">{}</_this><name>zone-{i}-vms</name></CreateFolder>"#,
-                    vm_folder.value
-                ),
-            )
-            .await;
-    }
-    c
-}
-
-fn readback(sim: &Vcsim) -> Readback {
-    let (user, password) = sim.credentials();
-    Readback::new(sim.url(), sim.base_url(), user, password)
-}
-
-/// Zone `zone-{i}`: a HostGroup failure domain in cluster `DC0_C{i}` (host group `hosts-{i}`
-/// made by the admin, VM group `vms-{i}` and its rule made by autoConfigure), datastore
-/// `LocalDS_{i}`, and a deployment zone in pool `DC0_C{i}_RP1`, folder `zone-{i}-vms`.
-fn zone(server: &str, i: usize) -> Vec<Value> {
-    let name = format!("zone-{i}");
-    vec![
-        json!({
-            "apiVersion": V1BETA1, "kind": "VSphereFailureDomain",
-            "metadata": {"name": name},
-            "spec": {
-                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                "zone": {"name": name, "type": "HostGroup", "tagCategory": "k8s-zone", "autoConfigure": true},
-                "topology": {"datacenter": "DC0", "computeCluster": format!("DC0_C{i}"),
-                             "hosts": {"vmGroupName": format!("vms-{i}"), "hostGroupName": format!("hosts-{i}")},
-                             "datastore": format!("LocalDS_{i}"), "networks": ["VM Network"]}
-            }
-        }),
-        json!({
-            "apiVersion": V1BETA1, "kind": "VSphereDeploymentZone",
-            "metadata": {"name": name},
-            "spec": {"server": server, "failureDomain": name, "controlPlane": true,
-                     "placementConstraint": {"resourcePool": format!("DC0_C{i}_RP1"),
-                                             "folder": format!("/DC0/vm/zone-{i}-vms")}}
-        }),
-    ]
-}
-
-/// Condition `t` of an object's status.
-fn condition<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
 
 /// Prints how long a phase took (a measurement for the record, never asserted).
 fn phase(start: &mut Instant, what: &str) {
@@ -180,10 +80,6 @@ fn assert_joined_before_power_on(log: &str, ns: &str, name: &str, group: &str) {
         change(&format!("add to VM group {group}")) < change("power on"),
         "{name} powered on before joining {group}:\n{log}"
     );
-}
-
-fn list(items: Vec<Value>) -> String {
-    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
 }
 
 /// The VSphereMachine spec every machine here clones with (the zone supplies the rest).
@@ -272,209 +168,6 @@ fn cluster(ns: &str, server: &str, user: &str, password: &str) -> Vec<Value> {
             }
         }),
     ]
-}
-
-/// Everything running: the API server with CAPI and this provider installed by clusterctl,
-/// CAPI's three managers, ours, and vcsim.
-struct World {
-    cp: &'static ControlPlane,
-    capi: std::path::PathBuf,
-    home: tempfile::TempDir,
-    ours: OurManager,
-    managers: Vec<CapiManager>,
-    sim: Vcsim,
-    admin: Client,
-}
-
-impl World {
-    /// The logs of every manager (tails of CAPI's), for failure messages.
-    fn logs(&self) -> String {
-        let mut out = format!("--- vsphere-provider:\n{}", self.ours.log());
-        for m in &self.managers {
-            out += &format!("\n--- {} (tail):\n{}", m.name, m.tail(40));
-        }
-        out
-    }
-
-    fn get(&self, args: &[&str]) -> Value {
-        get(self.cp, args)
-    }
-
-    /// The object, or None when it is not there.
-    fn find(&self, kind: &str, name: &str, ns: &str) -> Option<Value> {
-        let out = self.cp.kubectl(
-            ADMIN,
-            &[
-                "get",
-                &realapi::at_storage_version(kind),
-                name,
-                "-n",
-                ns,
-                "-o",
-                "json",
-            ],
-        );
-        if out.stderr.contains("NotFound") {
-            return None;
-        }
-        Some(out.ok().json())
-    }
-
-    /// The control-plane Machines in `ns` (label `cluster.x-k8s.io/control-plane`).
-    fn control_plane_machines(&self, ns: &str) -> Vec<Value> {
-        self.get(&[
-            "machines.v1beta1.cluster.x-k8s.io",
-            "-n",
-            ns,
-            "-l",
-            "cluster.x-k8s.io/control-plane",
-        ])["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn items(&self, kind: &str, ns: &str) -> Vec<Value> {
-        self.get(&[kind, "-n", ns])["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Polls `f` (every [`POLL`], up to `limit`) until it gives a value; the failure names
-    /// `what`, the last state `f` described, and the managers' logs.
-    async fn until<T>(
-        &self,
-        what: &str,
-        limit: Duration,
-        mut f: impl AsyncFnMut() -> Result<T, String>,
-    ) -> T {
-        let deadline = Instant::now() + limit;
-        loop {
-            match f().await {
-                Ok(v) => return v,
-                Err(state) if Instant::now() >= deadline => {
-                    panic!(
-                        "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
-                        self.logs()
-                    )
-                }
-                Err(_) => tokio::time::sleep(POLL).await,
-            }
-        }
-    }
-
-    /// The VM named `name` as vcsim has it (raw SOAP), once it exists.
-    async fn vm(&self, name: &str) -> Option<VmDetail> {
-        readback(&self.sim)
-            .vm_details()
-            .await
-            .into_iter()
-            .find(|v| v.name == name)
-    }
-}
-
-/// clusterctl init, vcsim and its estate, our manager and CAPI's three, every webhook wired.
-async fn world(capi: std::path::PathBuf) -> World {
-    let cp = control_plane();
-    let home = tempfile::tempdir().unwrap();
-    let config = capi::repository(&capi, home.path(), IMAGE);
-    let sim = Vcsim::builder()
-        .clusters(ZONES as u32)
-        .hosts(1)
-        .pools(1)
-        .datastores(ZONES as u32)
-        .start()
-        .await;
-    let (user, password) = sim.credentials();
-    let mut init = vec!["init", "--config", &config];
-    init.extend(INIT_PROVIDERS);
-    let o = clusterctl(
-        &capi,
-        cp,
-        home.path(),
-        &init,
-        &[
-            ("VSPHERE_USERNAME", user),
-            ("VSPHERE_PASSWORD", password),
-            ("VSPHERE_SERVER", sim.url()),
-        ],
-    );
-    assert!(o.status.success(), "clusterctl init failed:\n{}", text(&o));
-    let admin = estate(&sim).await;
-    // The zones name no identityRef: they act as the manager, whose credentials are bound to
-    // this simulator (VSPHERE_SERVER, as the clusterctl Secret hands it over).
-    let ours = OurManager::start(cp, home.path(), user, password, sim.url());
-    ours.wire_webhooks(cp);
-    let managers = vec![
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "manager",
-            "capi-validating-webhook-configuration",
-            "capi-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "kubeadm-bootstrap-manager",
-            "capi-kubeadm-bootstrap-validating-webhook-configuration",
-            "capi-kubeadm-bootstrap-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "kubeadm-control-plane-manager",
-            "capi-kubeadm-control-plane-validating-webhook-configuration",
-            "capi-kubeadm-control-plane-mutating-webhook-configuration",
-        ),
-    ];
-    World {
-        cp,
-        capi,
-        home,
-        ours,
-        managers,
-        sim,
-        admin,
-    }
-}
-
-/// The zone (`zone-{i}`) a VM must be in: pool, folder, datastore, cluster and VM group.
-fn assert_in_zone(w_groups: &BTreeMap<(String, String), Vec<String>>, vm: &VmDetail, i: usize) {
-    assert_eq!(vm.pool, format!("DC0_C{i}_RP1"), "{vm:?}");
-    assert_eq!(vm.folder, format!("zone-{i}-vms"), "{vm:?}");
-    assert_eq!(vm.datastores, vec![format!("LocalDS_{i}")], "{vm:?}");
-    let group = &w_groups[&(format!("DC0_C{i}"), format!("vms-{i}"))];
-    assert!(
-        group.contains(&vm.moref),
-        "{} not in VM group vms-{i} of DC0_C{i}: {w_groups:?}",
-        vm.name
-    );
-    assert_eq!(vm.power_state, "poweredOn", "{vm:?}");
-}
-
-/// The guestinfo CAPV writes: the bootstrap data and metadata naming the VM, base64.
-fn assert_guestinfo(vm: &VmDetail, user_data: &str) {
-    let x = &vm.extra_config;
-    assert_eq!(
-        x.get("guestinfo.userdata.encoding").map(String::as_str),
-        Some("base64"),
-        "{x:?}"
-    );
-    assert_eq!(b64(&x["guestinfo.userdata"]), user_data, "{}", vm.name);
-    assert_eq!(
-        x.get("guestinfo.metadata.encoding").map(String::as_str),
-        Some("base64"),
-        "{x:?}"
-    );
-    let metadata: Value = serde_saphyr::from_str(&b64(&x["guestinfo.metadata"]))
-        .unwrap_or_else(|e| panic!("{}: guestinfo.metadata is not YAML: {e}", vm.name));
-    assert_eq!(metadata["instance-id"], vm.name.as_str(), "{metadata}");
-    assert_eq!(metadata["local-hostname"], vm.name.as_str(), "{metadata}");
 }
 
 /// Gives VM `name` a guest IP (see the module doc: vcsim's stand-in for VMware Tools).

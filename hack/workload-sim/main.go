@@ -63,6 +63,9 @@ type options struct {
 	debugAddr  string
 	poll       time.Duration
 	verbose    int
+	// guestIPs: the network booted guests take their addresses from, reported as VMware Tools
+	// would (guest.ipAddress); nil = report none.
+	guestIPs *net.IPNet
 }
 
 // portSet: the ports a workload cluster listener may use ("20000-20009,21000"); empty = any.
@@ -116,12 +119,21 @@ func simMain(args []string) int {
 	fs.Var(&o.ports, "ports", "ports (list and ranges, e.g. 20000-20009,21000) a control plane endpoint may use; empty = any. The harness must keep them free")
 	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:0", "debug server address (the in-memory server's debug API); port 0 = a free port")
 	fs.DurationVar(&o.poll, "poll", time.Second, "how often vcsim is polled")
+	guestIPs := fs.String("guest-ips", "10.200.0.0/16", "IPv4 network a booted guest takes its address from (one per VM, reported in guest.ipAddress as VMware Tools would); empty = report none")
 	fs.IntVar(&o.verbose, "v", 0, "verbosity of the in-memory server's own log (0 = errors and info)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds | log.LUTC)
 	log.SetPrefix("workload-sim: ")
+	if *guestIPs != "" {
+		_, n, err := net.ParseCIDR(*guestIPs)
+		if err != nil || n.IP.To4() == nil {
+			log.Printf("--guest-ips %q: want an IPv4 network such as 10.200.0.0/16", *guestIPs)
+			return 2
+		}
+		o.guestIPs = n
+	}
 	if o.vcenter == "" {
 		log.Print("--vcenter (or VSPHERE_SERVER) is required")
 		return 2

@@ -9,12 +9,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"net"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -55,6 +57,10 @@ type vmState struct {
 	refusal string
 	// booted VMs that are powered off: the Node is unreachable.
 	unreachable bool
+	// ip the guest reports (guest.ipAddress), kept across power cycles; reported while the
+	// report of this power-on succeeded.
+	ip       string
+	reported bool
 }
 
 type sim struct {
@@ -65,6 +71,7 @@ type sim struct {
 	c        *govmomi.Client
 	vms      map[string]*vmState
 	clusters map[string]*wcluster // by CA pin
+	nextIP   uint32               // host part of the next guest IP handed out
 }
 
 func newSim(o options, mgr inmemoryruntime.Manager, mux *inmemoryserver.WorkloadClustersMux, u *url.URL) *sim {
@@ -187,6 +194,11 @@ func (s *sim) refuse(st *vmState, g Guestinfo, format string, args ...any) {
 func (s *sim) observe(ctx context.Context, st *vmState, g Guestinfo) {
 	on := st.power == types.VirtualMachinePowerStatePoweredOn
 	if st.cluster != nil { // booted before
+		if !on {
+			st.reported = false
+		} else if !st.reported {
+			s.reportGuestIP(ctx, st)
+		}
 		switch {
 		case !on && !st.unreachable:
 			event("vm %s powered %s: node %s unreachable", st.name, st.power, st.node)
@@ -260,7 +272,48 @@ func (s *sim) boot(ctx context.Context, st *vmState, b *Boot) error {
 	st.cluster, st.boot, st.node, st.unreachable = wc, b, b.NodeName, false
 	event("vm %s (%s) booted: %s node %s providerID %s in cluster %s (https://%s:%d)",
 		st.name, st.moref, b.Role, b.NodeName, providerID, wc.name, s.o.listenHost, wc.port)
+	s.reportGuestIP(ctx, st)
 	return nil
+}
+
+// reportGuestIP: a booted guest's VMware Tools report its address, which the provider waits for
+// (a VSphereMachine is not ready without one). vcsim takes `SET.guest.ipAddress` in a
+// ReconfigVM_Task as its hook for guest properties. The address is the VM's for good (a power
+// cycle reports it again); a failure is logged and retried at the next poll.
+func (s *sim) reportGuestIP(ctx context.Context, st *vmState) {
+	if s.o.guestIPs == nil {
+		return
+	}
+	ip := st.ip
+	if ip == "" {
+		ones, bits := s.o.guestIPs.Mask.Size()
+		if s.nextIP == 0 {
+			s.nextIP = 10
+		}
+		if bits-ones < 32 && s.nextIP >= 1<<(bits-ones)-1 {
+			event("vm %s: --guest-ips %s is exhausted", st.name, s.o.guestIPs)
+			return
+		}
+		base := s.o.guestIPs.IP.To4()
+		n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		n += s.nextIP
+		ip = net.IPv4(byte(n>>24), byte(n>>16), byte(n>>8), byte(n)).String()
+	}
+	vm := object.NewVirtualMachine(s.c.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: st.moref})
+	spec := types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: "SET.guest.ipAddress", Value: ip}}}
+	t, err := vm.Reconfigure(ctx, spec)
+	if err == nil {
+		err = t.Wait(ctx)
+	}
+	if err != nil {
+		event("vm %s: reporting guest IP %s: %v (retrying)", st.name, ip, err)
+		return
+	}
+	if st.ip == "" {
+		s.nextIP++
+	}
+	event("vm %s: guest reports IP %s", st.name, ip)
+	st.ip, st.reported = ip, true
 }
 
 func (s *sim) client(wc *wcluster) inmemoryruntime.Client {

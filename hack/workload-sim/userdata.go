@@ -426,7 +426,7 @@ func str(m map[string]any, path ...string) string {
 // metadata's local-hostname.
 func nodeName(reg map[string]any, meta *Metadata) (string, error) {
 	name := str(reg, "nodeRegistration", "name")
-	for _, v := range []string{"{{ ds.meta_data.local_hostname }}", "{{ds.meta_data.local_hostname}}", "{{ v1.local_hostname }}", "{{v1.local_hostname}}"} {
+	for _, v := range []string{"{{ ds.meta_data.local_hostname }}", "{{ds.meta_data.local_hostname}}", "{{ v1.local_hostname }}", "{{v1.local_hostname}}", "{{ local_hostname }}", "{{local_hostname}}"} {
 		name = strings.ReplaceAll(name, v, meta.LocalHostname)
 	}
 	if name == "" {

@@ -174,7 +174,7 @@ write_files:
         kubeletExtraArgs:
         - name: cloud-provider
           value: external
-        name: '{{ ds.meta_data.local_hostname }}'
+        name: '{{ local_hostname }}'
       timeouts:
         tlsBootstrap: 5m0s
 ` + placeholder + `runcmd:

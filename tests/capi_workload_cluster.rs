@@ -1,0 +1,927 @@
+//! A whole Cluster API cluster on vcsim: three control plane machines over our three failure
+//! domains and a worker in each, rolled out, remediated, through a domain outage, and deleted,
+//! with Cluster API v1.14.2's own controllers (core, kubeadm bootstrap, kubeadm control plane) and
+//! ours as processes against the real kube-apiserver (tests/support/capi_world.rs).
+//!
+//! What stands in for what:
+//! * vcsim is the vCenter; every assertion on it reads it over raw SOAP
+//!   ([`process::Readback`]), not through this crate's client.
+//! * The guests: vcsim VMs run nothing, so the workload-cluster simulator (hack/workload-sim,
+//!   Cluster API's own in-memory API server and etcd) watches vcsim and "boots" a powered-on VM
+//!   only from the guestinfo the provider wrote: CABPK's cloud-config with `kubeadm init` makes
+//!   the workload cluster at the control plane endpoint (127.0.0.1:<free port>) with the CA from
+//!   the user data, `kubeadm join` adds a Node (and, for a control plane, its static pods, etcd
+//!   member and API server). Its VMware Tools stand-in reports a guest IP, which the provider
+//!   waits for. KCP, CABPK, CAPI's Machine controller and the MachineHealthCheck talk to that
+//!   workload cluster exactly as they would to a real one (kubeconfig Secret, port-forward to
+//!   etcd). Power-off makes the Node `Ready=Unknown` and unreachable; destroy removes it.
+//!
+//! The manifests are CAPV v1.17's default `cluster-template.yaml`, unchanged, filled by
+//! `clusterctl generate cluster --from` with variables only, then given two edits an admin of
+//! failure domains makes, as CAPV's own e2e does for its failure-domain flavours: the
+//! VSphereCluster's `failureDomainSelector: {}` (select every zone; CAPV's
+//! `vspherecluster-failuredomainselector.yaml` patch), and the template's one MachineDeployment
+//! split into one per failure domain (`spec.template.spec.failureDomain`), as a ClusterClass
+//! topology with a MachineDeployment per zone renders it.
+//!
+//! Gated on `CAPI_BIN_DIR` and `WORKLOAD_SIM_BIN` (hack/test.sh sets both).
+#[path = "support/admin_setup.rs"]
+mod admin_setup;
+#[path = "support/capi.rs"]
+mod capi;
+#[path = "support/capi_world.rs"]
+mod capi_world;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/realapi.rs"]
+mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+#[path = "support/workload_sim.rs"]
+mod workload_sim;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
+use capi_world::{
+    ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback, world,
+    zone,
+};
+use process::VmDetail;
+use serde_json::{Value, json};
+use workload_sim::WorkloadSim;
+
+const CLUSTER: &str = "wl";
+const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
+const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
+const KCP: &str = "kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io";
+const INFRA_V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+
+/// Prints how long a phase took (a measurement for the record, never asserted).
+fn phase(start: &mut Instant, what: &str) {
+    eprintln!(
+        "capi_workload_cluster: {what} in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    *start = Instant::now();
+}
+
+fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+fn is_true(o: &Value, t: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == "True")
+}
+
+fn name_of(o: &Value) -> String {
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The zone index of failure domain `zone-{i}`.
+fn zone_index(fd: &str) -> usize {
+    fd.strip_prefix("zone-")
+        .and_then(|i| i.parse().ok())
+        .unwrap_or_else(|| panic!("{fd} is not one of our zones"))
+}
+
+/// CAPV v1.17's cluster template, generated with vcsim's values, with the two edits of the
+/// module doc: every zone selected, one MachineDeployment per zone.
+fn manifests(w: &World, ns: &str, port: u16) -> String {
+    let (user, password) = w.sim.credentials();
+    let server = w.sim.url().to_string();
+    let port = port.to_string();
+    let vars: Vec<(&str, &str)> = vec![
+        ("NAMESPACE", ns),
+        ("CLUSTER_NAME", CLUSTER),
+        // The simulator serves the workload API server on loopback; its certificate names
+        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
+        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1"),
+        ("CONTROL_PLANE_ENDPOINT_PORT", &port),
+        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
+        ("VSPHERE_SERVER", &server),
+        ("VSPHERE_TLS_THUMBPRINT", ""),
+        ("VSPHERE_USERNAME", user),
+        ("VSPHERE_PASSWORD", password),
+        // Where a machine without a failure domain would go (every machine here has one).
+        ("VSPHERE_DATACENTER", "DC0"),
+        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
+        ("VSPHERE_DATASTORE", "LocalDS_0"),
+        ("VSPHERE_FOLDER", "zone-0-vms"),
+        ("VSPHERE_NETWORK", "VM Network"),
+        ("VSPHERE_TEMPLATE", TEMPLATE),
+        ("VSPHERE_STORAGE_POLICY", ""),
+        (
+            "VSPHERE_SSH_AUTHORIZED_KEY",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
+        ),
+    ];
+    let template = realapi::repo().join("tests/fixtures/capv/v1.17/cluster-template.yaml");
+    let o = clusterctl(
+        &w.capi,
+        w.cp,
+        w.home.path(),
+        &[
+            "generate",
+            "cluster",
+            CLUSTER,
+            "--from",
+            template.to_str().unwrap(),
+            "--target-namespace",
+            ns,
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--control-plane-machine-count",
+            "3",
+            "--worker-machine-count",
+            "1",
+        ],
+        &vars,
+    );
+    assert!(o.status.success(), "clusterctl generate:\n{}", text(&o));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(o.stdout).unwrap())
+        .expect("clusterctl generate printed YAML");
+    let mut out = Vec::new();
+    for mut d in docs.into_iter().filter(|d| d.is_object()) {
+        match d["kind"].as_str() {
+            Some("VSphereCluster") => {
+                d["spec"]["failureDomainSelector"] = json!({});
+                out.push(d);
+            }
+            Some("MachineDeployment") => {
+                for i in 0..ZONES {
+                    let mut md = d.clone();
+                    md["metadata"]["name"] = json!(format!("{CLUSTER}-md-{i}"));
+                    md["spec"]["template"]["spec"]["failureDomain"] = json!(format!("zone-{i}"));
+                    out.push(md);
+                }
+            }
+            _ => out.push(d),
+        }
+    }
+    list(out)
+}
+
+/// The workload cluster as CAPI's controllers see it: kubectl with KCP's kubeconfig Secret.
+struct Workload {
+    kubeconfig: PathBuf,
+}
+
+impl Workload {
+    fn kubectl(&self, args: &[&str]) -> Option<Value> {
+        let out = Command::new(realapi::kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--request-timeout", "5s"])
+            .args(args)
+            .args(["-o", "json"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    fn items(&self, args: &[&str]) -> Option<Vec<Value>> {
+        Some(self.kubectl(args)?["items"].as_array()?.clone())
+    }
+
+    /// The etcd members that can vote: an etcd static pod not marked removed (MemberRemove)
+    /// on a Node that is Ready. None when the workload API server did not answer.
+    fn healthy_etcd_members(&self) -> Option<BTreeSet<String>> {
+        let nodes = self.items(&["get", "nodes"])?;
+        let ready: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| {
+                n["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .map(name_of)
+            .collect();
+        let pods = self.items(&["-n", "kube-system", "get", "pods", "-l", "component=etcd"])?;
+        Some(
+            pods.iter()
+                .filter(|p| {
+                    p["metadata"]["annotations"]
+                        ["etcd.inmemory.infrastructure.cluster.x-k8s.io/member-removed"]
+                        .is_null()
+                })
+                .filter_map(|p| p["spec"]["nodeName"].as_str())
+                .filter(|n| ready.contains(*n))
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+}
+
+/// What a background sampler saw during a phase: the most control plane VMs in vcsim at once,
+/// and the fewest healthy etcd members.
+#[derive(Debug, Default, Clone)]
+struct Sampled {
+    samples: usize,
+    max_cp_vms: usize,
+    min_etcd: Option<usize>,
+    etcd_low: Vec<String>,
+}
+
+/// Samples vcsim (raw SOAP) and the workload cluster every 300 ms until dropped.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Sampled>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(w: &World, workload: &Workload) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Sampled::default()));
+        let readback = readback(&w.sim);
+        let kubeconfig = workload.kubeconfig.clone();
+        let (s, v) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let workload = Workload { kubeconfig };
+            while !s.load(Ordering::SeqCst) {
+                let vms = rt.block_on(readback.vm_details());
+                let cp_vms = vms.iter().filter(|v| is_control_plane_vm(&v.name)).count();
+                let etcd = workload.healthy_etcd_members();
+                let mut g = v.lock().unwrap();
+                g.samples += 1;
+                g.max_cp_vms = g.max_cp_vms.max(cp_vms);
+                if let Some(e) = etcd {
+                    if g.min_etcd.is_none_or(|m| e.len() < m) {
+                        g.min_etcd = Some(e.len());
+                    }
+                    if e.len() < 2 {
+                        g.etcd_low.push(format!("{e:?}"));
+                    }
+                }
+                drop(g);
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        Sampler {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Sampled {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// KCP names its Machines (and so we our VMs) `<cluster>-<5 random>`; workers are
+/// `<cluster>-md-<i>-…`.
+fn is_control_plane_vm(name: &str) -> bool {
+    name.strip_prefix(&format!("{CLUSTER}-"))
+        .is_some_and(|rest| !rest.starts_with("md-"))
+}
+
+struct Run<'a> {
+    w: &'a World,
+    ns: String,
+    sim: WorkloadSim,
+}
+
+impl Run<'_> {
+    fn logs(&self) -> String {
+        let events = self.sim.events();
+        let tail = &events[events.len().saturating_sub(40)..];
+        format!(
+            "{}\n--- workload-sim (tail):\n{}",
+            self.w.logs(),
+            tail.join("\n")
+        )
+    }
+
+    async fn until<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut f: impl AsyncFnMut() -> Result<T, String>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            match f().await {
+                Ok(v) => return v,
+                Err(state) if Instant::now() >= deadline => {
+                    panic!(
+                        "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
+                        self.logs()
+                    )
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        self.w.find(kind, name, &self.ns)
+    }
+
+    fn machines(&self, selector: &str) -> Vec<Value> {
+        self.w.get(&[MACHINES, "-n", &self.ns, "-l", selector])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn control_plane(&self) -> Vec<Value> {
+        self.machines("cluster.x-k8s.io/control-plane")
+    }
+
+    fn workers(&self) -> Vec<Value> {
+        self.machines("!cluster.x-k8s.io/control-plane")
+    }
+
+    fn summary(&self) -> String {
+        let m: Vec<String> = self.w.get(&[MACHINES, "-n", &self.ns])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} fd={} phase={} node={} deleting={}",
+                    name_of(m),
+                    m["spec"]["failureDomain"],
+                    m["status"]["phase"],
+                    m["status"]["nodeRef"]["name"],
+                    m["metadata"]["deletionTimestamp"].is_string()
+                )
+            })
+            .collect();
+        let kcp = self
+            .get(KCP, CLUSTER)
+            .map(|k| k["status"].clone())
+            .unwrap_or_default();
+        format!("Machines {m:#?}\nKCP {kcp}")
+    }
+
+    /// The workload cluster's kubeconfig, as KCP wrote it (`<cluster>-kubeconfig`).
+    fn workload(&self) -> Workload {
+        let secret = self
+            .w
+            .get(&["secret", &format!("{CLUSTER}-kubeconfig"), "-n", &self.ns]);
+        let path = self.w.home.path().join("workload.kubeconfig");
+        std::fs::write(&path, b64(secret["data"]["value"].as_str().unwrap())).unwrap();
+        Workload { kubeconfig: path }
+    }
+
+    async fn vms(&self) -> BTreeMap<String, VmDetail> {
+        readback(&self.w.sim)
+            .vm_details()
+            .await
+            .into_iter()
+            .map(|v| (v.name.clone(), v))
+            .collect()
+    }
+
+    /// Every Machine `Running` with a Node, its VM in the zone of its failure domain.
+    async fn assert_machines_in_their_zones(&self, machines: &[Value]) {
+        let vms = self.vms().await;
+        let groups = readback(&self.w.sim).vm_groups().await;
+        for m in machines {
+            let name = name_of(m);
+            let fd = m["spec"]["failureDomain"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name} has no failure domain: {m}"));
+            let vm = vms
+                .get(&name)
+                .unwrap_or_else(|| panic!("no VM {name} in vcsim"));
+            assert_in_zone(&groups, vm, zone_index(fd));
+            assert_eq!(
+                m["spec"]["providerID"],
+                format!("vsphere://{}", vm.bios_uuid),
+                "{m}"
+            );
+        }
+    }
+
+    /// Waits until KCP has `n` up-to-date, available control plane Machines, each Running with
+    /// a Node, none deleting, and the Cluster Available.
+    async fn settled(&self, what: &str, limit: Duration) -> Vec<Value> {
+        self.until(what, limit, async || {
+            let kcp = self.get(KCP, CLUSTER).ok_or("no KCP")?;
+            let cps = self.control_plane();
+            let cluster = self.get(CLUSTERS, CLUSTER).ok_or("no Cluster")?;
+            let running = cps
+                .iter()
+                .filter(|m| {
+                    m["status"]["phase"] == "Running"
+                        && m["status"]["nodeRef"]["name"].is_string()
+                        && !m["metadata"]["deletionTimestamp"].is_string()
+                })
+                .count();
+            if cps.len() == 3
+                && running == 3
+                && kcp["status"]["upToDateReplicas"] == 3
+                && kcp["status"]["availableReplicas"] == 3
+                && is_true(&kcp, "Available")
+                && is_true(&cluster, "Available")
+            {
+                Ok(cps)
+            } else {
+                Err(format!(
+                    "{}\nCluster conditions {}",
+                    self.summary(),
+                    cluster["status"]["conditions"]
+                ))
+            }
+        })
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_cluster_spreads_rolls_out_heals_survives_a_zone_and_goes() {
+    let (Some(capi), Some(sim_bin)) = (capi_bin_dir(), workload_sim::bin()) else {
+        eprintln!(
+            "skipped: CAPI_BIN_DIR and WORKLOAD_SIM_BIN are not both set (hack/test.sh sets them)"
+        );
+        return;
+    };
+    let mut t = Instant::now();
+    let w = world(capi).await;
+    let cp = w.cp;
+    let ns = cp.namespace("workload");
+    let server = w.sim.url().to_string();
+    let port = free_port();
+    let (user, password) = w.sim.credentials();
+    let sim = WorkloadSim::start(
+        &sim_bin,
+        w.home.path(),
+        &server,
+        user,
+        password,
+        &port.to_string(),
+    );
+    let run = Run { w: &w, ns, sim };
+    let ns = run.ns.clone();
+    phase(
+        &mut t,
+        "clusterctl init, vcsim, four managers, workload-sim started",
+    );
+
+    apply_retrying(
+        cp,
+        &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
+    );
+    run.until("three ready zones", Duration::from_secs(90), async || {
+        let zones = w.get(&["vspheredeploymentzone"]);
+        let ready = zones["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|z| z["status"]["ready"] == true)
+            .count();
+        (ready == ZONES).then_some(()).ok_or(zones.to_string())
+    })
+    .await;
+    phase(&mut t, "three zones ready");
+
+    // --- spread
+    apply_retrying(cp, &manifests(&w, &ns, port));
+    let cps = run
+        .settled(
+            "three control plane Machines Running, KCP and the Cluster Available",
+            Duration::from_secs(600),
+        )
+        .await;
+    phase(&mut t, "control plane of three up");
+    let cluster = run.get(CLUSTERS, CLUSTER).unwrap();
+    for c in [
+        "ControlPlaneInitialized",
+        "Available",
+        "InfrastructureReady",
+    ] {
+        assert!(is_true(&cluster, c), "Cluster {c}: {}", cluster["status"]);
+    }
+    let domains: BTreeSet<String> = cps
+        .iter()
+        .map(|m| m["spec"]["failureDomain"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        domains,
+        (0..ZONES).map(|i| format!("zone-{i}")).collect(),
+        "KCP spreads one control plane Machine per failure domain:\n{}",
+        run.summary()
+    );
+    run.assert_machines_in_their_zones(&cps).await;
+    let workload = run.workload();
+    let etcd = workload
+        .healthy_etcd_members()
+        .expect("the workload API server answers");
+    let cp_nodes: BTreeSet<String> = cps
+        .iter()
+        .map(|m| m["status"]["nodeRef"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        etcd, cp_nodes,
+        "one etcd member per control plane Node, named after it"
+    );
+    let debug = run
+        .sim
+        .cluster(CLUSTER)
+        .expect("the simulator has the cluster");
+    assert_eq!(
+        debug["EtcdMembers"].as_array().map(Vec::len),
+        Some(3),
+        "{debug}"
+    );
+
+    // --- workers: one MachineDeployment per zone.
+    let workers = run
+        .until(
+            "a Running worker in each zone",
+            Duration::from_secs(300),
+            async || {
+                let ws = run.workers();
+                let running = ws
+                    .iter()
+                    .filter(|m| m["status"]["phase"] == "Running")
+                    .count();
+                if ws.len() == ZONES && running == ZONES {
+                    Ok(ws)
+                } else {
+                    Err(run.summary())
+                }
+            },
+        )
+        .await;
+    for m in &workers {
+        let md = m["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            md.strip_prefix(&format!("{CLUSTER}-md-")),
+            m["spec"]["failureDomain"]
+                .as_str()
+                .and_then(|f| f.strip_prefix("zone-")),
+            "{m}"
+        );
+    }
+    run.assert_machines_in_their_zones(&workers).await;
+    let nodes = workload.items(&["get", "nodes"]).unwrap();
+    assert_eq!(nodes.len(), 6, "three control plane and three worker Nodes");
+    phase(&mut t, "three workers up");
+
+    rollout(&run, &workload, &cps).await;
+    phase(&mut t, "control plane rolled out");
+    remediation(&run, &workload).await;
+    phase(&mut t, "remediation");
+    zone_outage(&run, &workload).await;
+    phase(&mut t, "zone outage");
+
+    // --- deletion: every VM goes, the zones stay.
+    cp.kubectl(
+        ADMIN,
+        &["delete", CLUSTERS, CLUSTER, "-n", &ns, "--wait=false"],
+    )
+    .ok();
+    run.until(
+        "the Cluster gone",
+        Duration::from_secs(300),
+        async || match run.get(CLUSTERS, CLUSTER) {
+            None => Ok(()),
+            Some(_) => Err(run.summary()),
+        },
+    )
+    .await;
+    let left: Vec<String> = run
+        .vms()
+        .await
+        .into_keys()
+        .filter(|n| n.starts_with(&format!("{CLUSTER}-")))
+        .collect();
+    assert!(left.is_empty(), "VMs left in vCenter: {left:?}");
+    let zones = w.get(&["vspheredeploymentzone"]);
+    let ready = zones["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|z| z["status"]["ready"] == true)
+        .count();
+    assert_eq!(ready, ZONES, "the zones stay: {zones}");
+    assert_eq!(
+        w.get(&["vspherefailuredomain"])["items"]
+            .as_array()
+            .map(Vec::len),
+        Some(ZONES)
+    );
+    phase(&mut t, "Cluster deleted");
+    let log = w.ours.log();
+    assert!(!log.contains(password), "the manager logged the password");
+}
+
+/// A new VSphereMachineTemplate (numCPUs 4) for the control plane: KCP replaces the three
+/// Machines one at a time (RollingUpdate, maxSurge 1).
+async fn rollout(run: &Run<'_>, workload: &Workload, old: &[Value]) {
+    let w = run.w;
+    let ns = &run.ns;
+    let mut template = w.get(&[
+        "vspheremachinetemplates.v1beta2.infrastructure.cluster.x-k8s.io",
+        CLUSTER,
+        "-n",
+        ns,
+    ]);
+    let new_name = format!("{CLUSTER}-cpu4");
+    template["metadata"] = json!({"name": new_name, "namespace": ns});
+    template["spec"]["template"]["spec"]["numCPUs"] = json!(4);
+    template["apiVersion"] = json!(INFRA_V1BETA2);
+    apply_retrying(w.cp, &template.to_string());
+    let sampler = Sampler::start(w, workload);
+    let patch = json!({"spec": {"machineTemplate": {"spec": {"infrastructureRef": {
+        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": new_name}}}}});
+    w.cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            KCP,
+            CLUSTER,
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            &patch.to_string(),
+        ],
+    )
+    .ok();
+    let old_names: BTreeSet<String> = old.iter().map(name_of).collect();
+    run.until(
+        "three new control plane Machines",
+        Duration::from_secs(900),
+        async || {
+            let cps = run.control_plane();
+            let fresh = cps
+                .iter()
+                .filter(|m| !old_names.contains(&name_of(m)))
+                .count();
+            if fresh == 3 && cps.len() == 3 {
+                Ok(())
+            } else {
+                Err(run.summary())
+            }
+        },
+    )
+    .await;
+    let cps = run
+        .settled(
+            "the rolled-out control plane settled",
+            Duration::from_secs(300),
+        )
+        .await;
+    let seen = sampler.finish();
+    eprintln!("capi_workload_cluster: rollout sampled {seen:?}");
+    assert!(seen.samples > 10, "{seen:?}");
+    assert!(
+        seen.max_cp_vms <= 4,
+        "more than 3 + maxSurge 1 control plane VMs at once: {seen:?}"
+    );
+    assert!(
+        seen.min_etcd.is_some_and(|m| m >= 2),
+        "etcd fell below two healthy members: {seen:?}"
+    );
+    run.assert_machines_in_their_zones(&cps).await;
+    let domains: BTreeSet<&str> = cps
+        .iter()
+        .map(|m| m["spec"]["failureDomain"].as_str().unwrap())
+        .collect();
+    assert_eq!(domains.len(), 3, "still one per domain: {}", run.summary());
+    let vms = run.vms().await;
+    for name in &old_names {
+        assert!(!vms.contains_key(name), "old VM {name} still in vCenter");
+    }
+    let rb = readback(&w.sim);
+    for m in &cps {
+        let vm = &vms[&name_of(m)];
+        let cpus = rb.vm_props(&vm.moref, &["config.hardware.numCPU"]).await;
+        assert_eq!(
+            cpus.get("config.hardware.numCPU").map(String::as_str),
+            Some("4"),
+            "{} was cloned from the new template",
+            vm.name
+        );
+    }
+}
+
+/// The MachineHealthCheck of the control plane: Ready Unknown or False for 10 s is unhealthy;
+/// more than one unhealthy at once and it remediates nothing (maxUnhealthy 1).
+fn health_check(ns: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+        "metadata": {"name": format!("{CLUSTER}-control-plane"), "namespace": ns},
+        "spec": {
+            "clusterName": CLUSTER,
+            "selector": {"matchLabels": {"cluster.x-k8s.io/control-plane": ""}},
+            "checks": {
+                "nodeStartupTimeoutSeconds": 600,
+                "unhealthyNodeConditions": [
+                    {"type": "Ready", "status": "Unknown", "timeoutSeconds": 10},
+                    {"type": "Ready", "status": "False", "timeoutSeconds": 10}
+                ]
+            },
+            "remediation": {"triggerIf": {"unhealthyLessThanOrEqualTo": 1}}
+        }
+    })
+}
+
+/// The inventory path of a Machine's VM: its zone's folder.
+fn vm_path(m: &Value) -> String {
+    let i = zone_index(m["spec"]["failureDomain"].as_str().unwrap());
+    format!("/DC0/vm/zone-{i}-vms/{}", name_of(m))
+}
+
+/// One control plane VM powered off by hand: the MachineHealthCheck marks it, KCP replaces it in
+/// the same domain, quorum holds. Two off: remediation is held back.
+async fn remediation(run: &Run<'_>, workload: &Workload) {
+    let w = run.w;
+    let ns = &run.ns;
+    apply_retrying(w.cp, &health_check(ns).to_string());
+    let cps = run.control_plane();
+    let victim = cps[0].clone();
+    let victim_name = name_of(&victim);
+    let fd = victim["spec"]["failureDomain"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before_victim: BTreeSet<String> = cps.iter().map(name_of).collect();
+    let sampler = Sampler::start(w, workload);
+    run.sim.power(&vm_path(&victim), false);
+    run.until(
+        &format!("{victim_name} replaced"),
+        Duration::from_secs(600),
+        async || {
+            let cps = run.control_plane();
+            if cps.iter().any(|m| name_of(m) == victim_name) {
+                Err(run.summary())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let cps = run
+        .settled("the control plane healed", Duration::from_secs(600))
+        .await;
+    let seen = sampler.finish();
+    eprintln!("capi_workload_cluster: remediation sampled {seen:?}");
+    assert!(seen.max_cp_vms <= 4, "{seen:?}");
+    assert!(
+        seen.min_etcd.is_some_and(|m| m >= 2),
+        "quorum lost: {seen:?}"
+    );
+    let fresh: Vec<&Value> = cps
+        .iter()
+        .filter(|m| !before_victim.contains(&name_of(m)))
+        .collect();
+    assert!(
+        fresh.len() == 1 && fresh[0]["spec"]["failureDomain"] == fd.as_str(),
+        "one replacement, in {fd}, the domain left short:\n{}",
+        run.summary()
+    );
+    run.assert_machines_in_their_zones(&cps).await;
+    assert!(
+        !run.vms().await.contains_key(&victim_name),
+        "the remediated VM {victim_name} is destroyed"
+    );
+
+    // Two off: more unhealthy than maxUnhealthy 1, so the MachineHealthCheck remediates
+    // nothing (and KCP would refuse anyway: removing one of two bad members of three loses
+    // quorum).
+    let before: BTreeSet<String> = cps.iter().map(name_of).collect();
+    for m in &cps[..2] {
+        run.sim.power(&vm_path(m), false);
+    }
+    let mhc_name = format!("{CLUSTER}-control-plane");
+    run.until(
+        "the MachineHealthCheck holding remediation back",
+        Duration::from_secs(120),
+        async || {
+            let mhc = run
+                .w
+                .find(
+                    "machinehealthchecks.v1beta2.cluster.x-k8s.io",
+                    &mhc_name,
+                    ns,
+                )
+                .unwrap();
+            match cond(&mhc, "RemediationAllowed") {
+                Some(c) if c["status"] == "False" => Ok(()),
+                _ => Err(mhc["status"].to_string()),
+            }
+        },
+    )
+    .await;
+    // Held: for 20 s, no control plane Machine is deleted or replaced.
+    let hold_until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < hold_until {
+        let now: BTreeSet<String> = run
+            .control_plane()
+            .iter()
+            .filter(|m| !m["metadata"]["deletionTimestamp"].is_string())
+            .map(name_of)
+            .collect();
+        assert_eq!(now, before, "remediation went ahead with two of three down");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for m in &cps[..2] {
+        run.sim.power(&vm_path(m), true);
+    }
+    run.settled(
+        "the control plane back after power-on",
+        Duration::from_secs(300),
+    )
+    .await;
+}
+
+/// Every VM of one zone powered off (its control plane machine and its worker): the cluster
+/// keeps quorum, and KCP (which does not know vCenter's zones, only Machines per failure domain)
+/// replaces the control plane machine in the same domain, whose pool still takes VMs.
+async fn zone_outage(run: &Run<'_>, workload: &Workload) {
+    let w = run.w;
+    let cps = run.control_plane();
+    let victim = cps
+        .iter()
+        .find(|m| m["spec"]["failureDomain"] == "zone-2")
+        .expect("a control plane machine in zone-2")
+        .clone();
+    let worker = run
+        .workers()
+        .into_iter()
+        .find(|m| m["spec"]["failureDomain"] == "zone-2")
+        .expect("a worker in zone-2");
+    let sampler = Sampler::start(w, workload);
+    run.sim.power(&vm_path(&victim), false);
+    run.sim.power(&vm_path(&worker), false);
+    let victim_name = name_of(&victim);
+    run.until(
+        "zone-2's control plane machine replaced",
+        Duration::from_secs(600),
+        async || {
+            if run
+                .control_plane()
+                .iter()
+                .any(|m| name_of(m) == victim_name)
+            {
+                Err(run.summary())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let cps = run
+        .settled(
+            "the control plane after the outage",
+            Duration::from_secs(600),
+        )
+        .await;
+    let seen = sampler.finish();
+    eprintln!("capi_workload_cluster: zone outage sampled {seen:?}");
+    assert!(
+        seen.min_etcd.is_some_and(|m| m >= 2),
+        "quorum lost: {seen:?}"
+    );
+    let in_zone2: Vec<String> = cps
+        .iter()
+        .filter(|m| m["spec"]["failureDomain"] == "zone-2")
+        .map(name_of)
+        .collect();
+    assert_eq!(
+        in_zone2.len(),
+        1,
+        "KCP puts the replacement in the domain with the fewest machines, zone-2:\n{}",
+        run.summary()
+    );
+    run.assert_machines_in_their_zones(&cps).await;
+    // The worker is under no health check: its Machine stays.
+    assert!(
+        run.workers().iter().any(|m| name_of(m) == name_of(&worker)),
+        "{}",
+        run.summary()
+    );
+}
