@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
 use capi_world::{
-    ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback, world,
-    zone,
+    ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback,
+    world_with, zone,
 };
 use process::VmDetail;
 use serde_json::{Value, json};
@@ -89,6 +89,35 @@ fn name_of(o: &Value) -> String {
         .to_string()
 }
 
+/// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
+/// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
+/// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
+/// the relocate datastore. The VM's home (`config.files.vmPathName`) is in the zone's datastore.
+fn assert_in_zone_resized(
+    groups: &BTreeMap<(String, String), Vec<String>>,
+    vm: &VmDetail,
+    i: usize,
+    props: &BTreeMap<String, String>,
+) {
+    let ds = format!("LocalDS_{i}");
+    assert!(
+        vm.datastores.contains(&ds) && vm.datastores.iter().all(|d| *d == ds || d == "LocalDS_0"),
+        "{vm:?}"
+    );
+    let home = props
+        .get("config.files.vmPathName")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        home.starts_with(&format!("[{ds}]")),
+        "{}: home {home}",
+        vm.name
+    );
+    let mut v = vm.clone();
+    v.datastores = vec![ds];
+    assert_in_zone(groups, &v, i);
+}
+
 /// The zone index of failure domain `zone-{i}`.
 fn zone_index(fd: &str) -> usize {
     fd.strip_prefix("zone-")
@@ -102,6 +131,7 @@ fn manifests(w: &World, ns: &str, port: u16) -> String {
     let (user, password) = w.sim.credentials();
     let server = w.sim.url().to_string();
     let port = port.to_string();
+    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
     let vars: Vec<(&str, &str)> = vec![
         ("NAMESPACE", ns),
         ("CLUSTER_NAME", CLUSTER),
@@ -111,7 +141,9 @@ fn manifests(w: &World, ns: &str, port: u16) -> String {
         ("CONTROL_PLANE_ENDPOINT_PORT", &port),
         ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
         ("VSPHERE_SERVER", &server),
-        ("VSPHERE_TLS_THUMBPRINT", ""),
+        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
+        // storage policy (which this provider records and says it does not act on).
+        ("VSPHERE_TLS_THUMBPRINT", &thumbprint),
         ("VSPHERE_USERNAME", user),
         ("VSPHERE_PASSWORD", password),
         // Where a machine without a failure domain would go (every machine here has one).
@@ -121,7 +153,7 @@ fn manifests(w: &World, ns: &str, port: u16) -> String {
         ("VSPHERE_FOLDER", "zone-0-vms"),
         ("VSPHERE_NETWORK", "VM Network"),
         ("VSPHERE_TEMPLATE", TEMPLATE),
-        ("VSPHERE_STORAGE_POLICY", ""),
+        ("VSPHERE_STORAGE_POLICY", "vSAN Default Storage Policy"),
         (
             "VSPHERE_SSH_AUTHORIZED_KEY",
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
@@ -324,6 +356,17 @@ impl Run<'_> {
     ) -> T {
         let deadline = Instant::now() + limit;
         loop {
+            // A VM of this cluster that the simulator refuses to boot for good (a join waiting
+            // for its control plane says "retrying") never becomes a Node: fail at once.
+            let refused = format!("vm {CLUSTER}-");
+            if let Some(e) = self.sim.events().iter().find(|e| {
+                e.contains(&refused) && e.contains("does not boot") && !e.contains("retrying")
+            }) {
+                panic!(
+                    "the simulator refused a VM while waiting for {what}: {e}\n{}",
+                    self.logs()
+                );
+            }
             match f().await {
                 Ok(v) => return v,
                 Err(state) if Instant::now() >= deadline => {
@@ -411,7 +454,14 @@ impl Run<'_> {
             let vm = vms
                 .get(&name)
                 .unwrap_or_else(|| panic!("no VM {name} in vcsim"));
-            assert_in_zone(&groups, vm, zone_index(fd));
+            assert_in_zone_resized(
+                &groups,
+                vm,
+                zone_index(fd),
+                &readback(&self.w.sim)
+                    .vm_props(&vm.moref, &["config.files.vmPathName"])
+                    .await,
+            );
             assert_eq!(
                 m["spec"]["providerID"],
                 format!("vsphere://{}", vm.bios_uuid),
@@ -457,6 +507,19 @@ impl Run<'_> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeadm_cluster_spreads_rolls_out_heals_survives_a_zone_and_goes() {
+    scenario(false).await;
+}
+
+/// hack/demo-capi.sh: the same flow, narrated, ending with `clusterctl describe cluster` and a
+/// table of machines, zones, VMs and hosts instead of the deletion; with `DEMO_KEEP=1` it then
+/// waits (Ctrl-C ends it) with everything running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the demo: hack/demo-capi.sh runs it"]
+async fn demo() {
+    scenario(true).await;
+}
+
+async fn scenario(demo: bool) {
     let (Some(capi), Some(sim_bin)) = (capi_bin_dir(), workload_sim::bin()) else {
         eprintln!(
             "skipped: CAPI_BIN_DIR and WORKLOAD_SIM_BIN are not both set (hack/test.sh sets them)"
@@ -464,7 +527,7 @@ async fn a_kubeadm_cluster_spreads_rolls_out_heals_survives_a_zone_and_goes() {
         return;
     };
     let mut t = Instant::now();
-    let w = world(capi).await;
+    let w = world_with(capi, true).await;
     let cp = w.cp;
     let ns = cp.namespace("workload");
     let server = w.sim.url().to_string();
@@ -594,6 +657,13 @@ async fn a_kubeadm_cluster_spreads_rolls_out_heals_survives_a_zone_and_goes() {
     phase(&mut t, "remediation");
     zone_outage(&run, &workload).await;
     phase(&mut t, "zone outage");
+    if demo {
+        show(&run, &workload).await;
+        if std::env::var("DEMO_KEEP").is_ok_and(|k| !k.is_empty()) {
+            keep(&run, &workload);
+        }
+        return;
+    }
 
     // --- deletion: every VM goes, the zones stay.
     cp.kubectl(
@@ -924,4 +994,95 @@ async fn zone_outage(run: &Run<'_>, workload: &Workload) {
         "{}",
         run.summary()
     );
+}
+
+/// The end of the demo: `clusterctl describe cluster` and Machine → zone → VM → host.
+async fn show(run: &Run<'_>, workload: &Workload) {
+    let w = run.w;
+    let o = clusterctl(
+        &w.capi,
+        w.cp,
+        w.home.path(),
+        &[
+            "describe",
+            "cluster",
+            CLUSTER,
+            "-n",
+            &run.ns,
+            "--grouping=false",
+        ],
+        &[],
+    );
+    println!("\n== clusterctl describe cluster {CLUSTER}\n{}", text(&o));
+    let rb = readback(&w.sim);
+    let cookie = rb.login().await;
+    let tag = regex::Regex::new("<[^>]*>").unwrap();
+    let hosts: BTreeMap<String, String> = rb
+        .objects(&cookie, "HostSystem", &["name"])
+        .await
+        .into_iter()
+        .map(|(moref, props)| {
+            let name = props
+                .iter()
+                .find(|(p, _)| p == "name")
+                .map(|(_, v)| tag.replace_all(v, "").trim().to_string())
+                .unwrap_or_default();
+            (moref, name)
+        })
+        .collect();
+    let vms = run.vms().await;
+    let nodes: BTreeSet<String> = workload
+        .items(&["get", "nodes"])
+        .unwrap_or_default()
+        .iter()
+        .map(name_of)
+        .collect();
+    println!(
+        "== machines\n{:<24} {:<14} {:<8} {:<24} {:<12} {:<12} {:<10} {:<4}",
+        "MACHINE", "ROLE", "ZONE", "VM", "POOL", "HOST", "POWER", "NODE"
+    );
+    let mut machines = run.control_plane();
+    machines.extend(run.workers());
+    for m in machines {
+        let name = name_of(&m);
+        let role = if m["metadata"]["labels"]["cluster.x-k8s.io/control-plane"].is_string() {
+            "control-plane"
+        } else {
+            "worker"
+        };
+        let (pool, host, power) = match vms.get(&name) {
+            Some(vm) => {
+                let props = rb.vm_props(&vm.moref, &["runtime.host"]).await;
+                let host = props.get("runtime.host").cloned().unwrap_or_default();
+                (
+                    vm.pool.clone(),
+                    hosts.get(&host).cloned().unwrap_or(host),
+                    vm.power_state.clone(),
+                )
+            }
+            None => ("-".into(), "-".into(), "no VM".into()),
+        };
+        let node = m["status"]["nodeRef"]["name"].as_str().unwrap_or("-");
+        println!(
+            "{name:<24} {role:<14} {:<8} {name:<24} {pool:<12} {host:<12} {power:<10} {}",
+            m["spec"]["failureDomain"].as_str().unwrap_or("-"),
+            if nodes.contains(node) { node } else { "-" }
+        );
+    }
+}
+
+/// `--keep`: say how to reach everything, then wait until killed.
+fn keep(run: &Run<'_>, workload: &Workload) -> ! {
+    let w = run.w;
+    println!(
+        "\nEverything keeps running until Ctrl-C.\n  export KUBECONFIG={}    # the management cluster\n  kubectl --kubeconfig {} get nodes    # the workload cluster (hack/workload-sim)\n  vcsim at {} (user {}, password in the Secret {}/{CLUSTER})",
+        w.cp.admin_kubeconfig.display(),
+        workload.kubeconfig.display(),
+        w.sim.url(),
+        w.sim.credentials().0,
+        run.ns,
+    );
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
 }

@@ -213,10 +213,47 @@ impl ApiServer {
             + std::fmt::Debug,
     {
         let ns = after.namespace.clone().unwrap_or_default();
-        let name = after.name.clone().unwrap_or_default();
-        let kind = K::kind(&());
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
-        let pp = PatchParams::default();
+        self.write_via(&api, &K::kind(&()), after, metadata, status)
+            .await
+    }
+
+    /// [`ApiServer::write_object`] at `api_version` (`group/version`) of `kind`, whatever
+    /// version this crate's types are. Cluster API applies (server-side) its objects at the
+    /// contract version; a write of ours at another version makes the API server prune, at
+    /// Cluster API's next apply, the fields nobody owns any more (KCP's and the MachineSet's
+    /// `cloned-from` annotations, which their rollouts compare), so writes to the objects they
+    /// apply go at the version they apply.
+    pub(crate) async fn write_object_at(
+        &self,
+        api_version: &str,
+        kind: &str,
+        after: &kube::api::ObjectMeta,
+        metadata: Option<Value>,
+        status: Option<Value>,
+    ) -> Result<(), KubeError> {
+        let ns = after.namespace.clone().unwrap_or_default();
+        let api = dynamic_api(&self.client, &ns, api_version, kind);
+        self.write_via(&api, kind, after, metadata, status).await
+    }
+
+    async fn write_via<K>(
+        &self,
+        api: &Api<K>,
+        kind: &str,
+        after: &kube::api::ObjectMeta,
+        metadata: Option<Value>,
+        status: Option<Value>,
+    ) -> Result<(), KubeError>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let ns = after.namespace.clone().unwrap_or_default();
+        let name = after.name.clone().unwrap_or_default();
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
         let deleting = after.deletion_timestamp.is_some();
         if let Some(patch) = metadata {
             let action = || format!("patch {kind} {ns}/{name}");

@@ -237,12 +237,28 @@ async fn write(
             }
             p
         });
+    // Written at v1beta2, the version Cluster API applies VSphereMachines at (see
+    // `write_object_at`): the status converted at this edge, the rest is the same in both.
     let status = (before.status != after.status)
-        .then(|| super::api_server::status_patch(&before.status, &after.status));
+        .then(|| {
+            let (b, a) = (at_v1beta2(before)?, at_v1beta2(after)?);
+            Ok::<_, Error>(super::api_server::status_patch(&b["status"], &a["status"]))
+        })
+        .transpose()?;
     ctx.api_server()
-        .write_object::<VSphereMachine>(&after.metadata, meta, status)
+        .write_object_at(V1BETA2, "VSphereMachine", &after.metadata, meta, status)
         .await?;
     Ok(())
+}
+
+const V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+
+/// The VSphereMachine as its v1beta2 JSON.
+fn at_v1beta2(vsm: &VSphereMachine) -> Result<serde_json::Value, Error> {
+    let mut v = serde_json::to_value(vsm).map_err(|e| Error::InvalidObject(e.to_string()))?;
+    v["apiVersion"] = json!(<VSphereMachine as kube::Resource>::api_version(&()));
+    v["kind"] = json!("VSphereMachine");
+    crate::api::conversion::convert(&v, V1BETA2).map_err(|e| Error::InvalidObject(e.to_string()))
 }
 
 /// The CAPI API version the machine's owner references name (`cluster.x-k8s.io/v1beta1` when

@@ -347,6 +347,18 @@ impl OurManager {
         password: &str,
         servers: &str,
     ) -> OurManager {
+        Self::start_with(cp, home, username, password, servers, &[])
+    }
+
+    /// [`OurManager::start`] with more arguments for `run` (e.g. `--thumbprint HEX`).
+    pub fn start_with(
+        cp: &ControlPlane,
+        home: &Path,
+        username: &str,
+        password: &str,
+        servers: &str,
+        extra: &[&str],
+    ) -> OurManager {
         let kubeconfig = cp
             .service_account_kubeconfig(SA_NAMESPACE, realapi::SA_NAME)
             .unwrap();
@@ -375,6 +387,7 @@ impl OurManager {
             ])
             .args(["--webhook-addr", "127.0.0.1:0", "--webhook-cert-dir"])
             .arg(&our_certs)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use secrecy::SecretString;
 use serde_json::{Value, json};
-use vsphere_provider::vcenter::{Client, ClientOptions, Credentials};
+use vsphere_provider::vcenter::model::trust::Thumbprint;
+use vsphere_provider::vcenter::{Client, ClientOptions, Credentials, TlsPolicy};
 
 use super::admin_setup::host_group;
 use super::capi::{self, CapiManager, INIT_PROVIDERS, OurManager, clusterctl, get, text};
@@ -43,10 +44,17 @@ pub fn b64(s: &str) -> String {
 /// `DC0_C{i}` a host group `hosts-{i}` of its host, a VM folder `zone-{i}-vms`.
 pub async fn estate(sim: &Vcsim) -> Client {
     let (user, password) = sim.credentials();
+    // Over TLS the admin pins vcsim's self-signed certificate, as govc's `-k=false` users do.
+    let tls = sim.thumbprint_sha256().map_or(TlsPolicy::System, |t| {
+        TlsPolicy::Thumbprint(Thumbprint::parse(&t).unwrap())
+    });
     let c = Client::new(
         sim.url(),
         Credentials::new(user, SecretString::from(password.to_string())),
-        ClientOptions::default(),
+        ClientOptions {
+            tls,
+            ..ClientOptions::default()
+        },
     )
     .unwrap();
     for i in 0..ZONES {
@@ -220,8 +228,16 @@ impl World {
     }
 }
 
-/// clusterctl init, vcsim and its estate, our manager and CAPI's three, every webhook wired.
+/// clusterctl init, vcsim (plain HTTP on loopback) and its estate, our manager and CAPI's
+/// three, every webhook wired.
 pub async fn world(capi: std::path::PathBuf) -> World {
+    world_with(capi, false).await
+}
+
+/// [`world`], with vcsim serving HTTPS with a self-signed certificate when `tls`: what CAPV's
+/// v1beta2 templates need, since their `thumbprint` may not be empty. The manager is given the
+/// certificate's thumbprint (`--thumbprint`), as an admin pins a vCenter it runs against.
+pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
     let cp = control_plane();
     let home = tempfile::tempdir().unwrap();
     let config = capi::repository(&capi, home.path(), IMAGE);
@@ -230,6 +246,7 @@ pub async fn world(capi: std::path::PathBuf) -> World {
         .hosts(1)
         .pools(1)
         .datastores(ZONES as u32)
+        .tls(tls)
         .start()
         .await;
     let (user, password) = sim.credentials();
@@ -250,7 +267,12 @@ pub async fn world(capi: std::path::PathBuf) -> World {
     let admin = estate(&sim).await;
     // The zones name no identityRef: they act as the manager, whose credentials are bound to
     // this simulator (VSPHERE_SERVER, as the clusterctl Secret hands it over).
-    let ours = OurManager::start(cp, home.path(), user, password, sim.url());
+    let pin = sim.thumbprint_sha256();
+    let extra: Vec<&str> = pin
+        .as_deref()
+        .map(|t| vec!["--thumbprint", t])
+        .unwrap_or_default();
+    let ours = OurManager::start_with(cp, home.path(), user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
     let managers = vec![
         CapiManager::start(
