@@ -14,13 +14,17 @@
 #   4. a MachineHealthCheck; one control plane VM powered off in vcsim -> remediated in its zone;
 #      two off -> held back;
 #   5. every VM of zone-2 powered off -> quorum kept, the control plane machine replaced;
-# and ends with `clusterctl describe cluster` and a table Machine -> zone -> VM -> host.
+#   then `clusterctl describe cluster` and a table Machine -> zone -> VM -> host;
+#   6. the Cluster deleted: every VM destroyed, the zones left in place.
+# Every step is asserted: this is also the end-to-end test (tests/capi_workload_cluster.rs), and
+# hack/test.sh runs it among the demos.
 #
 # What is simulated: the guests (cloud-init, kubeadm, kubelet, etcd) by hack/workload-sim; no
 # kube-controller-manager. vCenter is vcsim, over HTTPS with a pinned self-signed certificate.
 #
-#   hack/demo-capi.sh [--keep]    --keep: leave everything running until Ctrl-C, and print how
-#                                 to reach the management cluster, the workload cluster and vcsim
+#   hack/demo-capi.sh [--keep]    --keep: stop before step 6 and leave everything running until
+#                                 Ctrl-C, printing how to reach the management cluster, the
+#                                 workload cluster and vcsim
 #
 # Needs the builds hack/test.sh makes (cached after the first run: Cluster API ~10 min cold, the
 # simulator ~3 min more); runs about 5 minutes after that. Everything it starts stops on exit.
@@ -33,7 +37,7 @@ keep=""
 case "${1:-}" in
 --keep) keep=1 ;;
 "") ;;
--h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+-h | --help) sed -n '2,30p' "$0"; exit 0 ;;
 *) die "unknown argument $1 (see --help)" ;;
 esac
 
@@ -48,6 +52,5 @@ export VCSIM_BIN KUBE_BIN_DIR CAPI_BIN_DIR WORKLOAD_SIM_BIN
 export KUBECTL="${KUBECTL:-$KUBE_BIN_DIR/kubectl}"
 export DEMO_KEEP="$keep"
 
-# The flow lives in one place, tests/capi_workload_cluster.rs: its `demo` runs it with the
-# narration on and without the assertions' teardown.
-exec cargo test --quiet --test capi_workload_cluster -- --ignored --exact demo --nocapture --test-threads 1
+# The flow lives in one place, tests/capi_workload_cluster.rs.
+exec cargo test --quiet --test capi_workload_cluster -- --ignored --nocapture --test-threads 1

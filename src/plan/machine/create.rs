@@ -410,6 +410,33 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         plan.requeue = Requeue::After(TASK_POLL);
         return plan;
     }
+    // Seen running, now off: powered off outside this provider (an operator, vSphere HA, a
+    // guest shutdown). Left off and said so: powering it on again would fight the operator
+    // (CAPV #369) and hide the failure from health checks, whose remediation replaces the
+    // machine. Powered on again by hand, it carries on.
+    if !vm.powered_on() && powered_off_outside(m) {
+        let message = format!(
+            "VM {} was powered off outside vsphere-provider; it is left off: power it on, or let a MachineHealthCheck replace this machine",
+            vm.path
+        );
+        let first = !has_true(m, POWERED_OFF_OUTSIDE);
+        set_meta_condition(
+            &mut ps.conditions,
+            &ConditionUpdate::true_reason(POWERED_OFF_OUTSIDE, POWERED_OFF_OUTSIDE, &message),
+            None,
+            now,
+        );
+        set_provider_status(&mut plan.machine, &ps);
+        if first {
+            plan.event(true, event::UPDATE, message);
+        }
+        plan.requeue = Requeue::After(TASK_POLL);
+        return plan;
+    }
+    if vm.powered_on() && has_true(m, POWERED_OFF_OUTSIDE) {
+        ps.conditions.retain(|c| c.type_ != POWERED_OFF_OUTSIDE);
+        set_provider_status(&mut plan.machine, &ps);
+    }
     // Group first, then power: DRS must never place it outside the zone's hosts.
     if !vm.powered_on() {
         if input.in_vm_group == Some(false)
@@ -491,6 +518,24 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
             .last_updated = Some(now.clone());
     }
     plan
+}
+
+/// Ours: the provider status condition that the machine's VM, once seen running, was powered
+/// off outside this provider (and is therefore left off).
+pub const POWERED_OFF_OUTSIDE: &str = "PoweredOffOutsideProvider";
+
+/// Whether the machine's VM was seen running (the instance state recorded at the last pass)
+/// or is already known to be off by someone else's hand.
+fn powered_off_outside(m: &Machine) -> bool {
+    let ps = provider_status(m);
+    ps.instance_state.as_deref() == Some("poweredOn") || has_true(m, POWERED_OFF_OUTSIDE)
+}
+
+fn has_true(m: &Machine, type_: &str) -> bool {
+    provider_status(m)
+        .conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 #[cfg(test)]
@@ -646,6 +691,51 @@ mod tests {
             Some("vsphere://4211-bios")
         );
         assert_eq!(phase(&p.machine), Some(ph::PROVISIONED));
+    }
+
+    #[test]
+    fn a_vm_powered_off_by_hand_after_running_is_left_off_and_said_so_once() {
+        // Seen running: the last pass recorded poweredOn.
+        let mut running = machine("m-0");
+        for _ in 0..2 {
+            let mut i = input(&running);
+            i.placement = Some(Ok(placement(Some("vms-a"))));
+            i.in_vm_group = Some(true);
+            i.vm = Some(vm("poweredOn"));
+            running = plan_machine(&i).machine;
+        }
+        assert_eq!(
+            provider_status(&running).instance_state.as_deref(),
+            Some("poweredOn")
+        );
+
+        // Now off: no power-on, a warning event naming the VM, the condition.
+        let mut i = input(&running);
+        i.placement = Some(Ok(placement(Some("vms-a"))));
+        i.in_vm_group = Some(true);
+        i.vm = Some(vm("poweredOff"));
+        let p = plan_machine(&i);
+        assert_eq!(p.vm, None, "{:?}", p.vm);
+        assert!(p.events[0].warning && p.events[0].message.contains("/DC0/vm/m-0"));
+        assert!(has_true(&p.machine, POWERED_OFF_OUTSIDE));
+
+        // The next pass (the VM still off, the state now recorded poweredOff) still leaves it
+        // off, without a second event.
+        let mut i = input(&p.machine);
+        i.placement = Some(Ok(placement(Some("vms-a"))));
+        i.in_vm_group = Some(true);
+        i.vm = Some(vm("poweredOff"));
+        let p = plan_machine(&i);
+        assert_eq!(p.vm, None);
+        assert!(p.events.is_empty(), "{:?}", p.events);
+
+        // Powered on by hand: the condition goes.
+        let mut i = input(&p.machine);
+        i.placement = Some(Ok(placement(Some("vms-a"))));
+        i.in_vm_group = Some(true);
+        i.vm = Some(vm("poweredOn"));
+        let p = plan_machine(&i);
+        assert!(!has_true(&p.machine, POWERED_OFF_OUTSIDE));
     }
 
     #[test]
