@@ -43,8 +43,6 @@ mod vcsim;
 mod workload_sim;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,7 +54,7 @@ use capi_world::{
 };
 use process::VmDetail;
 use serde_json::{Value, json};
-use workload_sim::WorkloadSim;
+use workload_sim::{Workload, WorkloadSim};
 
 const CLUSTER: &str = "wl";
 const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
@@ -207,60 +205,6 @@ fn manifests(w: &World, ns: &str, port: u16) -> String {
     list(out)
 }
 
-/// The workload cluster as CAPI's controllers see it: kubectl with KCP's kubeconfig Secret.
-struct Workload {
-    kubeconfig: PathBuf,
-}
-
-impl Workload {
-    fn kubectl(&self, args: &[&str]) -> Option<Value> {
-        let out = Command::new(realapi::kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--request-timeout", "5s"])
-            .args(args)
-            .args(["-o", "json"])
-            .output()
-            .unwrap();
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).unwrap())
-    }
-
-    fn items(&self, args: &[&str]) -> Option<Vec<Value>> {
-        Some(self.kubectl(args)?["items"].as_array()?.clone())
-    }
-
-    /// The etcd members that can vote: an etcd static pod not marked removed (MemberRemove)
-    /// on a Node that is Ready. None when the workload API server did not answer.
-    fn healthy_etcd_members(&self) -> Option<BTreeSet<String>> {
-        let nodes = self.items(&["get", "nodes"])?;
-        let ready: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| {
-                n["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
-            .map(name_of)
-            .collect();
-        let pods = self.items(&["-n", "kube-system", "get", "pods", "-l", "component=etcd"])?;
-        Some(
-            pods.iter()
-                .filter(|p| {
-                    p["metadata"]["annotations"]
-                        ["etcd.inmemory.infrastructure.cluster.x-k8s.io/member-removed"]
-                        .is_null()
-                })
-                .filter_map(|p| p["spec"]["nodeName"].as_str())
-                .filter(|n| ready.contains(*n))
-                .map(str::to_string)
-                .collect(),
-        )
-    }
-}
-
 /// What a background sampler saw during a phase: the most control plane VMs in vcsim at once,
 /// and the fewest healthy etcd members.
 #[derive(Debug, Default, Clone)]
@@ -356,6 +300,7 @@ impl Run<'_> {
         limit: Duration,
         mut f: impl AsyncFnMut() -> Result<T, String>,
     ) -> T {
+        eprintln!("capi_workload_cluster:   waiting for {what}");
         let deadline = Instant::now() + limit;
         loop {
             // A VM of this cluster that the simulator refuses to boot for good (a join waiting
@@ -1083,6 +1028,10 @@ async fn show(run: &Run<'_>, workload: &Workload) {
             if nodes.contains(node) { node } else { "-" }
         );
     }
+    println!(
+        "(HOST as vcsim reports it: vcsim has no DRS and leaves a clone on its template's host; \
+         vCenter's DRS would place each VM on its zone's hosts, as the zone's VM-host rule says)"
+    );
 }
 
 /// `--keep`: say how to reach everything, then wait until killed.

@@ -66,6 +66,9 @@ cd "$MOD_DIR"
 log "building workload-sim -> $OUT (GOCACHE=$(go env GOCACHE))"
 GOWORK=off go mod download >&2 || die "go mod download failed"
 log "modules ready in $((SECONDS - start))s"
+# The decoder's unit tests first (userdata_test.go), with the build's flags so they reuse its
+# compiled dependencies: a simulator that misreads user data is not built.
+GOWORK=off GOFLAGS=-mod=readonly go test -trimpath -count=1 . >&2 || die "go test failed"
 GOWORK=off GOFLAGS=-mod=readonly go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/workload-sim" . >&2 ||
 	die "go build failed (go.mod/go.sum must be complete: run 'go mod tidy' in hack/workload-sim with $GO_ROOT/bin/go)"
 cat >"$tmp/VERSIONS" <<EOV

@@ -5,9 +5,12 @@
 //! cannot run; its README says what it simulates and what not.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use super::realapi;
 
@@ -137,5 +140,64 @@ impl Drop for WorkloadSim {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The workload cluster as CAPI's controllers see it: kubectl with KCP's kubeconfig Secret.
+pub struct Workload {
+    pub kubeconfig: PathBuf,
+}
+
+impl Workload {
+    pub fn kubectl(&self, args: &[&str]) -> Option<Value> {
+        let out = Command::new(realapi::kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--request-timeout", "5s"])
+            .args(args)
+            .args(["-o", "json"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    pub fn items(&self, args: &[&str]) -> Option<Vec<Value>> {
+        Some(self.kubectl(args)?["items"].as_array()?.clone())
+    }
+
+    /// The etcd members that can vote: an etcd static pod not marked removed (MemberRemove)
+    /// on a Node that is Ready. None when the workload API server did not answer.
+    pub fn healthy_etcd_members(&self) -> Option<BTreeSet<String>> {
+        let nodes = self.items(&["get", "nodes"])?;
+        let ready: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| {
+                n["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .map(|n| {
+                n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let pods = self.items(&["-n", "kube-system", "get", "pods", "-l", "component=etcd"])?;
+        Some(
+            pods.iter()
+                .filter(|p| {
+                    p["metadata"]["annotations"]
+                        ["etcd.inmemory.infrastructure.cluster.x-k8s.io/member-removed"]
+                        .is_null()
+                })
+                .filter_map(|p| p["spec"]["nodeName"].as_str())
+                .filter(|n| ready.contains(*n))
+                .map(str::to_string)
+                .collect(),
+        )
     }
 }
