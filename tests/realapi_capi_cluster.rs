@@ -65,6 +65,7 @@ impl Controllers {
             trust: Default::default(),
             metrics: Metrics::new(stats),
             reporter: "vsphere-provider".into(),
+            converts: false,
             health: Health::new(false),
             namespace: SA_NAMESPACE.into(),
         };

@@ -394,6 +394,10 @@ async fn start(
         },
         health: Health::new(args.leader_elect),
         namespace: namespace.clone(),
+        converts: {
+            let files = TlsFiles::in_dir(&args.webhook_cert_dir);
+            files.cert.is_file() && files.key.is_file()
+        },
     };
 
     let (stop, signal) = shutdown::channel();

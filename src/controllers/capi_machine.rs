@@ -237,8 +237,18 @@ async fn write(
             }
             p
         });
-    // Written at v1beta2, the version Cluster API applies VSphereMachines at (see
-    // `write_object_at`): the status converted at this edge, the rest is the same in both.
+    // Written at the version Cluster API applies the VSphereMachine at (see `write_object_at`):
+    // v1beta2 when its Machine is a v1beta2 one (CAPI v1.11+) and this process serves the
+    // conversion webhook, the status converted at this edge; else v1beta1, the storage version
+    // (an install without the conversion webhook would store a v1beta2 write unconverted).
+    if !ctx.converts || capi_version(before) != "cluster.x-k8s.io/v1beta2" {
+        let status = (before.status != after.status)
+            .then(|| super::api_server::status_patch(&before.status, &after.status));
+        ctx.api_server()
+            .write_object::<VSphereMachine>(&after.metadata, meta, status)
+            .await?;
+        return Ok(());
+    }
     let status = (before.status != after.status)
         .then(|| {
             let (b, a) = (at_v1beta2(before)?, at_v1beta2(after)?);

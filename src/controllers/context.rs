@@ -33,6 +33,11 @@ pub struct Shared {
     /// The controller's own namespace (`--namespace`, else the kubeconfig's): where the Secrets
     /// of VSphereClusterIdentities live.
     pub namespace: String,
+    /// Whether this process serves the webhooks, the CRDs' conversion included (config/crd
+    /// points it here). Only then are objects Cluster API v1.11+ applies at v1beta2 written at
+    /// v1beta2 too (see `ApiServer::write_object_at`): without the conversion webhook the API
+    /// server would store a v1beta2 write unconverted.
+    pub converts: bool,
 }
 
 /// What a reconcile gets: the shared parts plus this term's stores and backoff.
@@ -52,6 +57,8 @@ pub struct Context {
     pub kube_timeout: std::time::Duration,
     /// The controller's own namespace (see [`Shared::namespace`]).
     pub namespace: String,
+    /// See [`Shared::converts`].
+    pub converts: bool,
 }
 
 impl Context {
@@ -70,6 +77,7 @@ impl Context {
             machine_sweeps: Default::default(),
             kube_timeout: super::api_server::WRITE_TIMEOUT,
             namespace: shared.namespace.clone(),
+            converts: shared.converts,
         }
     }
 

@@ -43,6 +43,7 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
         trust: ServerTrust::default(),
         metrics: Metrics::new(stats),
         reporter: "vsphere-provider".into(),
+        converts: false,
         health: Health::new(false),
         namespace: "vsphere-provider-system".into(),
     }
