@@ -4,7 +4,8 @@
 #   -> hack/audit.sh (cargo-audit against the committed RustSec snapshot) -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl)
-#   -> the quick start's demos (hack/demo.sh, hack/demo-cluster.sh, hack/demo-capi.sh once it exists).
+#   -> the quick start's demos (hack/demo.sh, hack/demo-cluster.sh, hack/demo-capi.sh: the last is
+#      also the whole-cluster end-to-end test, tests/capi_workload_cluster.rs).
 # Fails fast with the name of the failing step.
 set -euo pipefail
 
