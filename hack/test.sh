@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test entry point (also what CI runs via .ci/run):
-#   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh) -> cargo fmt --check -> cargo clippy -D warnings
+#   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh, hack/workload-sim/build.sh)
+#   -> cargo fmt --check -> cargo clippy -D warnings
 #   -> hack/audit.sh (cargo-audit against the committed RustSec snapshot) -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl)
