@@ -55,7 +55,7 @@ use admin_setup::tag;
 use capi::{apply_retrying, capi_bin_dir, clusterctl, text};
 use capi_world::{
     ADMIN, KUBERNETES_VERSION, TEMPLATE, V1BETA1, World, ZONES, assert_guestinfo, assert_in_zone,
-    b64, condition, list, readback, world, zone,
+    b64, condition, list, readback, world,
 };
 use serde_json::{Value, json};
 
@@ -237,25 +237,7 @@ async fn capi_machines_and_a_kubeadm_control_plane_land_in_our_zones_and_go_with
     let (user, password) = w.sim.credentials();
 
     // Three zones, verified against vcsim (autoConfigure makes the VM groups and rules).
-    apply_retrying(
-        cp,
-        &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
-    );
-    w.until("three ready zones", Duration::from_secs(90), async || {
-        let zones = w.get(&["vspheredeploymentzone"]);
-        let ready = zones["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|z| z["status"]["ready"] == true)
-            .count();
-        if ready == ZONES {
-            Ok(())
-        } else {
-            Err(zones["items"].to_string())
-        }
-    })
-    .await;
+    w.three_ready_zones().await;
 
     phase(&mut t, "three zones ready");
     // The Cluster, the machines: every object admitted by its owner's webhooks (ours, CAPI's,

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
 use capi_world::{
     ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback,
-    world_with, zone,
+    until_or, world_with,
 };
 use process::VmDetail;
 use serde_json::{Value, json};
@@ -294,6 +294,8 @@ impl Run<'_> {
         )
     }
 
+    /// [`World::until`], failing at once when the simulator refuses a VM of this cluster for
+    /// good (a join waiting for its control plane says "retrying"): it never becomes a Node.
     async fn until<T>(
         &self,
         what: &str,
@@ -301,30 +303,24 @@ impl Run<'_> {
         mut f: impl AsyncFnMut() -> Result<T, String>,
     ) -> T {
         eprintln!("capi_workload_cluster:   waiting for {what}");
-        let deadline = Instant::now() + limit;
-        loop {
-            // A VM of this cluster that the simulator refuses to boot for good (a join waiting
-            // for its control plane says "retrying") never becomes a Node: fail at once.
-            let refused = format!("vm {CLUSTER}-");
-            if let Some(e) = self.sim.events().iter().find(|e| {
-                e.contains(&refused) && e.contains("does not boot") && !e.contains("retrying")
-            }) {
-                panic!(
-                    "the simulator refused a VM while waiting for {what}: {e}\n{}",
-                    self.logs()
-                );
-            }
-            match f().await {
-                Ok(v) => return v,
-                Err(state) if Instant::now() >= deadline => {
+        let refused = format!("vm {CLUSTER}-");
+        until_or(
+            what,
+            limit,
+            || self.logs(),
+            async || {
+                if let Some(e) = self.sim.events().iter().find(|e| {
+                    e.contains(&refused) && e.contains("does not boot") && !e.contains("retrying")
+                }) {
                     panic!(
-                        "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
+                        "the simulator refused a VM while waiting for {what}: {e}\n{}",
                         self.logs()
-                    )
+                    );
                 }
-                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-            }
-        }
+                f().await
+            },
+        )
+        .await
     }
 
     fn get(&self, kind: &str, name: &str) -> Option<Value> {
@@ -502,21 +498,7 @@ async fn scenario() {
         "clusterctl init, vcsim, four managers, workload-sim started",
     );
 
-    apply_retrying(
-        cp,
-        &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
-    );
-    run.until("three ready zones", Duration::from_secs(90), async || {
-        let zones = w.get(&["vspheredeploymentzone"]);
-        let ready = zones["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|z| z["status"]["ready"] == true)
-            .count();
-        (ready == ZONES).then_some(()).ok_or(zones.to_string())
-    })
-    .await;
+    w.three_ready_zones().await;
     phase(&mut t, "three zones ready");
 
     // --- spread

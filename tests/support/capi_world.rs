@@ -15,7 +15,9 @@ use vsphere_provider::vcenter::model::trust::Thumbprint;
 use vsphere_provider::vcenter::{Client, ClientOptions, Credentials, TlsPolicy};
 
 use super::admin_setup::host_group;
-use super::capi::{self, CapiManager, INIT_PROVIDERS, OurManager, clusterctl, get, text};
+use super::capi::{
+    self, CapiManager, INIT_PROVIDERS, OurManager, apply_retrying, clusterctl, get, text,
+};
 use super::process::{Readback, VmDetail};
 use super::realapi::{self, ControlPlane, Identity, control_plane};
 use super::vcsim::Vcsim;
@@ -201,21 +203,32 @@ impl World {
         &self,
         what: &str,
         limit: Duration,
-        mut f: impl AsyncFnMut() -> Result<T, String>,
+        f: impl AsyncFnMut() -> Result<T, String>,
     ) -> T {
-        let deadline = Instant::now() + limit;
-        loop {
-            match f().await {
-                Ok(v) => return v,
-                Err(state) if Instant::now() >= deadline => {
-                    panic!(
-                        "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
-                        self.logs()
-                    )
-                }
-                Err(_) => tokio::time::sleep(POLL).await,
-            }
-        }
+        until_or(what, limit, || self.logs(), f).await
+    }
+
+    /// Applies the three zones `zone-{i}` (VM groups and rules by autoConfigure) and waits until
+    /// every VSphereDeploymentZone is ready.
+    pub async fn three_ready_zones(&self) {
+        let server = self.sim.url().to_string();
+        apply_retrying(
+            self.cp,
+            &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
+        );
+        self.until("three ready zones", Duration::from_secs(90), async || {
+            let zones = self.get(&["vspheredeploymentzone"]);
+            let ready = zones["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|z| z["status"]["ready"] == true)
+                .count();
+            (ready == ZONES)
+                .then_some(())
+                .ok_or_else(|| zones["items"].to_string())
+        })
+        .await;
     }
 
     /// The VM named `name` as vcsim has it (raw SOAP), once it exists.
@@ -225,6 +238,29 @@ impl World {
             .await
             .into_iter()
             .find(|v| v.name == name)
+    }
+}
+
+/// Polls `f` (every [`POLL`], up to `limit`) until it gives a value; `f` may itself panic to
+/// fail at once. The failure names `what`, the last state `f` described, and `logs()`.
+pub async fn until_or<T>(
+    what: &str,
+    limit: Duration,
+    logs: impl Fn() -> String,
+    mut f: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(state) if Instant::now() >= deadline => {
+                panic!(
+                    "timed out ({limit:?}) waiting for {what}; last: {state}\n{}",
+                    logs()
+                )
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
     }
 }
 
