@@ -368,6 +368,13 @@ pub mod cluster {
     pub const FAILURE_DOMAINS_SKIPPED_MESSAGE: &str = "one or more failure domains are not ready";
     /// v1beta2: failure domains ready.
     pub const FAILURE_DOMAINS_READY: &str = "FailureDomainsReady";
+    /// **Ours**, v1beta2 reason of `FailureDomainsReady` (True): the selector matches no zone of
+    /// the cluster's server, so none is published and machines go without a failure domain.
+    /// True, not False: nothing is waited for, and a zoneless cluster stays Available as with
+    /// CAPV (which leaves the condition stale instead).
+    pub const NO_FAILURE_DOMAINS: &str = "NoFailureDomains";
+    /// Message of [`NO_FAILURE_DOMAINS`].
+    pub const NO_FAILURE_DOMAINS_MESSAGE: &str = "no VSphereDeploymentZone on this cluster's server matches failureDomainSelector, so no failure domain is published";
     /// Both styles: vCenter reachable.
     pub const VCENTER_AVAILABLE: &str = "VCenterAvailable";
     /// Reason: vCenter unreachable.

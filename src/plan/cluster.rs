@@ -132,15 +132,28 @@ pub fn apply(
         Publication::Disabled => {}
         Publication::NoZones => {
             status.failure_domains = None;
+            // Upstream #1542: the v1beta1 condition goes with the zones. v1beta2 says why the
+            // list is gone.
             conditions::remove_capi_condition(capi, cluster::FAILURE_DOMAINS_AVAILABLE);
-            conditions::remove_meta_condition(meta, cluster::FAILURE_DOMAINS_READY);
+            conditions::set_meta_condition(
+                meta,
+                &ConditionUpdate::true_reason(
+                    cluster::FAILURE_DOMAINS_READY,
+                    cluster::NO_FAILURE_DOMAINS,
+                    cluster::NO_FAILURE_DOMAINS_MESSAGE,
+                ),
+                generation,
+                now,
+            );
         }
         Publication::Zones {
             failure_domains,
             skipped,
             ..
         } => {
-            status.failure_domains = Some(failure_domains.clone());
+            // Never an empty list: v1beta2's `failureDomains` has MinItems 1, and an empty map
+            // would tell CAPI "zones, none usable" where there is nothing to choose from.
+            status.failure_domains = (!failure_domains.is_empty()).then(|| failure_domains.clone());
             // (v1beta1 status, reason, severity, v1beta2 reason, message)
             let (st, reason, sev, reason2, msg) = if let Some(msg) = p.waiting_message() {
                 (
@@ -151,16 +164,24 @@ pub fn apply(
                     msg,
                 )
             } else if !skipped.is_empty() {
+                let msg = if failure_domains.is_empty() {
+                    format!(
+                        "no failure domain is ready, so none is published ({} not ready)",
+                        skipped.join(", ")
+                    )
+                } else {
+                    format!(
+                        "{} ({})",
+                        cluster::FAILURE_DOMAINS_SKIPPED_MESSAGE,
+                        skipped.join(", ")
+                    )
+                };
                 (
                     conditions::STATUS_FALSE,
                     cluster::FAILURE_DOMAINS_SKIPPED,
                     severity::INFO,
                     cluster::NOT_READY_REASON,
-                    format!(
-                        "{} ({})",
-                        cluster::FAILURE_DOMAINS_SKIPPED_MESSAGE,
-                        skipped.join(", ")
-                    ),
+                    msg,
                 )
             } else {
                 (
@@ -389,6 +410,67 @@ mod tests {
         apply(&mut status, &plan_cluster(&c, &[]), None, &now());
         assert!(status.conditions.is_none());
         assert!(status.failure_domains.is_none());
+        // v1beta2 says why nothing is published, without holding the cluster's Ready.
+        let v2 = status
+            .v1beta2
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_deref()
+            .unwrap();
+        let cond = conditions::find_meta(v2, cluster::FAILURE_DOMAINS_READY).unwrap();
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("True", cluster::NO_FAILURE_DOMAINS)
+        );
+        assert!(cond.message.contains("failureDomainSelector"), "{cond:?}");
+    }
+
+    #[test]
+    fn zones_none_of_which_is_ready_publish_no_list_and_say_why() {
+        // v1beta2's failureDomains has MinItems 1: an empty list must not be written, and the
+        // condition names the zones that hold it back.
+        let c = cluster("vc", Some(LabelSelector::default()));
+        let zones = [
+            zone("a", "vc", Some(false), None, &[]),
+            zone("b", "vc", Some(false), None, &[]),
+        ];
+        let mut status = VSphereClusterStatus {
+            failure_domains: Some(BTreeMap::from([(
+                "a".to_string(),
+                FailureDomainSpec::default(),
+            )])),
+            ..VSphereClusterStatus::default()
+        };
+        assert!(apply(
+            &mut status,
+            &plan_cluster(&c, &zones),
+            Some(3),
+            &now()
+        ));
+        assert_eq!(status.failure_domains, None, "the stale list is withdrawn");
+        let v2 = status
+            .v1beta2
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_deref()
+            .unwrap();
+        let cond = conditions::find_meta(v2, cluster::FAILURE_DOMAINS_READY).unwrap();
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("False", cluster::NOT_READY_REASON)
+        );
+        assert_eq!(
+            cond.message,
+            "no failure domain is ready, so none is published (a, b not ready)"
+        );
+        let v1 = conditions::find_capi(
+            status.conditions.as_deref().unwrap(),
+            cluster::FAILURE_DOMAINS_AVAILABLE,
+        )
+        .unwrap();
+        assert_eq!(v1.reason.as_deref(), Some(cluster::FAILURE_DOMAINS_SKIPPED));
     }
 
     #[test]
