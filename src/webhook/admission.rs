@@ -349,14 +349,52 @@ fn validate_layers(
         Err(e) if errors.is_empty() => errors.push(FieldError::invalid_type("spec", "object", format!("cannot decode: {e}"))),
         Err(_) => {}
     }
+    let at_v1beta2 = api_version == crate::api::v1beta2::API_VERSION;
     errors.extend(
         rules
             .into_iter()
+            .map(|e| {
+                if at_v1beta2 {
+                    at_request_version(e, new)
+                } else {
+                    e
+                }
+            })
             .filter(|e| !schema_paths.contains(&e.path)),
     );
     dedup(&mut errors);
     warnings.dedup();
     (errors, warnings)
+}
+
+/// A rule's error, found on the storage version, as the v1beta2 request `request` reads: the
+/// field under its v1beta2 name, and the value the user wrote there (`60`, not the `"1m0s"` it
+/// converts to).
+fn at_request_version(mut e: FieldError, request: &Value) -> FieldError {
+    let path = crate::api::conversion::field_path_at_v1beta2(&e.path);
+    if path != e.path {
+        if e.value.is_some()
+            && let Some(v) = value_at(request, &path)
+        {
+            e.value = Some(super::render(v));
+        }
+        e.path = path;
+    }
+    e
+}
+
+/// The value at a dotted field path with `[i]` list indexes, as errors print them.
+fn value_at<'v>(object: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(object, |v, segment| {
+        let (name, mut rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        let mut v = v.get(name)?;
+        while let Some(inner) = rest.strip_prefix('[') {
+            let (i, after) = inner.split_once(']')?;
+            v = v.get(i.parse::<usize>().ok()?)?;
+            rest = after;
+        }
+        Some(v)
+    })
 }
 
 fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, serde_json::Error> {
@@ -588,6 +626,71 @@ mod tests {
         let out = admit(&changed, Some(&zone), &Ctx::default());
         assert_eq!(out.errors.len(), 1);
         assert_eq!(out.errors[0].path, "spec.failureDomain");
+    }
+
+    #[test]
+    fn errors_on_a_v1beta2_request_name_its_own_fields() {
+        // The rules read the storage version (v1beta1); a v1beta2 user must be told about the
+        // fields they wrote, under their names and with their values.
+        let template = |api_version: &str, spec: Value| {
+            json!({"apiVersion": api_version, "kind": "VSphereMachineTemplate",
+                "metadata": {"name": "t", "namespace": "default"},
+                "spec": {"template": {"spec": spec}}})
+        };
+        let base = json!({"template": "/DC0/vm/tmpl", "server": "vc.example.com",
+            "powerOffMode": "hard", "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}});
+        let mut v2 = base.clone();
+        v2["guestSoftPowerOffTimeoutSeconds"] = json!(60);
+        v2["naming"] = json!({"template": "{{ .machine.name | bad"});
+        let shown = |o: &AdmissionOutcome| -> Vec<String> {
+            o.errors.iter().map(ToString::to_string).collect()
+        };
+        let out = admit(
+            &template("infrastructure.cluster.x-k8s.io/v1beta2", v2),
+            None,
+            &Ctx::default(),
+        );
+        let v2_errors = shown(&out);
+        assert!(
+            v2_errors.iter().any(|e| e.starts_with(
+                "spec.template.spec.guestSoftPowerOffTimeoutSeconds: Invalid value: 60: "
+            )),
+            "{v2_errors:#?}"
+        );
+        assert!(
+            v2_errors
+                .iter()
+                .any(|e| e.starts_with("spec.template.spec.naming.template: Invalid value: ")),
+            "{v2_errors:#?}"
+        );
+        assert!(
+            !v2_errors
+                .iter()
+                .any(|e| e.contains("guestSoftPowerOffTimeout:") || e.contains("namingStrategy")),
+            "no v1beta1 name leaks: {v2_errors:#?}"
+        );
+        // The same mistakes at v1beta1 keep v1beta1's names.
+        let mut v1 = base;
+        v1["guestSoftPowerOffTimeout"] = json!("1m0s");
+        v1["namingStrategy"] = json!({"template": "{{ .machine.name | bad"});
+        let out = admit(
+            &template("infrastructure.cluster.x-k8s.io/v1beta1", v1),
+            None,
+            &Ctx::default(),
+        );
+        let v1_errors = shown(&out);
+        assert!(
+            v1_errors.iter().any(|e| e.starts_with(
+                "spec.template.spec.guestSoftPowerOffTimeout: Invalid value: \"1m0s\": "
+            )),
+            "{v1_errors:#?}"
+        );
+        assert!(
+            v1_errors
+                .iter()
+                .any(|e| e.starts_with("spec.template.spec.namingStrategy.template: ")),
+            "{v1_errors:#?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,16 @@ use serde_json::Value;
 use super::duration::{format_seconds, parse_seconds};
 use super::{Direction, FieldError, Kind, put, relocate, status_conditions, take};
 
+/// The clone spec's fields v1beta2 renamed, `(v1beta1, v1beta2)`; the names are the same in
+/// every kind that embeds the clone spec.
+pub(super) const RENAMED: [(&str, &str); 2] = [
+    (
+        "guestSoftPowerOffTimeout",
+        "guestSoftPowerOffTimeoutSeconds",
+    ),
+    ("namingStrategy", "naming"),
+];
+
 pub(super) fn map(kind: Kind, object: &mut Value, direction: Direction) -> Result<(), FieldError> {
     let spec = match kind {
         Kind::VSphereMachineTemplate => "/spec/template/spec",
@@ -17,13 +27,14 @@ pub(super) fn map(kind: Kind, object: &mut Value, direction: Direction) -> Resul
     };
     let dotted = spec.trim_start_matches('/').replace('/', ".");
     power_off_timeout(object, spec, &dotted, direction)?;
+    let [_, (naming_v1beta1, naming_v1beta2)] = RENAMED;
+    let (naming_v1beta1, naming_v1beta2) = (
+        format!("{spec}/{naming_v1beta1}"),
+        format!("{spec}/{naming_v1beta2}"),
+    );
     match direction {
         Direction::Up => {
-            relocate(
-                object,
-                &format!("{spec}/namingStrategy"),
-                &format!("{spec}/naming"),
-            );
+            relocate(object, &naming_v1beta1, &naming_v1beta2);
             // 0 meant "the template's" in v1beta1; v1beta2 says it by omission (minimum 1).
             for field in ["numCPUs", "memoryMiB", "diskGiB"] {
                 let at = format!("{spec}/{field}");
@@ -32,13 +43,7 @@ pub(super) fn map(kind: Kind, object: &mut Value, direction: Direction) -> Resul
                 }
             }
         }
-        Direction::Down => {
-            relocate(
-                object,
-                &format!("{spec}/naming"),
-                &format!("{spec}/namingStrategy"),
-            );
-        }
+        Direction::Down => relocate(object, &naming_v1beta2, &naming_v1beta1),
     }
     if kind != Kind::VSphereMachineTemplate {
         status_conditions(object, direction);
@@ -59,10 +64,8 @@ fn power_off_timeout(
     dotted: &str,
     direction: Direction,
 ) -> Result<(), FieldError> {
-    let (duration, seconds) = (
-        format!("{spec}/guestSoftPowerOffTimeout"),
-        format!("{spec}/guestSoftPowerOffTimeoutSeconds"),
-    );
+    let [(duration, seconds), _] = RENAMED;
+    let (duration, seconds) = (format!("{spec}/{duration}"), format!("{spec}/{seconds}"));
     match direction {
         Direction::Up => {
             let Some(value) = take(object, &duration) else {

@@ -105,6 +105,23 @@ enum Direction {
 /// object's name.
 type FieldError = (String, String);
 
+/// A field path of a v1beta1 object (`spec.template.spec.guestSoftPowerOffTimeout`,
+/// `spec.network.devices[0].ipAddrs[1]`) as it reads at v1beta2: what an error about a v1beta2
+/// request must name, since the rules that found it read the storage version. Paths of fields
+/// v1beta2 keeps under the same name come back unchanged.
+pub fn field_path_at_v1beta2(path: &str) -> String {
+    path.split('.')
+        .map(|segment| {
+            let (name, rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+            match machine::RENAMED.iter().find(|(old, _)| *old == name) {
+                Some((_, new)) => format!("{new}{rest}"),
+                None => segment.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// Converts `object` to `desired` (a `group/version`), keeping what the target version cannot
 /// hold in [`CONVERSION_DATA`] and restoring what an earlier conversion kept there.
 pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> {

@@ -431,3 +431,19 @@ fn an_empty_value_the_target_requires_non_empty_is_left_out_and_kept() {
     assert_eq!(up["spec"]["template"]["spec"]["datacenter"], "DC0");
     assert_eq!(convert(&up, V1).unwrap(), t);
 }
+
+#[test]
+fn field_paths_are_renamed_where_v1beta2_renamed_the_field() {
+    use super::field_path_at_v1beta2 as at;
+    assert_eq!(
+        at("spec.template.spec.guestSoftPowerOffTimeout"),
+        "spec.template.spec.guestSoftPowerOffTimeoutSeconds"
+    );
+    assert_eq!(at("spec.namingStrategy.template"), "spec.naming.template");
+    assert_eq!(
+        at("spec.network.devices[0].ipAddrs[1]"),
+        "spec.network.devices[0].ipAddrs[1]"
+    );
+    // Only whole field names: a field that merely starts like a renamed one stays.
+    assert_eq!(at("spec.namingStrategyX"), "spec.namingStrategyX");
+}
