@@ -41,10 +41,16 @@ const (
 const (
 	initConfigPath = "/run/kubeadm/kubeadm.yaml"
 	joinConfigPath = "/run/kubeadm/kubeadm-join-config.yaml"
-	caCertPath     = "/etc/kubernetes/pki/ca.crt"
-	caKeyPath      = "/etc/kubernetes/pki/ca.key"
-	etcdCACertPath = "/etc/kubernetes/pki/etcd/ca.crt"
-	etcdCAKeyPath  = "/etc/kubernetes/pki/etcd/ca.key"
+	// CABPK's Ignition format writes one file for init and join alike, run by /etc/kubeadm.sh
+	// (`kubeadm init|join --config /etc/kubeadm.yml`).
+	ignitionConfigPath = "/etc/kubeadm.yml"
+	// The variable CAPV's Ignition template sets from guestinfo.metadata's local-hostname
+	// (its coreos-metadata unit) and envsubst puts into the kubeadm config.
+	coreosHostnameVar = "COREOS_CUSTOM_HOSTNAME"
+	caCertPath        = "/etc/kubernetes/pki/ca.crt"
+	caKeyPath         = "/etc/kubernetes/pki/ca.key"
+	etcdCACertPath    = "/etc/kubernetes/pki/etcd/ca.crt"
+	etcdCAKeyPath     = "/etc/kubernetes/pki/etcd/ca.key"
 )
 
 // Boot is everything a VM's guestinfo says about the node it becomes.
@@ -360,16 +366,35 @@ func bootFromFiles(f *files, meta *Metadata) (*Boot, error) {
 	}
 	initCfg, hasInit := f.content[initConfigPath]
 	joinCfg, hasJoin := f.content[joinConfigPath]
+	ignCfg, hasIgn := f.content[ignitionConfigPath]
+	if hasIgn && runs("envsubst", ignitionConfigPath) {
+		ignCfg = envsubst(ignCfg, map[string]string{coreosHostnameVar: meta.LocalHostname})
+	}
 	switch {
 	case hasInit && runs("kubeadm init", initConfigPath):
 		return bootInit(f, meta, initCfg)
 	case hasJoin && runs("kubeadm join", joinConfigPath):
 		return bootJoin(f, meta, joinCfg)
-	case hasInit || hasJoin:
+	case hasIgn && runs("kubeadm init", ignitionConfigPath):
+		return bootInit(f, meta, ignCfg)
+	case hasIgn && runs("kubeadm join", ignitionConfigPath):
+		return bootJoin(f, meta, ignCfg)
+	case hasInit || hasJoin || hasIgn:
 		return nil, errors.New("a kubeadm config file is written but no command runs kubeadm init/join with it")
 	default:
 		return nil, fmt.Errorf("neither %s nor %s in the user data", initConfigPath, joinConfigPath)
 	}
+}
+
+// envsubst replaces ${NAME} and $NAME for the variables in env, as gettext's envsubst does
+// with the environment the boot gives it; other variables are left as they are (a real envsubst
+// would empty them, and the node name check then says what could not be rendered).
+func envsubst(text string, env map[string]string) string {
+	for k, v := range env {
+		text = strings.ReplaceAll(text, "${"+k+"}", v)
+		text = strings.ReplaceAll(text, "$"+k, v)
+	}
+	return text
 }
 
 // kubeadmDocs splits a multi-document kubeadm YAML into kind → (document text, decoded map).
@@ -432,7 +457,7 @@ func nodeName(reg map[string]any, meta *Metadata) (string, error) {
 	if name == "" {
 		name = meta.LocalHostname
 	}
-	if strings.Contains(name, "{{") {
+	if strings.Contains(name, "{{") || strings.Contains(name, "$") {
 		return "", fmt.Errorf("nodeRegistration.name %q has a template this simulator cannot render", name)
 	}
 	return strings.ToLower(name), nil

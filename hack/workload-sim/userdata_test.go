@@ -281,9 +281,13 @@ func TestWriteFilesEncodings(t *testing.T) {
 	}
 }
 
+// CABPK's Ignition layout (bootstrap/kubeadm/pkg/ignition/clc): the kubeadm config at
+// /etc/kubeadm.yml, run by /etc/kubeadm.sh after the preKubeadmCommands, which in CAPV's
+// Ignition template envsubst ${COREOS_CUSTOM_HOSTNAME} (guestinfo.metadata's local-hostname).
 func TestIgnition(t *testing.T) {
 	p := newPKI(t)
-	kubeadm := "---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: demo\ncontrolPlaneEndpoint: 127.0.0.1:20124\nkubernetesVersion: v1.33.4\n---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n"
+	kubeadm := "---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: demo\ncontrolPlaneEndpoint: 127.0.0.1:20124\nkubernetesVersion: v1.33.4\n---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  name: ${COREOS_CUSTOM_HOSTNAME}\n"
+	script := "#!/bin/bash\nset -e\nenvsubst < /etc/kubeadm.yml > /etc/kubeadm.yml.tmp\nmv /etc/kubeadm.yml.tmp /etc/kubeadm.yml\nkubeadm init --config /etc/kubeadm.yml\nmv /etc/kubeadm.yml /tmp/\n"
 	dataURL := func(s string) string { return "data:," + url.PathEscape(s) }
 	type file struct {
 		Path     string            `json:"path"`
@@ -296,8 +300,8 @@ func TestIgnition(t *testing.T) {
 			{"/etc/kubernetes/pki/ca.key", map[string]string{"source": "data:;base64," + b64(p.caKey)}},
 			{"/etc/kubernetes/pki/etcd/ca.crt", map[string]string{"source": dataURL(p.etcdCert)}},
 			{"/etc/kubernetes/pki/etcd/ca.key", map[string]string{"source": dataURL(p.etcdKey)}},
-			{"/run/kubeadm/kubeadm.yaml", map[string]string{"source": dataURL(kubeadm)}},
-			{"/etc/kubeadm.sh", map[string]string{"source": dataURL("#!/bin/bash\nset -e\nkubeadm init --config /run/kubeadm/kubeadm.yaml\n")}},
+			{"/etc/kubeadm.yml", map[string]string{"source": dataURL(kubeadm)}},
+			{"/etc/kubeadm.sh", map[string]string{"source": dataURL(script)}},
 		}},
 		"systemd": map[string]any{"units": []map[string]any{{
 			"name": "kubeadm.service", "enabled": true,
@@ -315,6 +319,13 @@ func TestIgnition(t *testing.T) {
 	}
 	if b.Role != RoleInit || b.Port != 20124 || b.NodeName != "demo-cp-abcde" {
 		t.Fatalf("%+v", b)
+	}
+	// Without the envsubst the name stays a variable: no Node is made of it.
+	cfg["storage"].(map[string]any)["files"].([]file)[5] = file{"/etc/kubeadm.sh", map[string]string{"source": dataURL("kubeadm init --config /etc/kubeadm.yml\n")}}
+	raw, _ = json.Marshal(cfg)
+	g["guestinfo.ignition.config.data"] = b64(string(raw))
+	if _, err := ParseBoot(g); err == nil || !strings.Contains(err.Error(), "COREOS_CUSTOM_HOSTNAME") {
+		t.Fatalf("want the unrendered name refused, got %v", err)
 	}
 }
 
