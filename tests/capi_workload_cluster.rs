@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
 use capi_world::{
-    ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback,
-    until_or, world_with,
+    ADMIN, World, ZONES, assert_in_zone_resized, b64, generate, list, readback, until_or,
+    world_with, zonal,
 };
 use process::VmDetail;
 use serde_json::{Value, json};
@@ -89,35 +89,6 @@ fn name_of(o: &Value) -> String {
         .to_string()
 }
 
-/// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
-/// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
-/// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
-/// the relocate datastore. The VM's home (`config.files.vmPathName`) is in the zone's datastore.
-fn assert_in_zone_resized(
-    groups: &BTreeMap<(String, String), Vec<String>>,
-    vm: &VmDetail,
-    i: usize,
-    props: &BTreeMap<String, String>,
-) {
-    let ds = format!("LocalDS_{i}");
-    assert!(
-        vm.datastores.contains(&ds) && vm.datastores.iter().all(|d| *d == ds || d == "LocalDS_0"),
-        "{vm:?}"
-    );
-    let home = props
-        .get("config.files.vmPathName")
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        home.starts_with(&format!("[{ds}]")),
-        "{}: home {home}",
-        vm.name
-    );
-    let mut v = vm.clone();
-    v.datastores = vec![ds];
-    assert_in_zone(groups, &v, i);
-}
-
 /// The zone index of failure domain `zone-{i}`.
 fn zone_index(fd: &str) -> usize {
     fd.strip_prefix("zone-")
@@ -128,81 +99,8 @@ fn zone_index(fd: &str) -> usize {
 /// CAPV v1.17's cluster template, generated with vcsim's values, with the two edits of the
 /// module doc: every zone selected, one MachineDeployment per zone.
 fn manifests(w: &World, ns: &str, port: u16) -> String {
-    let (user, password) = w.sim.credentials();
-    let server = w.sim.url().to_string();
-    let port = port.to_string();
-    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
-    let vars: Vec<(&str, &str)> = vec![
-        ("NAMESPACE", ns),
-        ("CLUSTER_NAME", CLUSTER),
-        // The simulator serves the workload API server on loopback; its certificate names
-        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
-        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1"),
-        ("CONTROL_PLANE_ENDPOINT_PORT", &port),
-        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
-        ("VSPHERE_SERVER", &server),
-        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
-        // storage policy (which this provider records and says it does not act on).
-        ("VSPHERE_TLS_THUMBPRINT", &thumbprint),
-        ("VSPHERE_USERNAME", user),
-        ("VSPHERE_PASSWORD", password),
-        // Where a machine without a failure domain would go (every machine here has one).
-        ("VSPHERE_DATACENTER", "DC0"),
-        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
-        ("VSPHERE_DATASTORE", "LocalDS_0"),
-        ("VSPHERE_FOLDER", "zone-0-vms"),
-        ("VSPHERE_NETWORK", "VM Network"),
-        ("VSPHERE_TEMPLATE", TEMPLATE),
-        ("VSPHERE_STORAGE_POLICY", "vSAN Default Storage Policy"),
-        (
-            "VSPHERE_SSH_AUTHORIZED_KEY",
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
-        ),
-    ];
-    let template = realapi::repo().join("tests/fixtures/capv/v1.17/cluster-template.yaml");
-    let o = clusterctl(
-        &w.capi,
-        w.cp,
-        w.home.path(),
-        &[
-            "generate",
-            "cluster",
-            CLUSTER,
-            "--from",
-            template.to_str().unwrap(),
-            "--target-namespace",
-            ns,
-            "--kubernetes-version",
-            KUBERNETES_VERSION,
-            "--control-plane-machine-count",
-            "3",
-            "--worker-machine-count",
-            "1",
-        ],
-        &vars,
-    );
-    assert!(o.status.success(), "clusterctl generate:\n{}", text(&o));
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(o.stdout).unwrap())
-        .expect("clusterctl generate printed YAML");
-    let mut out = Vec::new();
-    for mut d in docs.into_iter().filter(|d| d.is_object()) {
-        match d["kind"].as_str() {
-            Some("VSphereCluster") => {
-                d["spec"]["failureDomainSelector"] = json!({});
-                out.push(d);
-            }
-            Some("MachineDeployment") => {
-                for i in 0..ZONES {
-                    let mut md = d.clone();
-                    md["metadata"]["name"] = json!(format!("{CLUSTER}-md-{i}"));
-                    md["spec"]["template"]["spec"]["failureDomain"] = json!(format!("zone-{i}"));
-                    out.push(md);
-                }
-            }
-            _ => out.push(d),
-        }
-    }
-    list(out)
+    let docs = generate(w, "cluster-template.yaml", ns, CLUSTER, port, (3, 1), &[]);
+    list(zonal(docs, CLUSTER))
 }
 
 /// What a background sampler saw during a phase: the most control plane VMs in vcsim at once,

@@ -274,6 +274,12 @@ pub async fn world(capi: std::path::PathBuf) -> World {
 /// v1beta2 templates need, since their `thumbprint` may not be empty. The manager is given the
 /// certificate's thumbprint (`--thumbprint`), as an admin pins a vCenter it runs against.
 pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
+    world_gated(capi, tls, &[]).await
+}
+
+/// [`world_with`], with Cluster API's managers started with `--feature-gates=` the given
+/// gates (`KubeadmBootstrapFormatIgnition=true`), as an admin enables them at `clusterctl init`.
+pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) -> World {
     let cp = control_plane();
     let home = tempfile::tempdir().unwrap();
     let config = capi::repository(&capi, home.path(), IMAGE);
@@ -310,32 +316,29 @@ pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
         .unwrap_or_default();
     let ours = OurManager::start_with(cp, home.path(), user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
-    let managers = vec![
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "manager",
-            "capi-validating-webhook-configuration",
-            "capi-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "kubeadm-bootstrap-manager",
-            "capi-kubeadm-bootstrap-validating-webhook-configuration",
-            "capi-kubeadm-bootstrap-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
+    let gates = (!gates.is_empty()).then(|| format!("--feature-gates={}", gates.join(",")));
+    let extra: Vec<&str> = gates.iter().map(String::as_str).collect();
+    let managers = [
+        ("manager", "capi"),
+        ("kubeadm-bootstrap-manager", "capi-kubeadm-bootstrap"),
+        (
             "kubeadm-control-plane-manager",
-            "capi-kubeadm-control-plane-validating-webhook-configuration",
-            "capi-kubeadm-control-plane-mutating-webhook-configuration",
+            "capi-kubeadm-control-plane",
         ),
-    ];
+    ]
+    .into_iter()
+    .map(|(binary, webhooks)| {
+        CapiManager::start_with(
+            &capi,
+            cp,
+            home.path(),
+            binary,
+            &format!("{webhooks}-validating-webhook-configuration"),
+            &format!("{webhooks}-mutating-webhook-configuration"),
+            &extra,
+        )
+    })
+    .collect();
     World {
         cp,
         capi,
@@ -379,4 +382,144 @@ pub fn assert_guestinfo(vm: &VmDetail, user_data: &str) {
         .unwrap_or_else(|e| panic!("{}: guestinfo.metadata is not YAML: {e}", vm.name));
     assert_eq!(metadata["instance-id"], vm.name.as_str(), "{metadata}");
     assert_eq!(metadata["local-hostname"], vm.name.as_str(), "{metadata}");
+}
+
+/// One of CAPV v1.17's cluster templates (`tests/fixtures/capv/v1.17/<template>`), filled by
+/// `clusterctl generate cluster --from` with variables only: vcsim's server, thumbprint and
+/// credentials, the control plane endpoint `127.0.0.1:<port>` (where the workload simulator
+/// serves it), `(control plane, worker)` machine counts, and `extra` variables a flavour asks
+/// for. Returns the documents it printed.
+pub fn generate(
+    w: &World,
+    template: &str,
+    ns: &str,
+    cluster: &str,
+    port: u16,
+    (control_plane, workers): (u32, u32),
+    extra: &[(&str, &str)],
+) -> Vec<Value> {
+    let (user, password) = w.sim.credentials();
+    let server = w.sim.url().to_string();
+    let port = port.to_string();
+    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
+    let mut vars: Vec<(&str, &str)> = vec![
+        ("NAMESPACE", ns),
+        ("CLUSTER_NAME", cluster),
+        // The simulator serves the workload API server on loopback; its certificate names
+        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
+        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1"),
+        ("CONTROL_PLANE_ENDPOINT_PORT", &port),
+        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
+        ("VSPHERE_SERVER", &server),
+        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
+        // storage policy (which this provider records and says it does not act on).
+        ("VSPHERE_TLS_THUMBPRINT", &thumbprint),
+        ("VSPHERE_USERNAME", user),
+        ("VSPHERE_PASSWORD", password),
+        // Where a machine without a failure domain would go (every machine here has one).
+        ("VSPHERE_DATACENTER", "DC0"),
+        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
+        ("VSPHERE_DATASTORE", "LocalDS_0"),
+        ("VSPHERE_FOLDER", "zone-0-vms"),
+        ("VSPHERE_NETWORK", "VM Network"),
+        ("VSPHERE_TEMPLATE", TEMPLATE),
+        ("VSPHERE_STORAGE_POLICY", "vSAN Default Storage Policy"),
+        (
+            "VSPHERE_SSH_AUTHORIZED_KEY",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
+        ),
+    ];
+    vars.extend_from_slice(extra);
+    let path = realapi::repo()
+        .join("tests/fixtures/capv/v1.17")
+        .join(template);
+    let (cps, ws) = (control_plane.to_string(), workers.to_string());
+    let o = clusterctl(
+        &w.capi,
+        w.cp,
+        w.home.path(),
+        &[
+            "generate",
+            "cluster",
+            cluster,
+            "--from",
+            path.to_str().unwrap(),
+            "--target-namespace",
+            ns,
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--control-plane-machine-count",
+            &cps,
+            "--worker-machine-count",
+            &ws,
+        ],
+        &vars,
+    );
+    assert!(
+        o.status.success(),
+        "clusterctl generate {template}:\n{}",
+        text(&o)
+    );
+    serde_saphyr::from_multiple::<Value>(&String::from_utf8(o.stdout).unwrap())
+        .expect("clusterctl generate printed YAML")
+        .into_iter()
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// The two edits an admin of failure domains makes to a CAPV template, as CAPV's own e2e does
+/// for its failure-domain flavours: the VSphereCluster's `failureDomainSelector: {}` (select
+/// every zone; CAPV's `vspherecluster-failuredomainselector.yaml` patch), and each
+/// MachineDeployment split into one per failure domain (`<cluster>-md-<i>`, with
+/// `spec.template.spec.failureDomain: zone-<i>`), as a ClusterClass topology with a
+/// MachineDeployment per zone renders it.
+pub fn zonal(docs: Vec<Value>, cluster: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for mut d in docs {
+        match d["kind"].as_str() {
+            Some("VSphereCluster") => {
+                d["spec"]["failureDomainSelector"] = json!({});
+                out.push(d);
+            }
+            Some("MachineDeployment") => {
+                for i in 0..ZONES {
+                    let mut md = d.clone();
+                    md["metadata"]["name"] = json!(format!("{cluster}-md-{i}"));
+                    md["spec"]["template"]["spec"]["failureDomain"] = json!(format!("zone-{i}"));
+                    out.push(md);
+                }
+            }
+            _ => out.push(d),
+        }
+    }
+    out
+}
+
+/// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
+/// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
+/// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
+/// the relocate datastore. The VM's home (`config.files.vmPathName`) is in the zone's datastore.
+pub fn assert_in_zone_resized(
+    groups: &BTreeMap<(String, String), Vec<String>>,
+    vm: &VmDetail,
+    i: usize,
+    props: &BTreeMap<String, String>,
+) {
+    let ds = format!("LocalDS_{i}");
+    assert!(
+        vm.datastores.contains(&ds) && vm.datastores.iter().all(|d| *d == ds || d == "LocalDS_0"),
+        "{vm:?}"
+    );
+    let home = props
+        .get("config.files.vmPathName")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        home.starts_with(&format!("[{ds}]")),
+        "{}: home {home}",
+        vm.name
+    );
+    let mut v = vm.clone();
+    v.datastores = vec![ds];
+    assert_in_zone(groups, &v, i);
 }
