@@ -89,6 +89,11 @@ const WITNESSES: &[(&str, &str, &str)] = &[
         "get_logged(&api, name, \"credentialsSecret\")",
     ),
     (
+        "patch core/secrets",
+        "src/controllers/identity_secret.rs",
+        ".patch_metadata(&r.name, &PatchParams::default(), &Patch::Merge(&body))",
+    ),
+    (
         "get core/namespaces",
         "src/controllers/credentials.rs",
         "get_logged(&namespaces, &ns, \"Namespace\")",

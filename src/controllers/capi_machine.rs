@@ -87,8 +87,23 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
     let existing = vsphere_vm_of(vsm, ctx);
     let zones = ctx.stores.zones_by_name();
     let fds = ctx.stores.failure_domains_by_name();
-    // Deleting: only the VSphereVM matters; CAPI's objects are not read.
+    // Deleting: only the VSphereVM matters; CAPI's objects are not read, but for the pause
+    // (`plan::capi_machine::pause`: clusterctl move deletes the source's paused objects).
     let deleting = vsm.metadata.deletion_timestamp.is_some();
+    if deleting
+        && let Some(why) = super::pause::paused(
+            ctx,
+            "VSphereMachine",
+            &vsm.metadata,
+            &mut Default::default(),
+        )
+        .await?
+    {
+        tracing::debug!(machine = %format!("{ns}/{}", vsm.name_any()), %why, "paused; deletion waits");
+        return Ok(Action::requeue(
+            crate::plan::capi_machine::pause::PAUSED_POLL,
+        ));
+    }
     let machine = match deleting {
         true => None,
         false => owner_machine(vsm, ctx).await?,
@@ -144,6 +159,7 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
     }
     Ok(match plan.next {
         Next::AwaitChange => Action::await_change(),
+        Next::Paused => Action::requeue(crate::plan::capi_machine::pause::PAUSED_POLL),
         Next::Poll => Action::requeue(WAIT_POLL),
         Next::Idle => Action::requeue(IDLE),
     })

@@ -109,6 +109,7 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &finalizers).await?;
         tracing::info!(cluster = %full_name(cluster), "finalizer added");
     }
+    super::identity_secret::reconcile(cluster, ctx, false).await?;
 
     // Failure domains. An undecodable zone is not a deleted one: keep what is published until
     // it can be read.
@@ -172,6 +173,8 @@ async fn delete(
         tracing::info!(cluster = %full_name(cluster), "{}", lifecycle::deleting_message(owner.name(), &remaining));
         return Ok(Action::requeue(DELETE_REQUEUE));
     }
+    // Nothing needs the credentials any more: the identity Secret may go with the cluster.
+    super::identity_secret::reconcile(cluster, ctx, true).await?;
     let rest: Vec<String> = cluster
         .finalizers()
         .iter()

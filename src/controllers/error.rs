@@ -32,6 +32,11 @@ pub enum Error {
     #[error("{0}")]
     Unreadable(String),
 
+    /// What the object names belongs to another (an identity Secret another VSphereCluster
+    /// owns): nothing is written; retried with backoff until the reference or the owner changes.
+    #[error("{0}")]
+    Conflict(String),
+
     /// A machine's step failed (vCenter refused, a drain could not finish, its VM could not be
     /// read); its conditions and events say so. Backs off per machine, like every failure:
     /// returning it as an error is what makes the backoff grow.
@@ -56,6 +61,7 @@ impl Error {
             Error::DeletionBlocked(_) => "deletion_blocked",
             Error::InvalidObject(_) => "invalid",
             Error::Unreadable(_) => "unreadable",
+            Error::Conflict(_) => "conflict",
             Error::Machine(_) => "machine",
             Error::KubeOps(e) => e.category(),
             Error::Finalizer(inner) => match inner.as_ref() {

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -136,6 +137,10 @@ pub struct World {
     pub cp: &'static ControlPlane,
     pub capi: std::path::PathBuf,
     pub home: tempfile::TempDir,
+    /// The clusterctl configuration naming the offline repository.
+    pub config: String,
+    /// The feature gates Cluster API's managers run with.
+    pub gates: Vec<String>,
     pub ours: OurManager,
     pub managers: Vec<CapiManager>,
     pub sim: Vcsim,
@@ -211,23 +216,33 @@ impl World {
     /// Applies the three zones `zone-{i}` (VM groups and rules by autoConfigure) and waits until
     /// every VSphereDeploymentZone is ready.
     pub async fn three_ready_zones(&self) {
+        self.three_ready_zones_on(self.cp, || self.logs()).await;
+    }
+
+    /// [`World::three_ready_zones`] on management cluster `cp` (this world's vCenter).
+    pub async fn three_ready_zones_on(&self, cp: &ControlPlane, logs: impl Fn() -> String) {
         let server = self.sim.url().to_string();
         apply_retrying(
-            self.cp,
+            cp,
             &list((0..ZONES).flat_map(|i| zone(&server, i)).collect()),
         );
-        self.until("three ready zones", Duration::from_secs(90), async || {
-            let zones = self.get(&["vspheredeploymentzone"]);
-            let ready = zones["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|z| z["status"]["ready"] == true)
-                .count();
-            (ready == ZONES)
-                .then_some(())
-                .ok_or_else(|| zones["items"].to_string())
-        })
+        until_or(
+            "three ready zones",
+            Duration::from_secs(90),
+            logs,
+            async || {
+                let zones = get(cp, &["vspheredeploymentzone"]);
+                let ready = zones["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|z| z["status"]["ready"] == true)
+                    .count();
+                (ready == ZONES)
+                    .then_some(())
+                    .ok_or_else(|| zones["items"].to_string())
+            },
+        )
         .await;
     }
 
@@ -291,13 +306,40 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
         .tls(tls)
         .start()
         .await;
+    let admin_client = estate(&sim).await;
+    let (ours, managers) = manage(&capi, cp, home.path(), &config, &sim, gates);
+    World {
+        cp,
+        capi,
+        home,
+        config,
+        gates: gates.iter().map(|g| g.to_string()).collect(),
+        ours,
+        managers,
+        sim,
+        admin: admin_client,
+    }
+}
+
+/// Makes `cp` a management cluster for `sim`: `clusterctl init` from the offline repository
+/// `config` (our credentials as the variables), then our manager (pinning vcsim's certificate
+/// when it serves TLS) and Cluster API's three managers (with `gates`) as processes, their
+/// webhooks wired to them. Logs and certificates go under `home`.
+fn manage(
+    capi: &Path,
+    cp: &'static ControlPlane,
+    home: &Path,
+    config: &str,
+    sim: &Vcsim,
+    gates: &[&str],
+) -> (OurManager, Vec<CapiManager>) {
     let (user, password) = sim.credentials();
-    let mut init = vec!["init", "--config", &config];
+    let mut init = vec!["init", "--config", config];
     init.extend(INIT_PROVIDERS);
     let o = clusterctl(
-        &capi,
+        capi,
         cp,
-        home.path(),
+        home,
         &init,
         &[
             ("VSPHERE_USERNAME", user),
@@ -306,7 +348,6 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
         ],
     );
     assert!(o.status.success(), "clusterctl init failed:\n{}", text(&o));
-    let admin = estate(&sim).await;
     // The zones name no identityRef: they act as the manager, whose credentials are bound to
     // this simulator (VSPHERE_SERVER, as the clusterctl Secret hands it over).
     let pin = sim.thumbprint_sha256();
@@ -314,7 +355,7 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
         .as_deref()
         .map(|t| vec!["--thumbprint", t])
         .unwrap_or_default();
-    let ours = OurManager::start_with(cp, home.path(), user, password, sim.url(), &extra);
+    let ours = OurManager::start_with(cp, home, user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
     let gates = (!gates.is_empty()).then(|| format!("--feature-gates={}", gates.join(",")));
     let extra: Vec<&str> = gates.iter().map(String::as_str).collect();
@@ -329,9 +370,9 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
     .into_iter()
     .map(|(binary, webhooks)| {
         CapiManager::start_with(
-            &capi,
+            capi,
             cp,
-            home.path(),
+            home,
             binary,
             &format!("{webhooks}-validating-webhook-configuration"),
             &format!("{webhooks}-mutating-webhook-configuration"),
@@ -339,14 +380,42 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
         )
     })
     .collect();
-    World {
-        cp,
-        capi,
-        home,
-        ours,
-        managers,
-        sim,
-        admin,
+    (ours, managers)
+}
+
+/// A second management cluster (`clusterctl move`'s target): its own API server
+/// ([`realapi::second_control_plane`]), initialized as the first, for the same vCenter.
+pub struct Management {
+    pub cp: &'static ControlPlane,
+    pub home: tempfile::TempDir,
+    pub ours: OurManager,
+    pub managers: Vec<CapiManager>,
+}
+
+impl Management {
+    pub fn logs(&self) -> String {
+        let mut out = format!("--- target: ours:\n{}", self.ours.log());
+        for m in &self.managers {
+            out.push_str(&format!("\n--- target: {}:\n{}", m.name, m.log()));
+        }
+        out
+    }
+}
+
+impl World {
+    /// Starts [`Management`] on the second control plane, with this world's repository, vCenter
+    /// and feature gates.
+    pub fn second_management(&self) -> Management {
+        let cp = realapi::second_control_plane();
+        let home = tempfile::tempdir().unwrap();
+        let gates: Vec<&str> = self.gates.iter().map(String::as_str).collect();
+        let (ours, managers) = manage(&self.capi, cp, home.path(), &self.config, &self.sim, &gates);
+        Management {
+            cp,
+            home,
+            ours,
+            managers,
+        }
     }
 }
 

@@ -145,11 +145,22 @@ pub struct ControlPlane {
 }
 
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+static SECOND_CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
 /// The test binary's control plane, started on first use (blocking the caller until it is ready;
 /// a failed start fails every caller with the same message).
 pub fn control_plane() -> &'static ControlPlane {
-    let result = CONTROL_PLANE.get_or_init(|| {
+    started(&CONTROL_PLANE)
+}
+
+/// A second control plane, its own etcd, API server and certificates, for tests that need two
+/// clusters (`clusterctl move` from one management cluster to another).
+pub fn second_control_plane() -> &'static ControlPlane {
+    started(&SECOND_CONTROL_PLANE)
+}
+
+fn started(cell: &'static OnceLock<Result<ControlPlane, String>>) -> &'static ControlPlane {
+    let result = cell.get_or_init(|| {
         let (tx, rx) = mpsc::channel();
         // The supervisor thread starts the processes and then parks for the rest of the test
         // binary's life: PR_SET_PDEATHSIG fires when the *thread* that forked them exits.

@@ -21,12 +21,14 @@ use kube::{Api, ResourceExt};
 
 use super::api_server::dynamic_api;
 use super::context::now;
+use super::pause::{ClusterReads, paused};
 use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::capi_machine::actuated::{machine_for, vm_key};
+use crate::plan::capi_machine::pause::PAUSED_POLL;
 use crate::plan::credentials::{Principal, principal};
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;
@@ -256,9 +258,26 @@ pub async fn reconcile_vsphere_vm(vm: Arc<VSphereVM>, ctx: Arc<Context>) -> Resu
     let started = Instant::now();
     let standin = machine_for(&vm);
     let k = key(&standin);
-    let result = decide(&standin, Some(&vm), &k, &ctx)
-        .await
-        .and_then(|r| verdict(&k, r));
+    let result = match paused(&ctx, "VSphereVM", &vm.metadata, &mut ClusterReads::new()).await {
+        Ok(Some(why)) => {
+            if vm.metadata.deletion_timestamp.is_some() {
+                tracing::info!(vm = %vm_key(&vm), %why, "deleted while paused: the VM is left alone");
+            } else {
+                tracing::debug!(vm = %vm_key(&vm), %why, "paused; nothing is done");
+            }
+            Ok(Action::requeue(PAUSED_POLL))
+        }
+        Ok(None) if vm.metadata.deletion_timestamp.is_some() => {
+            tracing::info!(vm = %vm_key(&vm), "deleted, not paused: its VM goes");
+            decide(&standin, Some(&vm), &k, &ctx)
+                .await
+                .and_then(|r| verdict(&k, r))
+        }
+        Ok(None) => decide(&standin, Some(&vm), &k, &ctx)
+            .await
+            .and_then(|r| verdict(&k, r)),
+        Err(e) => Err(e),
+    };
     ctx.measure(VM_CONTROLLER, started, &result);
     ctx.settle(&format!("{VM_CONTROLLER}/{}", vm_key(&vm)), &result);
     result
@@ -314,13 +333,20 @@ async fn sweep_server(
     let mut vsphere_vms = BTreeMap::new();
     let mut principal = None;
     let openshift = all.iter().cloned().map(|m| (m, None));
-    let standins: Vec<(Machine, Option<VSphereVM>)> = ctx
-        .stores
-        .vsphere_vms
-        .valid()
-        .into_iter()
-        .map(|vm| (machine_for(&vm), Some(vm)))
-        .collect();
+    // A paused VSphereVM is not swept at all, whichever machine woke the sweep.
+    let mut reads = ClusterReads::new();
+    let mut standins: Vec<(Machine, Option<VSphereVM>)> = Vec::new();
+    for vm in ctx.stores.vsphere_vms.valid() {
+        let m = machine_for(&vm);
+        if machine_server(&m, zones).unwrap_or_default() != server {
+            continue;
+        }
+        if let Some(why) = paused(ctx, "VSphereVM", &vm.metadata, &mut reads).await? {
+            tracing::debug!(vm = %vm_key(&vm), %why, "paused; left out of the sweep");
+            continue;
+        }
+        standins.push((m, Some(vm)));
+    }
     let machines: Vec<Machine> = openshift
         .chain(standins)
         .filter(|(m, _)| m.vsphere_provider_spec().is_some())

@@ -47,8 +47,10 @@ pub enum VmAction {
 /// When the machine wants another look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
-    /// Only a change wakes it (no owner yet, paused, deletion done).
+    /// Only a change wakes it (no owner yet, deletion done).
     AwaitChange,
+    /// Paused (its Cluster, or itself): nothing is done; it looks again for the resume.
+    Paused,
     /// It waits on something not watched (CAPI's objects, the zone) or on its VM: poll.
     Poll,
     /// Ready: the periodic look.
@@ -151,7 +153,8 @@ pub fn plan(input: &Input<'_>) -> Plan {
     }
     let ready = after.status.as_ref().and_then(|s| s.ready) == Some(true);
     let next = match &resolved {
-        Err(w) if w.reason == reason::PAUSED => Next::AwaitChange,
+        // The Cluster is not watched: look again for its resume (`pause::PAUSED_POLL`).
+        Err(w) if w.reason == reason::PAUSED => Next::Paused,
         Err(_) => Next::Poll,
         Ok(_) if ready => Next::Idle,
         // The VSphereVM's status changes wake it; this is the fallback.

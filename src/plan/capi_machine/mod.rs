@@ -16,5 +16,6 @@ pub mod bootstrap;
 pub mod capi_play;
 pub mod machine;
 pub mod naming;
+pub mod pause;
 pub mod resolve;
 pub mod status;

@@ -224,6 +224,18 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
     }
     let provisioned_before = ps.instance_id.is_some() || m.spec.provider_id.is_some();
     let Some(vm) = &input.vm else {
+        // Objects recreated elsewhere (`clusterctl move`, a restore) have new UIDs and no
+        // status: the VM is found under the machine's name, carrying its identity, and adopted
+        // rather than declared lost.
+        let me = machine_identity(m);
+        if provisioned_before
+            && let Some(holder) = input
+                .name_holder
+                .as_ref()
+                .filter(|h| h.identity.as_deref() == Some(me.as_str()))
+        {
+            return name_taken(plan, ps, holder, now);
+        }
         if provisioned_before {
             let msg = format!(
                 "the VM of this machine (instance UUID {uuid}) no longer exists in vCenter"
@@ -816,6 +828,34 @@ mod tests {
         );
         assert_eq!(p.events[0].reason, event::ADOPTED);
         assert!(p.events[0].message.contains("/DC0/vm/m-0"));
+    }
+
+    /// A provisioned machine recreated with a new UID and no status (`clusterctl move` of a
+    /// Cluster API machine's VSphereVM, a restore from backup) finds its VM by name and
+    /// identity and adopts it: not `InstanceMissing`, not a second clone.
+    #[test]
+    fn a_moved_machine_adopts_its_vm_instead_of_declaring_it_lost() {
+        let mut m = machine("m-0");
+        m.spec.provider_id = Some("vsphere://4210a2b1-0000-0000-0000-000000000001".into());
+        let mut i = input(&m);
+        i.placement = Some(Ok(placement(None)));
+        i.name_holder = Some(holder(Some(&machine_identity(&m))));
+        let p = plan_machine(&i);
+        assert!(p.vm.is_none(), "no clone: {:?}", p.vm);
+        let st = p.machine.status.clone().unwrap_or_default();
+        assert_eq!(st.error_reason, None, "not failed: {st:?}");
+        assert_eq!(
+            provider_status(&p.machine).instance_uuid.as_deref(),
+            Some("old-uid")
+        );
+        assert_eq!(p.events[0].reason, event::ADOPTED);
+        // Without its identity on the VM, the VM is still lost: nothing is adopted by name.
+        i.name_holder = Some(holder(Some("other-ns/m-0")));
+        let p = plan_machine(&i);
+        assert_eq!(
+            p.machine.status.and_then(|s| s.error_reason).as_deref(),
+            Some("InstanceMissing")
+        );
     }
 
     /// Another machine's VM, or a VM nobody marked, is never cloned over and never touched:
