@@ -982,6 +982,39 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
         )
         .await;
     }
+    // A VM destroyed by hand (another vCenter session) shows on its Machine at once: its
+    // Machine is `Failed` long before the 10 min resync or the 300 s fallback. vcsim destroys
+    // only a powered-off VM, so it is powered off first; should the provider power it on again
+    // in between (it had not yet seen it running), the pair is tried again.
+    let by_hand = env.vcenter();
+    let inv = by_hand.inventory().await.unwrap();
+    let vm = inv
+        .find(
+            vsphere_provider::vcenter::Wanted::VirtualMachine,
+            &names[0],
+            None,
+        )
+        .unwrap()
+        .moref
+        .clone();
+    let mut destroyed = false;
+    for _ in 0..5 {
+        let _ = by_hand.power_off_vm(&vm).await;
+        if let Ok(t) = by_hand.destroy(&vm).await
+            && by_hand.wait_task(&t, Duration::from_secs(10)).await.is_ok()
+        {
+            destroyed = true;
+            break;
+        }
+    }
+    assert!(
+        destroyed,
+        "the VM of {} could not be destroyed by hand",
+        names[0]
+    );
+    env.wait_phase(&names[0], "Failed", Duration::from_secs(60))
+        .await;
+
     let mut args = vec![
         "delete",
         "machine.machine.openshift.io",

@@ -111,9 +111,13 @@ impl LongPolls {
         watch: &BTreeMap<String, Vec<MoRef>>,
         requeues: &mut BTreeMap<String, Requeue>,
     ) {
+        // A watcher starts with the first object to watch; once started, it follows every
+        // sweep, an empty one too (its filters go). A sweep that read nothing leaves it be.
         let active = match (client, &self.wakers) {
-            (Some(c), Some(w)) if self.polling.long_poll && !watch.is_empty() => {
-                self.ensure_watcher(gate_key, gate, c, w);
+            (Some(c), Some(w)) if self.polling.long_poll => {
+                if !watch.is_empty() {
+                    self.ensure_watcher(gate_key, gate, c, w);
+                }
                 true
             }
             _ => false,
