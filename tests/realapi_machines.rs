@@ -243,6 +243,37 @@ impl Env {
         .ok();
     }
 
+    /// Worker Machines `names`, spread over the zones, until each has its providerID.
+    async fn provision_workers(&self, names: &[String], limit: Duration) {
+        for (n, zone) in names.iter().zip(self.zones.iter().cycle()) {
+            self.apply(worker(&self.ns, n, zone, json!({})));
+        }
+        for n in names {
+            wait_for(&format!("{n} provisioned"), limit, || {
+                self.machine(n)
+                    .filter(|m| m["spec"]["providerID"].is_string())
+            })
+            .await;
+        }
+    }
+
+    /// Delete the Machines `names` at once and wait until none is left.
+    async fn delete_all(&self, names: &[String], limit: Duration) {
+        let mut args = vec![
+            "delete",
+            "machine.machine.openshift.io",
+            "-n",
+            &self.ns,
+            "--wait=false",
+        ];
+        args.extend(names.iter().map(String::as_str));
+        self.kubectl(&args).ok();
+        wait_for("the machines gone", limit, || {
+            self.machines().is_empty().then_some(())
+        })
+        .await;
+    }
+
     async fn wait_phase(&self, name: &str, phase: &str, limit: Duration) -> Value {
         wait_for(&format!("{name} {phase}"), limit, || {
             self.machine(name).filter(|m| m["status"]["phase"] == phase)
@@ -968,20 +999,8 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
     let env = Env::start_with("longpoll", &["--task-poll-interval", "300s"]).await;
     let ns = env.ns.clone();
     let names: Vec<String> = (0..3).map(|i| format!("{ns}-w{i}")).collect();
-    for (n, zone) in names.iter().zip(&env.zones) {
-        env.apply(worker(&ns, n, zone, json!({})));
-    }
-    for n in &names {
-        wait_for(
-            &format!("{n} provisioned"),
-            Duration::from_secs(120),
-            || {
-                env.machine(n)
-                    .filter(|m| m["spec"]["providerID"].is_string())
-            },
-        )
+    env.provision_workers(&names, Duration::from_secs(120))
         .await;
-    }
     // A VM destroyed by hand (another vCenter session) shows on its Machine at once: its
     // Machine is `Failed` long before the 10 min resync or the 300 s fallback. vcsim destroys
     // only a powered-off VM, so it is powered off first; should the provider power it on again
@@ -1015,19 +1034,7 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
     env.wait_phase(&names[0], "Failed", Duration::from_secs(60))
         .await;
 
-    let mut args = vec![
-        "delete",
-        "machine.machine.openshift.io",
-        "-n",
-        &ns,
-        "--wait=false",
-    ];
-    args.extend(names.iter().map(String::as_str));
-    env.kubectl(&args).ok();
-    wait_for("the three machines gone", Duration::from_secs(120), || {
-        env.machines().is_empty().then_some(())
-    })
-    .await;
+    env.delete_all(&names, Duration::from_secs(120)).await;
     let inv = env.vcenter().inventory().await.unwrap();
     for n in &names {
         assert!(
@@ -1037,4 +1044,36 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
         );
     }
     env.manager.assert_never_forbidden();
+}
+
+/// Not a test: the numbers of docs/cost.md "Waiting on vCenter". `BENCH_MACHINES` worker
+/// Machines (default 30) provisioned, then deleted together, the manager run with
+/// `BENCH_MANAGER_FLAGS` (space-separated, e.g. `--vcenter-long-poll=false`); prints the wall
+/// times (resolution ~0.3 s: kubectl every 250 ms) and vcsim's calls during the deletion.
+/// `cargo test --test realapi_machines bench_machine_lifecycle -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run by hand"]
+async fn bench_machine_lifecycle() {
+    let _one = ONE_MANAGER.lock().await;
+    let n: usize = std::env::var("BENCH_MACHINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let flags = std::env::var("BENCH_MANAGER_FLAGS").unwrap_or_default();
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    let env = Env::start_with("bench", &flags).await;
+    let names: Vec<String> = (0..n).map(|i| format!("{}-w{i}", env.ns)).collect();
+    let started = Instant::now();
+    env.provision_workers(&names, Duration::from_secs(600))
+        .await;
+    let provisioned = started.elapsed();
+    env.sim.reset_stats().await;
+    let started = Instant::now();
+    env.delete_all(&names, Duration::from_secs(600)).await;
+    let deleted = started.elapsed();
+    let calls = env.sim.stats().await;
+    eprintln!(
+        "bench_machine_lifecycle: {n} machines, flags {flags:?}: provisioned in {provisioned:.2?}, deleted in {deleted:.2?}; deletion's vCenter calls: {:?}",
+        calls.soap
+    );
 }
