@@ -231,9 +231,20 @@ async fn after_a_lost_session_the_long_poll_resumes_with_fresh_filters_and_leaks
     .expect("filters left behind");
 }
 
-/// A proxy in front of vcsim that answers every `WaitForUpdatesEx` with the fault a vCenter
-/// without the method gives (MethodNotFound, as vcsim words it), and counts them.
-async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicU64>) {
+const METHOD_NOT_FOUND: (u16, &str) = (
+    500,
+    r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>PropertyCollector does not implement: WaitForUpdatesEx</faultstring><detail><MethodNotFoundFault xmlns="urn:vim25" xsi:type="MethodNotFound"><receiver type="PropertyCollector">pc</receiver><method>WaitForUpdatesEx</method></MethodNotFoundFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#,
+);
+
+/// A wait that returns at once with nothing (a server that does not wait).
+const EMPTY_AT_ONCE: (u16, &str) = (
+    200,
+    r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body><WaitForUpdatesExResponse xmlns="urn:vim25"></WaitForUpdatesExResponse></soapenv:Body></soapenv:Envelope>"#,
+);
+
+/// A proxy in front of vcsim that answers every `WaitForUpdatesEx` with `answer` (status,
+/// body) instead, and counts them.
+async fn refusing_proxy(upstream: String, answer: (u16, &'static str)) -> (String, Arc<AtomicU64>) {
     let refused = Arc::new(AtomicU64::new(0));
     let counter = refused.clone();
     let http = vcsim::insecure_client();
@@ -244,11 +255,10 @@ async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicU64>) {
         async move {
             if body.contains("<WaitForUpdatesEx ") {
                 counter.fetch_add(1, Ordering::SeqCst);
-                let fault = r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>PropertyCollector does not implement: WaitForUpdatesEx</faultstring><detail><MethodNotFoundFault xmlns="urn:vim25" xsi:type="MethodNotFound"><receiver type="PropertyCollector">pc</receiver><method>WaitForUpdatesEx</method></MethodNotFoundFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#;
                 return (
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    axum::http::StatusCode::from_u16(answer.0).unwrap(),
                     [("content-type", "text/xml")],
-                    fault.to_string(),
+                    answer.1.to_string(),
                 )
                     .into_response();
             }
@@ -267,8 +277,12 @@ async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicU64>) {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_string();
-            let mut out =
-                (status, [("content-type", "text/xml")], r.text().await.unwrap()).into_response();
+            let mut out = (
+                status,
+                [("content-type", "text/xml")],
+                r.text().await.unwrap(),
+            )
+                .into_response();
             if !cookie.is_empty() {
                 out.headers_mut()
                     .insert("set-cookie", cookie.parse().unwrap());
@@ -285,7 +299,7 @@ async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicU64>) {
 #[tokio::test]
 async fn a_vcenter_without_wait_for_updates_is_polled_and_asked_once() {
     let sim = Vcsim::start_default().await;
-    let (url, refused) = refusing_proxy(sim.url().to_string()).await;
+    let (url, refused) = refusing_proxy(sim.url().to_string(), METHOD_NOT_FOUND).await;
     let ours = client(&url);
     let vm0 = vm(&ours, "DC0_H0_VM0").await;
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -315,4 +329,21 @@ async fn a_vcenter_without_wait_for_updates_is_polled_and_asked_once() {
     );
     assert_eq!(w.collector(), None);
     event_about(&mut rx, &vm0, |e| matches!(e, WatchEvent::Unwatched(_))).await;
+}
+
+/// A server whose waits come back at once with nothing does not make the watcher a hot loop:
+/// after three such waits in a row it pauses a second between waits.
+#[tokio::test]
+async fn a_server_that_does_not_wait_is_not_asked_in_a_hot_loop() {
+    let sim = Vcsim::start_default().await;
+    let (url, asked) = refusing_proxy(sim.url().to_string(), EMPTY_AT_ONCE).await;
+    let ours = client(&url);
+    let vm0 = vm(&ours, "DC0_H0_VM0").await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let w = Watcher::start(ours.clone(), tx, options());
+    w.set([vm0]);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let n = asked.load(Ordering::SeqCst);
+    assert!((3..=10).contains(&n), "{n} waits in 4 s");
+    assert_eq!(w.health(), Health::Healthy);
 }

@@ -254,12 +254,26 @@ async fn run(
     };
     let mut session: Option<Session> = None;
     let mut pause = Duration::from_secs(1);
+    // Waits that came back at once with nothing, in a row: a server that does not wait must
+    // not make this a hot loop.
+    let mut empty_quick = 0u32;
     loop {
         if l.health.is_closed() {
             return;
         }
+        let started = tokio::time::Instant::now();
         match l.turn(&mut session).await {
-            Ok(()) => pause = Duration::from_secs(1),
+            Ok(empty) => {
+                pause = Duration::from_secs(1);
+                if empty && started.elapsed() < Duration::from_secs(1) {
+                    empty_quick += 1;
+                    if empty_quick >= 3 {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                } else {
+                    empty_quick = 0;
+                }
+            }
             Err(e) => {
                 if let Some(why) = unsupported(&e) {
                     tracing::warn!(server = %l.client.server(), reason = %why, "vCenter cannot wait for updates (WaitForUpdatesEx); machines poll their tasks instead");
@@ -295,8 +309,9 @@ impl Loop {
     }
 
     /// One turn: a collector for the current session, filters in line with the wanted set,
-    /// one wait (cut short when the wanted set changes).
-    async fn turn(&mut self, session: &mut Option<Session>) -> Result<(), Error> {
+    /// one wait (cut short when the wanted set changes). True when the wait returned nothing
+    /// and was not cut short.
+    async fn turn(&mut self, session: &mut Option<Session>) -> Result<bool, Error> {
         self.client.login().await?;
         let generation = self.client.session_generation().await;
         // Collectors left behind by a failure of this session: destroy them first.
@@ -403,9 +418,13 @@ impl Loop {
             () = self.shared.changed.notified() => {
                 // The wanted set changed: end this wait now rather than at its timeout. A
                 // cancel that reaches the server before the wait does is lost: send it again
-                // until the wait returns (the wait is bounded by its maxWaitSeconds anyway).
+                // a few times, then let the wait end at its maxWaitSeconds.
+                let mut cancels = 0;
                 loop {
-                    let _ = client.cancel_wait_for_updates(&collector).await;
+                    if cancels < 5 {
+                        cancels += 1;
+                        let _ = client.cancel_wait_for_updates(&collector).await;
+                    }
                     tokio::select! {
                         r = &mut wait => break r,
                         () = tokio::time::sleep(Duration::from_millis(500)) => {}
@@ -419,15 +438,16 @@ impl Loop {
             // returns at once with the rest.
             Ok(Some(set)) => {
                 s.version = set.version.clone();
+                let empty = set.objects.is_empty() && set.missing_objects.is_empty();
                 self.report(set);
-                Ok(())
+                Ok(empty)
             }
-            Ok(None) => Ok(()),
+            Ok(None) => Ok(true),
             Err(e)
                 if e.fault()
                     .is_some_and(|f| f.kind == FaultKind::RequestCanceled) =>
             {
-                Ok(())
+                Ok(false)
             }
             Err(e) => Err(e),
         }
