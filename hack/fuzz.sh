@@ -133,6 +133,7 @@ seed() {
 		case "$target" in
 		soap_reply) ;;
 		task_info) grep -qE '^<(Continue)?RetrievePropertiesEx|_Task ' "$req" 2>/dev/null || continue ;;
+		wait_for_updates) grep -qE '^<WaitForUpdatesEx' "$req" 2>/dev/null || continue ;;
 		*) grep -qE '^<(Continue)?RetrievePropertiesEx' "$req" 2>/dev/null || continue ;;
 		esac
 		body_of "$resp" >"$corpus/fixture-$name"

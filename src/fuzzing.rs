@@ -21,6 +21,7 @@ use crate::vcenter::rest::{
 };
 use crate::vcenter::soap::Node;
 use crate::vcenter::task::{parse_task_info, recent_tasks};
+use crate::vcenter::updates::decode_updates;
 use crate::vcenter::vm::{parse_disk, parse_nics, parse_slots, parse_snapshots};
 
 const SERVER: &str = "https://vc.fuzz.invalid";
@@ -158,6 +159,36 @@ pub fn task_info(data: &[u8]) {
         }
         if let Some(recent) = o.props.get("recentTask") {
             let _ = recent_tasks(recent);
+        }
+    }
+}
+
+/// `WaitForUpdatesEx` answers (`Client::wait_for_updates`, the long poll): the `UpdateSet`
+/// decoder, then the task states and moref values the watcher reads out of its changes.
+pub fn wait_for_updates(data: &[u8]) {
+    let body = text(data);
+    let Some(node) = response(&body, "WaitForUpdatesEx") else {
+        return;
+    };
+    match decode_updates(&node) {
+        Ok(Some(set)) => {
+            for u in &set.objects {
+                assert!(!u.obj.kind.is_empty() && !u.obj.value.is_empty());
+                for c in &u.changes {
+                    assert!(!c.name.is_empty());
+                    if let Some(v) = &c.val {
+                        let _ = parse_task_info(v);
+                        let _ = MoRef::decode(v, "val");
+                    }
+                }
+                for (_, f) in &u.missing {
+                    let _ = f.to_string();
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let _ = e.to_string();
         }
     }
 }

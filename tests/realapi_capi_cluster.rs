@@ -66,6 +66,7 @@ impl Controllers {
             metrics: Metrics::new(stats),
             reporter: "vsphere-provider".into(),
             converts: false,
+            polling: Default::default(),
             health: Health::new(false),
             namespace: SA_NAMESPACE.into(),
         };

@@ -474,3 +474,36 @@ fn rest_transcript_bodies_decode() {
     }
     assert_eq!((categories, tags), (1, 1));
 }
+
+/// The long poll's calls on recorded vcsim answers: a filter created, the initial wait's
+/// `enter` (a task already `success`: vcsim runs tasks inside their call; `info.error` and
+/// `info.result` unset, so without `<val>`), the timed-out wait (no `returnval`), the collector
+/// destroyed.
+#[tokio::test]
+async fn long_poll_answers_decode() {
+    let (c, _q) = logged_in(vec![
+        ("CreateFilter", "51_"),
+        ("WaitForUpdatesEx", "52_"),
+        ("WaitForUpdatesEx", "53_"),
+        ("DestroyPropertyCollector", "54_"),
+    ])
+    .await;
+    let pc = MoRef::new("PropertyCollector", "session[x]pc");
+    let task = MoRef::new("Task", "task-122");
+    let filter = c.create_filter(&pc, &task, &["info.state"]).await.unwrap();
+    assert_eq!(filter.kind, "PropertyFilter");
+    let set = c.wait_for_updates(&pc, "", 60, 100).await.unwrap().unwrap();
+    assert_eq!(set.version, "-");
+    let u = &set.objects[0];
+    assert_eq!(u.obj, task);
+    assert_eq!(u.filter, filter);
+    assert_eq!(
+        u.change("info.state")
+            .and_then(|c| c.val.as_ref())
+            .map(|v| v.text.as_str()),
+        Some("success")
+    );
+    assert_eq!(u.change("info.error").map(|c| c.val.is_none()), Some(true));
+    assert_eq!(c.wait_for_updates(&pc, "-", 1, 100).await.unwrap(), None);
+    c.destroy_property_collector(&pc).await.unwrap();
+}

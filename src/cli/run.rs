@@ -23,6 +23,7 @@ use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::controllers::leader::LeaseSettings;
 use crate::controllers::{self, Health, Metrics, Shared, Shutdown, admin, shutdown, startup};
 use crate::plan::credentials::{ManagerIdentity, ServerScope, ServerTrust};
+use crate::plan::machine::waiting::Polling;
 use crate::reconcile::views::ServerViews;
 use crate::vcenter::Endpoint;
 use crate::vcenter::model::trust::{Thumbprint, TlsPolicy};
@@ -84,6 +85,21 @@ pub struct Args {
     /// How often a standby replica tries to take the Lease.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub leader_elect_retry_period: Duration,
+    /// How often a machine waiting on a vCenter task looks at it again when the long poll does
+    /// not watch it (a vCenter without WaitForUpdatesEx, the long poll failing or turned off),
+    /// and how often a machine waiting for its node to join looks again.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub task_poll_interval: Duration,
+    /// The periodic full read of each machine (the safety net): how often a machine with
+    /// nothing pending, or whose task the long poll watches, is looked at again. A VM changed by
+    /// hand shows sooner where the long poll runs.
+    #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub machine_resync_interval: Duration,
+    /// Long-poll each vCenter (one WaitForUpdatesEx per server and identity) for the tasks and
+    /// VMs machines wait on, so that a machine's next step follows its task at once. Off: every
+    /// wait is polled at --task-poll-interval.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub vcenter_long_poll: bool,
     /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub view_ttl: Duration,
@@ -397,6 +413,11 @@ async fn start(
         converts: {
             let files = TlsFiles::in_dir(&args.webhook_cert_dir);
             files.cert.is_file() && files.key.is_file()
+        },
+        polling: Polling {
+            task_poll: args.task_poll_interval,
+            resync: args.machine_resync_interval,
+            long_poll: args.vcenter_long_poll,
         },
     };
 

@@ -38,6 +38,8 @@ pub struct Shared {
     /// v1beta2 too (see `ApiServer::write_object_at`): without the conversion webhook the API
     /// server would store a v1beta2 write unconverted.
     pub converts: bool,
+    /// The machine controller's polling intervals and whether it long-polls vCenter.
+    pub polling: crate::plan::machine::waiting::Polling,
 }
 
 /// What a reconcile gets: the shared parts plus this term's stores and backoff.
@@ -59,6 +61,9 @@ pub struct Context {
     pub namespace: String,
     /// See [`Shared::converts`].
     pub converts: bool,
+    /// The machine controller's vCenter long polls (none wake anything unless the term's
+    /// controllers set their wakers, see `runtime::run_controllers`).
+    pub long_polls: super::machine::long_poll::LongPolls,
 }
 
 impl Context {
@@ -78,6 +83,7 @@ impl Context {
             kube_timeout: super::api_server::WRITE_TIMEOUT,
             namespace: shared.namespace.clone(),
             converts: shared.converts,
+            long_polls: super::machine::long_poll::LongPolls::new(shared.polling.clone(), None),
         }
     }
 

@@ -128,7 +128,18 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     }
     tracing::info!("caches synced");
     shared.health.set_synced(true);
-    let ctx = Arc::new(Context::new(shared, stores.clone()));
+    // The vCenter long polls wake machines through these (see `machine::long_poll`).
+    let (machine_wake, machine_woken) = futures::channel::mpsc::unbounded();
+    let (vm_wake, vm_woken) = futures::channel::mpsc::unbounded();
+    let mut ctx = Context::new(shared, stores.clone());
+    ctx.long_polls = machine::long_poll::LongPolls::new(
+        shared.polling.clone(),
+        Some(machine::long_poll::Wakers {
+            machines: machine_wake,
+            vms: vm_wake,
+        }),
+    );
+    let ctx = Arc::new(ctx);
 
     let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();
@@ -179,7 +190,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         Controller::for_shared_stream(
             skip_status_only_changes(machine_trigger, machine_store.clone()),
             machine_store,
-        ),
+        )
+        .reconcile_on(machine_woken),
         machine::reconcile,
         machine::error_policy,
         ctx.clone(),
@@ -192,7 +204,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         Controller::for_shared_stream(
             skip_status_only_changes(vm_trigger, vm_store.clone()),
             vm_store,
-        ),
+        )
+        .reconcile_on(vm_woken),
         machine::reconcile_vsphere_vm,
         machine::vsphere_vm_error_policy,
         ctx.clone(),

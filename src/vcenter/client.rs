@@ -386,6 +386,13 @@ impl Client {
         rest
     }
 
+    /// Which login the session is (1 for the first, +1 per re-login; 0 before any): what a
+    /// session created on the server (a property collector, its filters) belongs to, so that
+    /// after a re-login it is known to be gone.
+    pub async fn session_generation(&self) -> u64 {
+        self.inner.session.read().await.generation
+    }
+
     /// Whether a SOAP session is currently held (no round trip).
     pub async fn has_session(&self) -> bool {
         self.inner.session.read().await.cookie.is_some()

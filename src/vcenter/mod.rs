@@ -14,7 +14,10 @@
 //!   [`Client`] handle), [`session`] (clients cached per server and user).
 //! * the calls, one module per area, each an `impl Client` that encodes requests and decodes
 //!   answers into `model` values: [`property`] (the collector), [`inventory`], [`cluster`],
-//!   [`vm`], [`task`], [`search`], [`rest::tagging`], [`tags`] (the tag catalog fill).
+//!   [`vm`], [`task`], [`search`], [`rest::tagging`], [`tags`] (the tag catalog fill),
+//!   [`updates`] (`WaitForUpdatesEx` and its filters).
+//! * [`watcher`] — one long poll per client: a task that keeps the collector's filters in line
+//!   with the objects callers want watched and reports their changes.
 pub mod model;
 pub mod soap;
 
@@ -33,7 +36,9 @@ pub mod property;
 pub mod search;
 pub mod tags;
 pub mod task;
+pub mod updates;
 pub mod vm;
+pub mod watcher;
 
 #[cfg(test)]
 mod fake_vcenter;

@@ -44,6 +44,7 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
         metrics: Metrics::new(stats),
         reporter: "vsphere-provider".into(),
         converts: false,
+        polling: Default::default(),
         health: Health::new(false),
         namespace: "vsphere-provider-system".into(),
     }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::plan::machine::Requeue;
 
-/// A machine with nothing pending is looked at again this often (vCenter drifts: a VM deleted
-/// by hand must turn its Machine `Failed`).
-pub const IDLE_REQUEUE: Duration = Duration::from_secs(600);
+/// A machine with nothing pending is looked at again this often by default (vCenter drifts: a
+/// VM deleted by hand must turn its Machine `Failed`; the long poll reports that at once where
+/// it runs): `--machine-resync-interval`.
+pub const IDLE_REQUEUE: Duration = crate::plan::machine::waiting::DEFAULT_RESYNC;
 
 /// What the last sweep decided for one machine.
 #[derive(Clone, Debug)]
@@ -29,12 +30,12 @@ impl Decision {
     /// machines failing on one server cost one sweep per backoff round, not N (each sweep
     /// re-reads and re-decides all N: with 300 machines that was 90,000 decisions, and as many
     /// warnings, per round).
-    pub fn covers(&self, fp: u64) -> bool {
+    pub fn covers(&self, fp: u64, idle: Duration) -> bool {
         if self.fingerprint != fp {
             return false;
         }
         match self.requeue {
-            Requeue::Idle => self.decided.elapsed() < IDLE_REQUEUE,
+            Requeue::Idle => self.decided.elapsed() < idle,
             Requeue::After(d) => self.decided.elapsed() < d,
             Requeue::Backoff(_) => !self.answered,
         }
@@ -120,24 +121,27 @@ mod tests {
             decided: Instant::now(),
             answered: false,
         };
-        assert!(d.covers(7));
-        assert!(!d.covers(8), "a changed machine is swept again");
+        assert!(d.covers(7, IDLE_REQUEUE));
+        assert!(
+            !d.covers(8, IDLE_REQUEUE),
+            "a changed machine is swept again"
+        );
         let due = Decision {
             decided: Instant::now() - Duration::from_secs(11),
             ..d.clone()
         };
-        assert!(!due.covers(7), "due");
+        assert!(!due.covers(7, IDLE_REQUEUE), "due");
         let mut failed = Decision {
             requeue: Requeue::Backoff("x".into()),
             ..d
         };
         assert!(
-            failed.covers(7),
+            failed.covers(7, IDLE_REQUEUE),
             "a failure another machine's sweep found answers this machine's reconcile"
         );
         assert_eq!(failed.answer(), Requeue::Backoff("x".into()));
         assert!(
-            !failed.covers(7),
+            !failed.covers(7, IDLE_REQUEUE),
             "once answered, the machine's retry sweeps again"
         );
     }

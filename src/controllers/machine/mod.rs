@@ -7,8 +7,12 @@
 //! N machines woken together (a resync, a restart) cost one sweep, not N.
 //!
 //! Requeues come from the planner: a task in flight or a node expected → 10 s; a deleting VM →
-//! 10 s; idle → [`IDLE_REQUEUE`]; a failure → the per-object exponential backoff.
+//! 10 s; idle → [`IDLE_REQUEUE`]; a failure → the per-object exponential backoff. A task the
+//! server's long poll watches ([`long_poll`]) wakes its machine when it ends instead: such a
+//! machine waits for the periodic full read (`--machine-resync-interval`), and `--task-poll-interval`
+//! is the fallback re-look where the long poll does not watch.
 pub mod gate;
+pub mod long_poll;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,9 +50,9 @@ pub const CONTROLLER: &str = "machine";
 
 /// The machine's verdict as the controller's result: a failure is an error, so it is counted
 /// as one and its retry comes from the error policy's per-machine backoff, which grows.
-fn verdict(k: &str, r: Requeue) -> Result<Action, Error> {
+fn verdict(k: &str, r: Requeue, resync: std::time::Duration) -> Result<Action, Error> {
     match r {
-        Requeue::Idle => Ok(Action::requeue(IDLE_REQUEUE)),
+        Requeue::Idle => Ok(Action::requeue(resync)),
         Requeue::After(d) => Ok(Action::requeue(d)),
         Requeue::Backoff(why) => Err(Error::Machine(format!("machine {k}: {why}"))),
     }
@@ -206,7 +210,7 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     let k = key(&machine);
     let result = decide(&machine, None, &k, &ctx)
         .await
-        .and_then(|r| verdict(&k, r));
+        .and_then(|r| verdict(&k, r, ctx.long_polls.polling().resync));
     ctx.measure(CONTROLLER, started, &result);
     ctx.settle(&backoff_key(&machine), &result);
     result
@@ -225,15 +229,20 @@ async fn decide(
 ) -> Result<Requeue, Error> {
     let server = machine_server(machine, &ctx.stores.zones_by_name()).unwrap_or_default();
     let acting_as = principal_key(&principal_of(machine, vm, &ctx.stores.clusters.valid()));
-    let gate = ctx.machine_sweeps.gate(&format!("{server}\n{acting_as}"));
+    let gate_key = format!("{server}\n{acting_as}");
+    let gate = ctx.machine_sweeps.gate(&gate_key);
     let mut decisions = gate.lock().await;
     if let Some(d) = decisions.get_mut(k)
-        && d.covers(fingerprint(&machine.metadata))
+        && d.covers(
+            fingerprint(&machine.metadata),
+            ctx.long_polls.polling().resync,
+        )
     {
         return Ok(d.answer());
     }
     let zones = ctx.stores.zones_by_name();
-    let (outcome, fingerprints) = sweep_server(ctx, &server, &acting_as, &zones).await?;
+    let (outcome, fingerprints) =
+        sweep_server(ctx, &server, &acting_as, &zones, (&gate_key, &gate)).await?;
     ctx.metrics.machine_swept();
     gate::record(&mut decisions, &outcome.requeues, &fingerprints);
     Ok(decisions
@@ -267,15 +276,9 @@ pub async fn reconcile_vsphere_vm(vm: Arc<VSphereVM>, ctx: Arc<Context>) -> Resu
             }
             Ok(Action::requeue(PAUSED_POLL))
         }
-        Ok(None) if vm.metadata.deletion_timestamp.is_some() => {
-            tracing::info!(vm = %vm_key(&vm), "deleted, not paused: its VM goes");
-            decide(&standin, Some(&vm), &k, &ctx)
-                .await
-                .and_then(|r| verdict(&k, r))
-        }
         Ok(None) => decide(&standin, Some(&vm), &k, &ctx)
             .await
-            .and_then(|r| verdict(&k, r)),
+            .and_then(|r| verdict(&k, r, ctx.long_polls.polling().resync)),
         Err(e) => Err(e),
     };
     ctx.measure(VM_CONTROLLER, started, &result);
@@ -326,6 +329,7 @@ async fn sweep_server(
     server: &str,
     acting_as: &str,
     zones: &BTreeMap<String, crate::api::VSphereDeploymentZone>,
+    (gate_key, gate): (&str, &gate::Gate),
 ) -> Result<(SweepOutcome, Fingerprints), Error> {
     let all: Vec<Machine> = ctx.stores.machines.valid();
     let clusters = ctx.stores.clusters.valid();
@@ -398,7 +402,12 @@ async fn sweep_server(
         dry_run: false,
     };
     let client = client.as_ref().map_err(VcenterTrouble::from);
-    let outcome = sweep(&ctx.views, client, &kube, input).await;
+    let mut outcome = sweep(&ctx.views, client.clone(), &kube, input).await;
+    // What the machines now wait on goes to the server's long poll; their requeues follow.
+    let read = client.ok().filter(|_| outcome.inventory.is_some());
+    let watch = std::mem::take(&mut outcome.watch);
+    ctx.long_polls
+        .after_sweep(gate_key, gate, read, &watch, &mut outcome.requeues);
     for w in &outcome.vcenter_writes {
         tracing::info!(%server, change = %w, "vCenter change");
     }

@@ -20,6 +20,7 @@ pub mod node_link;
 pub mod observe;
 pub mod outcome;
 pub mod user_data;
+pub mod waiting;
 
 use std::time::Duration;
 

@@ -40,6 +40,7 @@ use crate::plan::machine::observe::{
     Surroundings, base_input, group_wanted, membership, name_holder, observe,
 };
 use crate::plan::machine::outcome::{StepResult, after_vcenter};
+use crate::plan::machine::waiting::watched_objects;
 use crate::plan::machine::{
     MachinePlan, Requeue, TaskObs, VcenterTrouble, VmObs, VmStep, plan_machine, tags_to_check,
 };
@@ -105,6 +106,9 @@ pub struct SweepOutcome {
     pub vm_paths: BTreeMap<String, String>,
     /// The inventory this sweep read (other planners of the same pass reuse it).
     pub inventory: Option<Inventory>,
+    /// Machine key → the vCenter objects whose changes it waits on, as this sweep left it (its
+    /// task in flight, its VM): what the long poll watches for it.
+    pub watch: BTreeMap<String, Vec<MoRef>>,
 }
 
 impl SweepOutcome {
@@ -196,6 +200,11 @@ pub async fn sweep<K: KubeOps>(
             out.vcenter_writes.push(format!("{k}: {what}"));
         }
         after_vcenter(&mut plan, m.metadata.deletion_timestamp.is_some(), result);
+        if let Some(inv) = &out.inventory {
+            let (_, vm) = observe(m, input.zones, input.failure_domains, inv);
+            out.watch
+                .insert(k.clone(), watched_objects(&plan.machine, vm.as_ref()));
+        }
         write_back(kube, m, input.vsphere_vms, plan, &mut out, &input.now).await;
     }
     out

@@ -9,14 +9,13 @@ use crate::api::machine::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::devices::DeviceFacts;
 use crate::plan::machine::observe::{group_wanted, observe};
-use crate::plan::machine::{provider_status, tags_to_check};
+use crate::plan::machine::tags_to_check;
 use crate::plan::placement::Placement;
 use crate::vcenter::{Client, MoRef};
 
 /// The machine's recorded vCenter task.
 pub fn task_ref(m: &Machine) -> Option<MoRef> {
-    let ps = provider_status(m);
-    (!ps.task_ref.is_empty()).then(|| MoRef::new("Task", &ps.task_ref))
+    crate::plan::machine::waiting::task_in_flight(m)
 }
 
 /// `what` could not be read from the client's server.

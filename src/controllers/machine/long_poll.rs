@@ -1,0 +1,212 @@
+//! The machine controller's vCenter long polls: one [`Watcher`] per sweep gate (a vCenter and
+//! the identity its machines act as; with the manager's credentials, one per vCenter), fed
+//! after each sweep with the objects its machines wait on (tasks in flight, their VMs). When
+//! one changes, the decisions of the machines waiting on it are dropped from the gate and
+//! their reconciles triggered at once (kube-runtime's `reconcile_on`), so a machine's next
+//! step follows its task by the time of a sweep, not the 10 s re-look; a machine whose task
+//! the long poll watches gets no re-look of its own before the periodic full read
+//! (`plan::machine::waiting`). Where the long poll fails or is unsupported, the watcher says
+//! which objects are unwatched; their machines are woken and poll again.
+//!
+//! Why here and not in `vcenter/`: the watcher itself is the client's (`vcenter::watcher`, one
+//! per client, no controller concepts); what it watches, whom it wakes and which decisions it
+//! voids are the machine controller's.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc::UnboundedSender;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+
+use super::gate::Gate;
+use crate::api::Machine;
+use crate::api::vsphere_machine::VSphereVM;
+use crate::plan::machine::Requeue;
+use crate::plan::machine::waiting::{Polling, requeue_with};
+use crate::vcenter::watcher::{WatchEvent, WatchOptions, Watcher};
+use crate::vcenter::{Client, MoRef};
+
+/// Where a woken machine's reconcile is triggered: the Machine controller and the VSphereVM
+/// controller (a Cluster API machine's stand-in key starts with `VSphereVM `).
+#[derive(Clone)]
+pub struct Wakers {
+    pub machines: UnboundedSender<ObjectRef<DeserializeGuard<Machine>>>,
+    pub vms: UnboundedSender<ObjectRef<DeserializeGuard<VSphereVM>>>,
+}
+
+impl Wakers {
+    fn wake(&self, key: &str) {
+        let (vm, k) = match key.strip_prefix("VSphereVM ") {
+            Some(k) => (true, k),
+            None => (false, key),
+        };
+        let Some((ns, name)) = k.split_once('/') else {
+            return;
+        };
+        // A closed channel: the controllers are stopping.
+        if vm {
+            let _ = self.vms.unbounded_send(ObjectRef::new(name).within(ns));
+        } else {
+            let _ = self
+                .machines
+                .unbounded_send(ObjectRef::new(name).within(ns));
+        }
+    }
+}
+
+/// Object → the machines (keys) waiting on it.
+type Owners = Arc<Mutex<BTreeMap<MoRef, Vec<String>>>>;
+
+struct Poll {
+    /// The client's identity (server, user, password fingerprint): a new client (a changed
+    /// password) gets a new watcher.
+    principal: String,
+    watcher: Watcher,
+    owners: Owners,
+}
+
+/// The long polls of one controller term (dropped with it: each watcher's task ends).
+pub struct LongPolls {
+    polling: Polling,
+    wakers: Option<Wakers>,
+    polls: Mutex<HashMap<String, Poll>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LongPolls {
+    /// Without `wakers` (or with `polling.long_poll` off) nothing is watched: machines poll.
+    pub fn new(polling: Polling, wakers: Option<Wakers>) -> Self {
+        Self {
+            polling,
+            wakers,
+            polls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn polling(&self) -> &Polling {
+        &self.polling
+    }
+
+    /// How many long polls run (one per gate: vCenter and identity).
+    pub fn len(&self) -> usize {
+        lock(&self.polls).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// After a sweep of `gate_key`'s machines through `client` (`None`: none, or the sweep
+    /// read nothing): watch what they wait on (`watch`, machine key → objects), and turn their
+    /// planned requeues into the ones to act on.
+    pub fn after_sweep(
+        &self,
+        gate_key: &str,
+        gate: &Gate,
+        client: Option<&Client>,
+        watch: &BTreeMap<String, Vec<MoRef>>,
+        requeues: &mut BTreeMap<String, Requeue>,
+    ) {
+        // A watcher starts with the first object to watch; once started, it follows every
+        // sweep, an empty one too (its filters go). A sweep that read nothing leaves it be.
+        let active = match (client, &self.wakers) {
+            (Some(c), Some(w)) if self.polling.long_poll => {
+                if !watch.is_empty() {
+                    self.ensure_watcher(gate_key, gate, c, w);
+                }
+                true
+            }
+            _ => false,
+        };
+        let polls = lock(&self.polls);
+        let poll = polls.get(gate_key).filter(|_| active);
+        let mut tasks: BTreeMap<&str, &MoRef> = BTreeMap::new();
+        if let Some(p) = poll {
+            let mut by_obj: BTreeMap<MoRef, Vec<String>> = BTreeMap::new();
+            for (k, objs) in watch {
+                for o in objs {
+                    by_obj.entry(o.clone()).or_default().push(k.clone());
+                    if o.kind == "Task" {
+                        tasks.insert(k, o);
+                    }
+                }
+            }
+            p.watcher.set(by_obj.keys().cloned());
+            *lock(&p.owners) = by_obj;
+        }
+        for (k, r) in requeues.iter_mut() {
+            let watched =
+                poll.is_some_and(|p| tasks.get(k.as_str()).is_some_and(|t| p.watcher.watching(t)));
+            *r = requeue_with(r.clone(), watched, &self.polling);
+        }
+    }
+
+    /// Start the gate's watcher on first use, or again for a new client.
+    fn ensure_watcher(&self, gate_key: &str, gate: &Gate, client: &Client, wakers: &Wakers) {
+        let principal = client.principal_key();
+        let mut polls = lock(&self.polls);
+        if polls
+            .get(gate_key)
+            .is_some_and(|p| p.principal == principal)
+        {
+            return;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let owners: Owners = Arc::default();
+        let watcher = Watcher::start(client.clone(), tx, WatchOptions::default());
+        tokio::spawn(wake(rx, owners.clone(), gate.clone(), wakers.clone()));
+        tracing::debug!(server = %client.server(), "vCenter long poll started");
+        polls.insert(
+            gate_key.to_string(),
+            Poll {
+                principal,
+                watcher,
+                owners,
+            },
+        );
+    }
+}
+
+/// Wake the machines waiting on what changed: drop their decisions (so their reconcile sweeps)
+/// and trigger their reconciles. Events arriving together are handled together: machines woken
+/// at once cost one sweep.
+async fn wake(
+    mut events: mpsc::UnboundedReceiver<WatchEvent>,
+    owners: Owners,
+    gate: Gate,
+    wakers: Wakers,
+) {
+    while let Some(first) = events.recv().await {
+        let mut objs = vec![first.obj().clone()];
+        while let Ok(e) = events.try_recv() {
+            objs.push(e.obj().clone());
+        }
+        let mut keys: Vec<String> = {
+            let owners = lock(&owners);
+            objs.iter()
+                .filter_map(|o| owners.get(o))
+                .flatten()
+                .cloned()
+                .collect()
+        };
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            continue;
+        }
+        tracing::debug!(objects = ?objs, machines = ?keys, "vCenter changed: waking the machines waiting on it");
+        {
+            let mut decisions = gate.lock().await;
+            for k in &keys {
+                decisions.remove(k);
+            }
+        }
+        for k in &keys {
+            wakers.wake(k);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! How long a machine waits before its next look, given what the vCenter long poll watches
+//! (`vcenter::watcher`). The planners say *why* a machine waits (`Requeue::After(TASK_POLL)`:
+//! a task in flight, a VM property, a node to join); this says *how*: a task the long poll
+//! watches wakes its machine the moment it ends, so the machine needs no re-look of its own
+//! before the periodic full read (`resync`); a task it does not watch (no long poll, a vCenter
+//! without `WaitForUpdatesEx`, the watch failing) is looked at again every `task_poll`, the
+//! fallback. Pure: the controller passes what the watcher said.
+use std::time::Duration;
+
+use super::{Requeue, TASK_POLL, VmObs, provider_status};
+use crate::api::machine::Machine;
+use crate::vcenter::model::moref::MoRef;
+
+/// The machine controller's polling intervals (the manager's flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Polling {
+    /// The fallback re-look while a machine waits on a task the long poll does not watch (or
+    /// on a node to join: nothing wakes the machine then).
+    pub task_poll: Duration,
+    /// The periodic full read of a machine with nothing pending, or whose wait the long poll
+    /// covers: the safety net against a missed update.
+    pub resync: Duration,
+    /// Whether to long-poll vCenter at all.
+    pub long_poll: bool,
+}
+
+impl Default for Polling {
+    fn default() -> Self {
+        Self {
+            task_poll: TASK_POLL,
+            resync: DEFAULT_RESYNC,
+            long_poll: true,
+        }
+    }
+}
+
+/// The default of [`Polling::resync`]: vCenter drifts (a VM deleted by hand must turn its
+/// Machine `Failed`), and this is how late that is seen when no long poll reports it.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+
+/// The objects the long poll should watch for a machine, as its plan left it: its task in
+/// flight (recorded on the Machine) and its VM (power state, IP address: also changes made by
+/// hand).
+pub fn watched_objects(machine: &Machine, vm: Option<&VmObs>) -> Vec<MoRef> {
+    let mut out = Vec::new();
+    let ps = provider_status(machine);
+    if !ps.task_ref.is_empty() {
+        out.push(MoRef::new("Task", &ps.task_ref));
+    }
+    if let Some(m) = vm.and_then(|v| v.moref.clone()) {
+        out.push(m);
+    }
+    out
+}
+
+/// The machine's task in flight, if it records one.
+pub fn task_in_flight(machine: &Machine) -> Option<MoRef> {
+    let ps = provider_status(machine);
+    (!ps.task_ref.is_empty()).then(|| MoRef::new("Task", &ps.task_ref))
+}
+
+/// The requeue the controller acts on: a task wait (`After(TASK_POLL)`) becomes the periodic
+/// full read when the long poll watches the machine's task (`task_watched`), else the fallback
+/// `task_poll`; other waits are left as planned.
+pub fn requeue_with(requeue: Requeue, task_watched: bool, polling: &Polling) -> Requeue {
+    match requeue {
+        Requeue::After(d) if d == TASK_POLL && task_watched => Requeue::After(polling.resync),
+        Requeue::After(d) if d == TASK_POLL => Requeue::After(polling.task_poll),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_task_waits_for_its_update_an_unwatched_one_is_polled() {
+        let p = Polling {
+            task_poll: Duration::from_secs(3),
+            resync: Duration::from_secs(900),
+            long_poll: true,
+        };
+        let task = Requeue::After(TASK_POLL);
+        let cases = [
+            (task.clone(), true, Requeue::After(Duration::from_secs(900))),
+            (task, false, Requeue::After(Duration::from_secs(3))),
+            (Requeue::Idle, true, Requeue::Idle),
+            (
+                Requeue::After(Duration::from_secs(1)),
+                true,
+                Requeue::After(Duration::from_secs(1)),
+            ),
+            (
+                Requeue::Backoff("x".into()),
+                true,
+                Requeue::Backoff("x".into()),
+            ),
+        ];
+        for (r, watched, want) in cases {
+            assert_eq!(
+                requeue_with(r.clone(), watched, &p),
+                want,
+                "{r:?} {watched}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_machine_watches_its_task_and_its_vm() {
+        let mut m = Machine::new("m", Default::default());
+        assert!(watched_objects(&m, None).is_empty());
+        let vm = VmObs {
+            moref: Some(MoRef::new("VirtualMachine", "vm-9")),
+            ..VmObs::default()
+        };
+        assert_eq!(
+            watched_objects(&m, Some(&vm)),
+            vec![MoRef::new("VirtualMachine", "vm-9")]
+        );
+        let mut ps = provider_status(&m);
+        ps.task_ref = "task-3".into();
+        super::super::set_provider_status(&mut m, &ps);
+        assert_eq!(task_in_flight(&m), Some(MoRef::new("Task", "task-3")));
+        assert_eq!(
+            watched_objects(&m, Some(&vm)),
+            vec![
+                MoRef::new("Task", "task-3"),
+                MoRef::new("VirtualMachine", "vm-9")
+            ]
+        );
+    }
+}
