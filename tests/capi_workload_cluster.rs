@@ -49,74 +49,17 @@ use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
 use capi_world::{
-    ADMIN, KUBERNETES_VERSION, TEMPLATE, World, ZONES, assert_in_zone, b64, list, readback,
-    until_or, world_with,
+    ADMIN, CLUSTERS, MACHINES, World, ZONES, assert_in_zone_resized, b64, condition, generate,
+    is_true, list, name_of, phase, readback, until_or, world_with,
 };
 use process::VmDetail;
 use serde_json::{Value, json};
 use workload_sim::{Workload, WorkloadSim};
 
+const TEST: &str = "capi_workload_cluster";
 const CLUSTER: &str = "wl";
-const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
-const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 const KCP: &str = "kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io";
 const INFRA_V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
-
-/// Prints how long a phase took (a measurement for the record, never asserted).
-fn phase(start: &mut Instant, what: &str) {
-    eprintln!(
-        "capi_workload_cluster: {what} in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
-    *start = Instant::now();
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn is_true(o: &Value, t: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == "True")
-}
-
-fn name_of(o: &Value) -> String {
-    o["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
-/// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
-/// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
-/// the relocate datastore. The VM's home (`config.files.vmPathName`) is in the zone's datastore.
-fn assert_in_zone_resized(
-    groups: &BTreeMap<(String, String), Vec<String>>,
-    vm: &VmDetail,
-    i: usize,
-    props: &BTreeMap<String, String>,
-) {
-    let ds = format!("LocalDS_{i}");
-    assert!(
-        vm.datastores.contains(&ds) && vm.datastores.iter().all(|d| *d == ds || d == "LocalDS_0"),
-        "{vm:?}"
-    );
-    let home = props
-        .get("config.files.vmPathName")
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        home.starts_with(&format!("[{ds}]")),
-        "{}: home {home}",
-        vm.name
-    );
-    let mut v = vm.clone();
-    v.datastores = vec![ds];
-    assert_in_zone(groups, &v, i);
-}
 
 /// The zone index of failure domain `zone-{i}`.
 fn zone_index(fd: &str) -> usize {
@@ -128,62 +71,7 @@ fn zone_index(fd: &str) -> usize {
 /// CAPV v1.17's cluster template, generated with vcsim's values, with the two edits of the
 /// module doc: every zone selected, one MachineDeployment per zone.
 fn manifests(w: &World, ns: &str, port: u16) -> String {
-    let (user, password) = w.sim.credentials();
-    let server = w.sim.url().to_string();
-    let port = port.to_string();
-    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
-    let vars: Vec<(&str, &str)> = vec![
-        ("NAMESPACE", ns),
-        ("CLUSTER_NAME", CLUSTER),
-        // The simulator serves the workload API server on loopback; its certificate names
-        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
-        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1"),
-        ("CONTROL_PLANE_ENDPOINT_PORT", &port),
-        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
-        ("VSPHERE_SERVER", &server),
-        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
-        // storage policy (which this provider records and says it does not act on).
-        ("VSPHERE_TLS_THUMBPRINT", &thumbprint),
-        ("VSPHERE_USERNAME", user),
-        ("VSPHERE_PASSWORD", password),
-        // Where a machine without a failure domain would go (every machine here has one).
-        ("VSPHERE_DATACENTER", "DC0"),
-        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
-        ("VSPHERE_DATASTORE", "LocalDS_0"),
-        ("VSPHERE_FOLDER", "zone-0-vms"),
-        ("VSPHERE_NETWORK", "VM Network"),
-        ("VSPHERE_TEMPLATE", TEMPLATE),
-        ("VSPHERE_STORAGE_POLICY", "vSAN Default Storage Policy"),
-        (
-            "VSPHERE_SSH_AUTHORIZED_KEY",
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
-        ),
-    ];
-    let template = realapi::repo().join("tests/fixtures/capv/v1.17/cluster-template.yaml");
-    let o = clusterctl(
-        &w.capi,
-        w.cp,
-        w.home.path(),
-        &[
-            "generate",
-            "cluster",
-            CLUSTER,
-            "--from",
-            template.to_str().unwrap(),
-            "--target-namespace",
-            ns,
-            "--kubernetes-version",
-            KUBERNETES_VERSION,
-            "--control-plane-machine-count",
-            "3",
-            "--worker-machine-count",
-            "1",
-        ],
-        &vars,
-    );
-    assert!(o.status.success(), "clusterctl generate:\n{}", text(&o));
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(o.stdout).unwrap())
-        .expect("clusterctl generate printed YAML");
+    let docs = generate(w, "cluster-template.yaml", CLUSTER, ns, port, 3, 1, &[]);
     let mut out = Vec::new();
     for mut d in docs.into_iter().filter(|d| d.is_object()) {
         match d["kind"].as_str() {
@@ -480,26 +368,18 @@ async fn scenario() {
     let w = world_with(capi, true).await;
     let cp = w.cp;
     let ns = cp.namespace("workload");
-    let server = w.sim.url().to_string();
     let port = free_port();
-    let (user, password) = w.sim.credentials();
-    let sim = WorkloadSim::start(
-        &sim_bin,
-        w.home.path(),
-        &server,
-        user,
-        password,
-        &port.to_string(),
-    );
+    let sim = WorkloadSim::start_for(&sim_bin, &w, port);
     let run = Run { w: &w, ns, sim };
     let ns = run.ns.clone();
     phase(
+        TEST,
         &mut t,
         "clusterctl init, vcsim, four managers, workload-sim started",
     );
 
     w.three_ready_zones().await;
-    phase(&mut t, "three zones ready");
+    phase(TEST, &mut t, "three zones ready");
 
     // --- spread
     apply_retrying(cp, &manifests(&w, &ns, port));
@@ -509,7 +389,7 @@ async fn scenario() {
             Duration::from_secs(600),
         )
         .await;
-    phase(&mut t, "control plane of three up");
+    phase(TEST, &mut t, "control plane of three up");
     let cluster = run.get(CLUSTERS, CLUSTER).unwrap();
     for c in [
         "ControlPlaneInitialized",
@@ -585,14 +465,14 @@ async fn scenario() {
     run.assert_machines_in_their_zones(&workers).await;
     let nodes = workload.items(&["get", "nodes"]).unwrap();
     assert_eq!(nodes.len(), 6, "three control plane and three worker Nodes");
-    phase(&mut t, "three workers up");
+    phase(TEST, &mut t, "three workers up");
 
     rollout(&run, &workload, &cps).await;
-    phase(&mut t, "control plane rolled out");
+    phase(TEST, &mut t, "control plane rolled out");
     remediation(&run, &workload).await;
-    phase(&mut t, "remediation");
+    phase(TEST, &mut t, "remediation");
     zone_outage(&run, &workload).await;
-    phase(&mut t, "zone outage");
+    phase(TEST, &mut t, "zone outage");
     show(&run, &workload).await;
     if std::env::var("DEMO_KEEP").is_ok_and(|k| !k.is_empty()) {
         keep(&run, &workload);
@@ -634,9 +514,12 @@ async fn scenario() {
             .map(Vec::len),
         Some(ZONES)
     );
-    phase(&mut t, "Cluster deleted");
+    phase(TEST, &mut t, "Cluster deleted");
     let log = w.ours.log();
-    assert!(!log.contains(password), "the manager logged the password");
+    assert!(
+        !log.contains(w.sim.credentials().1),
+        "the manager logged the password"
+    );
 }
 
 /// A new VSphereMachineTemplate (numCPUs 4) for the control plane: KCP replaces the three
@@ -832,7 +715,7 @@ async fn remediation(run: &Run<'_>, workload: &Workload) {
                     ns,
                 )
                 .unwrap();
-            match cond(&mhc, "RemediationAllowed") {
+            match condition(&mhc, "RemediationAllowed") {
                 Some(c) if c["status"] == "False" => Ok(()),
                 _ => Err(mhc["status"].to_string()),
             }

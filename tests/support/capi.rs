@@ -253,6 +253,19 @@ impl CapiManager {
         validating: &str,
         mutating: &str,
     ) -> CapiManager {
+        Self::start_with(capi, cp, home, binary, validating, mutating, &[])
+    }
+
+    /// [`CapiManager::start`] with `extra` arguments (e.g. `--feature-gates=ClusterTopology=true`).
+    pub fn start_with(
+        capi: &Path,
+        cp: &ControlPlane,
+        home: &Path,
+        binary: &str,
+        validating: &str,
+        mutating: &str,
+        extra: &[&str],
+    ) -> CapiManager {
         let certs = home.join(format!("{binary}-certs"));
         let (cert, key) = cp.issue_certificate(&certs, binary, &["IP:127.0.0.1"]);
         let (webhook, health, diagnostics) = (free_port(), free_port(), free_port());
@@ -274,6 +287,7 @@ impl CapiManager {
             ))
             .arg(format!("--health-addr=127.0.0.1:{health}"))
             .arg(format!("--diagnostics-address=127.0.0.1:{diagnostics}"))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);

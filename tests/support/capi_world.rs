@@ -25,6 +25,8 @@ use super::vcsim::Vcsim;
 pub const ADMIN: &Identity = &Identity::Admin;
 pub const IMAGE: &str = "localhost/vsphere-provider:e2e";
 pub const V1BETA1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+pub const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
+pub const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 /// What every VSphereMachine clones (vcsim's VM in DC0_C0's pool).
 pub const TEMPLATE: &str = "/DC0/vm/DC0_C0_RP1_VM0";
 /// The Kubernetes version KCP and the template ask for (nothing ever runs it).
@@ -274,6 +276,13 @@ pub async fn world(capi: std::path::PathBuf) -> World {
 /// v1beta2 templates need, since their `thumbprint` may not be empty. The manager is given the
 /// certificate's thumbprint (`--thumbprint`), as an admin pins a vCenter it runs against.
 pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
+    world_gated(capi, tls, &[]).await
+}
+
+/// [`world_with`], CAPI's three managers started with `capi_args`, e.g.
+/// `--feature-gates=ClusterTopology=true` for ClusterClass (core serves ClusterClass and runs the
+/// topology controller only then; KCP admits KubeadmControlPlaneTemplates only then).
+pub async fn world_gated(capi: std::path::PathBuf, tls: bool, capi_args: &[&str]) -> World {
     let cp = control_plane();
     let home = tempfile::tempdir().unwrap();
     let config = capi::repository(&capi, home.path(), IMAGE);
@@ -310,32 +319,27 @@ pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
         .unwrap_or_default();
     let ours = OurManager::start_with(cp, home.path(), user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
-    let managers = vec![
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "manager",
-            "capi-validating-webhook-configuration",
-            "capi-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
-            "kubeadm-bootstrap-manager",
-            "capi-kubeadm-bootstrap-validating-webhook-configuration",
-            "capi-kubeadm-bootstrap-mutating-webhook-configuration",
-        ),
-        CapiManager::start(
-            &capi,
-            cp,
-            home.path(),
+    let managers = [
+        ("manager", "capi"),
+        ("kubeadm-bootstrap-manager", "capi-kubeadm-bootstrap"),
+        (
             "kubeadm-control-plane-manager",
-            "capi-kubeadm-control-plane-validating-webhook-configuration",
-            "capi-kubeadm-control-plane-mutating-webhook-configuration",
+            "capi-kubeadm-control-plane",
         ),
-    ];
+    ]
+    .into_iter()
+    .map(|(binary, prefix)| {
+        CapiManager::start_with(
+            &capi,
+            cp,
+            home.path(),
+            binary,
+            &format!("{prefix}-validating-webhook-configuration"),
+            &format!("{prefix}-mutating-webhook-configuration"),
+            capi_args,
+        )
+    })
+    .collect();
     World {
         cp,
         capi,
@@ -379,4 +383,144 @@ pub fn assert_guestinfo(vm: &VmDetail, user_data: &str) {
         .unwrap_or_else(|e| panic!("{}: guestinfo.metadata is not YAML: {e}", vm.name));
     assert_eq!(metadata["instance-id"], vm.name.as_str(), "{metadata}");
     assert_eq!(metadata["local-hostname"], vm.name.as_str(), "{metadata}");
+}
+
+/// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
+/// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
+/// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
+/// the relocate datastore. The VM's home (`config.files.vmPathName`) is in the zone's datastore.
+pub fn assert_in_zone_resized(
+    groups: &BTreeMap<(String, String), Vec<String>>,
+    vm: &VmDetail,
+    i: usize,
+    props: &BTreeMap<String, String>,
+) {
+    let ds = format!("LocalDS_{i}");
+    assert!(
+        vm.datastores.contains(&ds) && vm.datastores.iter().all(|d| *d == ds || d == "LocalDS_0"),
+        "{vm:?}"
+    );
+    let home = props
+        .get("config.files.vmPathName")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        home.starts_with(&format!("[{ds}]")),
+        "{}: home {home}",
+        vm.name
+    );
+    let mut v = vm.clone();
+    v.datastores = vec![ds];
+    assert_in_zone(groups, &v, i);
+}
+
+/// Whether condition `t` of an object's status is True.
+pub fn is_true(o: &Value, t: &str) -> bool {
+    condition(o, t).is_some_and(|c| c["status"] == "True")
+}
+
+pub fn name_of(o: &Value) -> String {
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The variables CAPV v1.17's templates take (for `clusterctl generate cluster --from`), with
+/// vcsim's values, for Cluster `cluster` in `ns` whose workload API server (hack/workload-sim)
+/// listens on 127.0.0.1:`port`.
+pub fn capv_variables(
+    w: &World,
+    ns: &str,
+    cluster: &str,
+    port: u16,
+) -> Vec<(&'static str, String)> {
+    let (user, password) = w.sim.credentials();
+    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
+    vec![
+        ("NAMESPACE", ns.to_string()),
+        ("CLUSTER_NAME", cluster.to_string()),
+        // The simulator serves the workload API server on loopback; its certificate names
+        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
+        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1".into()),
+        ("CONTROL_PLANE_ENDPOINT_PORT", port.to_string()),
+        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION.into()),
+        ("VSPHERE_SERVER", w.sim.url().to_string()),
+        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
+        // storage policy (which this provider records and says it does not act on).
+        ("VSPHERE_TLS_THUMBPRINT", thumbprint),
+        ("VSPHERE_USERNAME", user.to_string()),
+        ("VSPHERE_PASSWORD", password.to_string()),
+        // Where a machine without a failure domain goes.
+        ("VSPHERE_DATACENTER", "DC0".into()),
+        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1".into()),
+        ("VSPHERE_DATASTORE", "LocalDS_0".into()),
+        ("VSPHERE_FOLDER", "zone-0-vms".into()),
+        ("VSPHERE_NETWORK", "VM Network".into()),
+        ("VSPHERE_TEMPLATE", TEMPLATE.into()),
+        (
+            "VSPHERE_STORAGE_POLICY",
+            "vSAN Default Storage Policy".into(),
+        ),
+        (
+            "VSPHERE_SSH_AUTHORIZED_KEY",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test".into(),
+        ),
+    ]
+}
+
+/// `clusterctl generate cluster <cluster> --from tests/fixtures/capv/v1.17/<template>` into
+/// `ns`, with [`capv_variables`] (then `extra`, which override them) and the machine counts: the
+/// objects it prints.
+#[allow(clippy::too_many_arguments)]
+pub fn generate(
+    w: &World,
+    template: &str,
+    cluster: &str,
+    ns: &str,
+    port: u16,
+    control_plane: u32,
+    workers: u32,
+    extra: &[(&'static str, String)],
+) -> Vec<Value> {
+    let mut owned = capv_variables(w, ns, cluster, port);
+    owned.extend(extra.iter().cloned());
+    let vars: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let file = realapi::repo()
+        .join("tests/fixtures/capv/v1.17")
+        .join(template);
+    let (cp_count, worker_count) = (control_plane.to_string(), workers.to_string());
+    let o = clusterctl(
+        &w.capi,
+        w.cp,
+        w.home.path(),
+        &[
+            "generate",
+            "cluster",
+            cluster,
+            "--from",
+            file.to_str().unwrap(),
+            "--target-namespace",
+            ns,
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--control-plane-machine-count",
+            &cp_count,
+            "--worker-machine-count",
+            &worker_count,
+        ],
+        &vars,
+    );
+    assert!(o.status.success(), "clusterctl generate:\n{}", text(&o));
+    serde_saphyr::from_multiple::<Value>(&String::from_utf8(o.stdout).unwrap())
+        .expect("clusterctl generate printed YAML")
+        .into_iter()
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// Prints how long a phase of `test` took (a measurement for the record, never asserted).
+pub fn phase(test: &str, start: &mut Instant, what: &str) {
+    eprintln!("{test}: {what} in {:.1} s", start.elapsed().as_secs_f64());
+    *start = Instant::now();
 }
