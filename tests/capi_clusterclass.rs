@@ -27,7 +27,8 @@
 //! Cluster's credentials Secret is applied, so that the cluster is provisioned, and the first
 //! control plane Machine placed, only with the zones published.
 //!
-//! Gated on `CAPI_BIN_DIR` and `WORKLOAD_SIM_BIN` (hack/test.sh sets both); about four minutes.
+//! Gated on `CAPI_BIN_DIR` and `WORKLOAD_SIM_BIN` (hack/test.sh sets both, and its `cargo test`
+//! runs it); about three minutes.
 #[path = "support/admin_setup.rs"]
 mod admin_setup;
 #[path = "support/capi.rs"]
