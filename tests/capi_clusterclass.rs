@@ -528,9 +528,10 @@ async fn a_cluster_class_cluster_is_provisioned_in_our_zones_and_rolls_out_on_ch
         "{rotated}"
     );
     // The contract's rule for template webhooks, on the real API server: a spec change is
-    // refused, except in a server-side dry run marked as the topology controller's.
-    let edit = |annotated: bool| {
-        let mut p = json!({"spec": {"template": {"spec": {"numCPUs": 8}}}});
+    // refused, except in a server-side dry run marked as the topology controller's. For our
+    // machine template and for the class's VSphereClusterTemplate (which has no spec at all).
+    let edit = |kind: &str, name: &str, spec: Value, annotated: bool| {
+        let mut p = json!({"spec": {"template": {"spec": spec}}});
         if annotated {
             p["metadata"] = json!({"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}});
         }
@@ -538,8 +539,8 @@ async fn a_cluster_class_cluster_is_provisioned_in_our_zones_and_rolls_out_on_ch
             ADMIN,
             &[
                 "patch",
-                MACHINE_TEMPLATES,
-                &new_infra,
+                kind,
+                name,
                 "-n",
                 &ns,
                 "--type",
@@ -550,14 +551,27 @@ async fn a_cluster_class_cluster_is_provisioned_in_our_zones_and_rolls_out_on_ch
             ],
         )
     };
-    let refused = edit(false);
-    assert!(
-        !refused.success && refused.stderr.contains("immutable"),
-        "{}",
-        refused.stderr
-    );
-    let dry = edit(true);
-    assert!(dry.success, "the topology's dry run passes: {}", dry.stderr);
+    for (kind, name, spec) in [
+        (MACHINE_TEMPLATES, new_infra.as_str(), json!({"numCPUs": 8})),
+        (
+            "vsphereclustertemplates.v1beta2.infrastructure.cluster.x-k8s.io",
+            CLASS,
+            json!({"server": "https://elsewhere.example"}),
+        ),
+    ] {
+        let refused = edit(kind, name, spec.clone(), false);
+        assert!(
+            !refused.success && refused.stderr.contains("immutable"),
+            "{kind} {name}: {}",
+            refused.stderr
+        );
+        let dry = edit(kind, name, spec, true);
+        assert!(
+            dry.success,
+            "{kind} {name}: the topology's dry run passes: {}",
+            dry.stderr
+        );
+    }
     let (cp_after, worker_after) = run
         .running(
             "the worker replaced after the class change",
