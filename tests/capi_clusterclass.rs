@@ -20,7 +20,11 @@
 //!   with 4 CPUs. No variable of CAPV's class touches a VSphereMachineTemplate, so this is the
 //!   change that rotates one.
 //!
-//! One edit outside the templates, as an admin of failure domains makes it: CAPV's class
+//! Two edits outside the templates. CAPV's class does not work with CAPI v1.14 as it is: its
+//! `createEmptyArrays` patch gives the worker's KubeadmConfigTemplate `files: []`, which CABPK
+//! v1.14's schema refuses (at least one item), so no MachineDeployment is made; the test sees
+//! that failure, then removes that one patch definition from the class, as an admin would.
+//! And, as an admin of failure domains does: CAPV's class
 //! `add`s the whole VSphereClusterTemplate spec from variables, so no failureDomainSelector can
 //! come through it; the test sets `failureDomainSelector: {}` on the VSphereCluster the topology
 //! controller created (a field the controller does not own, so its applies keep it), before the
