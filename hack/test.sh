@@ -45,7 +45,8 @@ export KUBE_BIN_DIR
 log "KUBE_BIN_DIR=$KUBE_BIN_DIR"
 # Cluster API's own managers and clusterctl (v1.14.2), built from the Go module proxy by
 # hack/capi/build.sh, for tests/capi_clusterctl.rs (clusterctl init from an offline repository) and
-# tests/capi_machines.rs (CAPI Machines, KubeadmControlPlane and CAPV's cluster template on vcsim).
+# tests/capi_machines.rs (CAPI Machines, KubeadmControlPlane and CAPV's cluster template on vcsim)
+# and tests/capi_clusterclass.rs (CAPV's ClusterClass under the topology controller, ~3 min).
 # A cold build took 9m27s wall on two cores shared with other builds (388 s of CPU); cached after.
 CAPI_BIN_DIR="$(hack/capi/build.sh | tail -n1)" || die "hack/capi/build.sh failed"
 [ -x "$CAPI_BIN_DIR/clusterctl" ] || die "hack/capi/build.sh did not produce clusterctl (got '$CAPI_BIN_DIR')"
@@ -53,7 +54,7 @@ export CAPI_BIN_DIR
 log "CAPI_BIN_DIR=$CAPI_BIN_DIR"
 # The workload-cluster simulator (hack/workload-sim: Cluster API v1.14.2's in-memory API server and
 # etcd, booting vcsim VMs from the guestinfo the provider wrote) for tests/capi_workload_cluster.rs
-# and hack/demo-capi.sh. It shares most of its dependencies with the CAPI build above; cached after.
+# (hack/demo-capi.sh) and tests/capi_clusterclass.rs (run by `cargo test` below). It shares most of its dependencies with the CAPI build above; cached after.
 WORKLOAD_SIM_BIN="$(hack/workload-sim/build.sh | tail -n1)/workload-sim" || die "hack/workload-sim/build.sh failed"
 [ -x "$WORKLOAD_SIM_BIN" ] || die "hack/workload-sim/build.sh did not produce workload-sim (got '$WORKLOAD_SIM_BIN')"
 export WORKLOAD_SIM_BIN

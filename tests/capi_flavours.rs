@@ -42,13 +42,12 @@ use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, free_port};
 use capi_world::{
-    ADMIN, World, ZONES, assert_in_zone_resized, b64, generate, list, readback, world_gated, zonal,
+    ADMIN, CLUSTERS, MACHINES, World, ZONES, assert_in_zone_resized, b64, generate, is_true, list,
+    name_of, readback, world_gated, zonal,
 };
 use serde_json::{Value, json};
 use workload_sim::WorkloadSim;
 
-const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
-const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 const VSPHERE_CLUSTERS: &str = "vsphereclusters.v1beta2.infrastructure.cluster.x-k8s.io";
 const CLAIMS: &str = "ipaddressclaims.v1beta2.ipam.cluster.x-k8s.io";
 const ADDRESSES: &str = "ipaddresses.v1beta2.ipam.cluster.x-k8s.io";
@@ -79,18 +78,6 @@ impl Flavour {
     }
 }
 
-fn name_of(o: &Value) -> &str {
-    o["metadata"]["name"].as_str().unwrap_or_default()
-}
-
-fn is_true(o: &Value, t: &str) -> bool {
-    o["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == t && c["status"] == "True")
-}
-
 /// Cluster-api-ipam-provider-in-cluster's part, played by the test (see the module doc): binds
 /// every claim of `ns` naming pool [`POOL`] to the next free address of 10.100.0.0/24.
 struct Ipam {
@@ -108,6 +95,7 @@ impl Ipam {
                 let claims = capi::get(cp, &[CLAIMS, "-n", &ns]);
                 for c in claims["items"].as_array().into_iter().flatten() {
                     let name = name_of(c);
+                    let name = name.as_str();
                     let bound = c["status"]["addressRef"]["name"].is_string();
                     if bound || c["spec"]["poolRef"]["name"] != POOL {
                         continue;
@@ -189,7 +177,12 @@ async fn capvs_ignition_and_node_ipam_templates_boot_machines_in_their_zones() {
         return;
     };
     let started = Instant::now();
-    let w = world_gated(capi, true, &["KubeadmBootstrapFormatIgnition=true"]).await;
+    let w = world_gated(
+        capi,
+        true,
+        &["--feature-gates=KubeadmBootstrapFormatIgnition=true"],
+    )
+    .await;
     let flavours = [Flavour::Ignition, Flavour::NodeIpam];
     let ports: Vec<u16> = flavours.iter().map(|_| free_port()).collect();
     let (user, password) = w.sim.credentials();
@@ -208,23 +201,24 @@ async fn capvs_ignition_and_node_ipam_templates_boot_machines_in_their_zones() {
     let mut namespaces = BTreeMap::new();
     for (flavour, port) in flavours.iter().zip(&ports) {
         let ns = w.cp.namespace(flavour.cluster());
-        let extra: &[(&str, &str)] = match flavour {
-            Flavour::Ignition => &[],
-            Flavour::NodeIpam => &[
-                ("NODE_IPAM_POOL_API_GROUP", "ipam.cluster.x-k8s.io"),
-                ("NODE_IPAM_POOL_KIND", "InClusterIPPool"),
-                ("NODE_IPAM_POOL_NAME", POOL),
-                ("NAMESERVER", NAMESERVER),
+        let extra: Vec<(&'static str, String)> = match flavour {
+            Flavour::Ignition => vec![],
+            Flavour::NodeIpam => vec![
+                ("NODE_IPAM_POOL_API_GROUP", "ipam.cluster.x-k8s.io".into()),
+                ("NODE_IPAM_POOL_KIND", "InClusterIPPool".into()),
+                ("NODE_IPAM_POOL_NAME", POOL.into()),
+                ("NAMESERVER", NAMESERVER.into()),
             ],
         };
         let docs = generate(
             &w,
             flavour.template(),
-            &ns,
             flavour.cluster(),
+            &ns,
             *port,
-            (1, 1),
-            extra,
+            1,
+            1,
+            &extra,
         );
         if *flavour == Flavour::NodeIpam {
             let pool = json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
@@ -321,6 +315,7 @@ async fn capvs_ignition_and_node_ipam_templates_boot_machines_in_their_zones() {
         let mut domains = BTreeSet::new();
         for m in &machines[cluster_name] {
             let name = name_of(m);
+            let name = name.as_str();
             let fd = m["spec"]["failureDomain"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{name} has no failure domain"));
@@ -364,7 +359,7 @@ async fn capvs_ignition_and_node_ipam_templates_boot_machines_in_their_zones() {
                         .collect();
                     assert_eq!(claims.len(), 1, "{name}: {claims:#?}");
                     let address = w
-                        .find(ADDRESSES, name_of(&claims[0]), ns)
+                        .find(ADDRESSES, &name_of(&claims[0]), ns)
                         .unwrap_or_else(|| panic!("no IPAddress for {name}"));
                     let cidr = format!("{}/24", address["spec"]["address"].as_str().unwrap());
                     for wanted in [cidr.as_str(), GATEWAY, NAMESERVER] {

@@ -39,13 +39,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, get, text};
-use capi_world::{ADMIN, World, ZONES, generate, list, readback, until_or, world_with, zonal};
+use capi_world::{
+    ADMIN, CLUSTERS, MACHINES, World, ZONES, generate, list, readback, until_or, world_with, zonal,
+};
 use realapi::ControlPlane;
 use workload_sim::WorkloadSim;
 
 const CLUSTER: &str = "mv";
-const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
-const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 
 /// The Machines of `ns` on `cp`, Running with a Node: `name → providerID`, once all `n` are.
 fn running(cp: &ControlPlane, ns: &str, n: usize) -> Result<BTreeMap<String, String>, String> {
@@ -108,7 +108,7 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
     );
     w.three_ready_zones().await;
     let ns = w.cp.namespace(CLUSTER);
-    let docs = generate(&w, "cluster-template.yaml", &ns, CLUSTER, port, (1, 1), &[]);
+    let docs = generate(&w, "cluster-template.yaml", CLUSTER, &ns, port, 1, 1, &[]);
     apply_retrying(w.cp, &list(zonal(docs, CLUSTER)));
     let machines = 1 + ZONES;
     let logs = || {
@@ -222,8 +222,31 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
         started.elapsed().as_secs_f64()
     );
 
-    // The source's provider goes: `clusterctl delete` takes its CRDs and namespace, and
+    // The source's provider goes. Its zones first, as clusterctl asks (it refuses to delete
+    // CRDs that still hold objects): their deletion touches nothing in vCenter, which the
+    // target's zones share. Then `clusterctl delete` takes the CRDs and the namespace, and
     // leaves Cluster API's.
+    for kind in ["vspheredeploymentzones", "vspherefailuredomains"] {
+        w.cp.kubectl(ADMIN, &["delete", kind, "--all", "--wait=false"])
+            .ok();
+    }
+    until_or(
+        "the source's zones gone",
+        Duration::from_secs(60),
+        both_logs,
+        async || {
+            let left = get(w.cp, &["vspheredeploymentzone"])["items"]
+                .as_array()
+                .map(Vec::len)
+                .unwrap_or(0)
+                + get(w.cp, &["vspherefailuredomain"])["items"]
+                    .as_array()
+                    .map(Vec::len)
+                    .unwrap_or(0);
+            (left == 0).then_some(()).ok_or(format!("{left} left"))
+        },
+    )
+    .await;
     let o = clusterctl(
         &w.capi,
         w.cp,
@@ -238,14 +261,22 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
         &[],
     );
     assert!(o.status.success(), "clusterctl delete:\n{}", text(&o));
-    let crds =
-        w.cp.kubectl(ADMIN, &["get", "crd", "-o", "name"])
-            .ok()
-            .stdout;
-    assert!(
-        !crds.contains("infrastructure.cluster.x-k8s.io"),
-        "our CRDs remain:\n{crds}"
-    );
+    // CRDs go asynchronously (the API server empties each first).
+    let crds = until_or(
+        "our CRDs gone from the source",
+        Duration::from_secs(120),
+        both_logs,
+        async || {
+            let crds =
+                w.cp.kubectl(ADMIN, &["get", "crd", "-o", "name"])
+                    .ok()
+                    .stdout;
+            (!crds.contains("infrastructure.cluster.x-k8s.io"))
+                .then(|| crds.clone())
+                .ok_or(crds)
+        },
+    )
+    .await;
     assert!(crds.contains("clusters.cluster.x-k8s.io"), "{crds}");
 
     // The target's provider carries on: deleting the Cluster there destroys every VM.

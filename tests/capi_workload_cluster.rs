@@ -49,45 +49,17 @@ use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, text};
 use capi_world::{
-    ADMIN, World, ZONES, assert_in_zone_resized, b64, generate, list, readback, until_or,
-    world_with, zonal,
+    ADMIN, CLUSTERS, MACHINES, World, ZONES, assert_in_zone_resized, b64, condition, generate,
+    is_true, list, name_of, phase, readback, until_or, world_with, zonal,
 };
 use process::VmDetail;
 use serde_json::{Value, json};
 use workload_sim::{Workload, WorkloadSim};
 
+const TEST: &str = "capi_workload_cluster";
 const CLUSTER: &str = "wl";
-const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
-const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 const KCP: &str = "kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io";
 const INFRA_V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
-
-/// Prints how long a phase took (a measurement for the record, never asserted).
-fn phase(start: &mut Instant, what: &str) {
-    eprintln!(
-        "capi_workload_cluster: {what} in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
-    *start = Instant::now();
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn is_true(o: &Value, t: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == "True")
-}
-
-fn name_of(o: &Value) -> String {
-    o["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// The zone index of failure domain `zone-{i}`.
 fn zone_index(fd: &str) -> usize {
@@ -99,7 +71,7 @@ fn zone_index(fd: &str) -> usize {
 /// CAPV v1.17's cluster template, generated with vcsim's values, with the two edits of the
 /// module doc: every zone selected, one MachineDeployment per zone.
 fn manifests(w: &World, ns: &str, port: u16) -> String {
-    let docs = generate(w, "cluster-template.yaml", ns, CLUSTER, port, (3, 1), &[]);
+    let docs = generate(w, "cluster-template.yaml", CLUSTER, ns, port, 3, 1, &[]);
     list(zonal(docs, CLUSTER))
 }
 
@@ -378,26 +350,18 @@ async fn scenario() {
     let w = world_with(capi, true).await;
     let cp = w.cp;
     let ns = cp.namespace("workload");
-    let server = w.sim.url().to_string();
     let port = free_port();
-    let (user, password) = w.sim.credentials();
-    let sim = WorkloadSim::start(
-        &sim_bin,
-        w.home.path(),
-        &server,
-        user,
-        password,
-        &port.to_string(),
-    );
+    let sim = WorkloadSim::start_for(&sim_bin, &w, port);
     let run = Run { w: &w, ns, sim };
     let ns = run.ns.clone();
     phase(
+        TEST,
         &mut t,
         "clusterctl init, vcsim, four managers, workload-sim started",
     );
 
     w.three_ready_zones().await;
-    phase(&mut t, "three zones ready");
+    phase(TEST, &mut t, "three zones ready");
 
     // --- spread
     apply_retrying(cp, &manifests(&w, &ns, port));
@@ -407,7 +371,7 @@ async fn scenario() {
             Duration::from_secs(600),
         )
         .await;
-    phase(&mut t, "control plane of three up");
+    phase(TEST, &mut t, "control plane of three up");
     let cluster = run.get(CLUSTERS, CLUSTER).unwrap();
     for c in [
         "ControlPlaneInitialized",
@@ -483,14 +447,14 @@ async fn scenario() {
     run.assert_machines_in_their_zones(&workers).await;
     let nodes = workload.items(&["get", "nodes"]).unwrap();
     assert_eq!(nodes.len(), 6, "three control plane and three worker Nodes");
-    phase(&mut t, "three workers up");
+    phase(TEST, &mut t, "three workers up");
 
     rollout(&run, &workload, &cps).await;
-    phase(&mut t, "control plane rolled out");
+    phase(TEST, &mut t, "control plane rolled out");
     remediation(&run, &workload).await;
-    phase(&mut t, "remediation");
+    phase(TEST, &mut t, "remediation");
     zone_outage(&run, &workload).await;
-    phase(&mut t, "zone outage");
+    phase(TEST, &mut t, "zone outage");
     show(&run, &workload).await;
     if std::env::var("DEMO_KEEP").is_ok_and(|k| !k.is_empty()) {
         keep(&run, &workload);
@@ -532,9 +496,12 @@ async fn scenario() {
             .map(Vec::len),
         Some(ZONES)
     );
-    phase(&mut t, "Cluster deleted");
+    phase(TEST, &mut t, "Cluster deleted");
     let log = w.ours.log();
-    assert!(!log.contains(password), "the manager logged the password");
+    assert!(
+        !log.contains(w.sim.credentials().1),
+        "the manager logged the password"
+    );
 }
 
 /// A new VSphereMachineTemplate (numCPUs 4) for the control plane: KCP replaces the three
@@ -730,7 +697,7 @@ async fn remediation(run: &Run<'_>, workload: &Workload) {
                     ns,
                 )
                 .unwrap();
-            match cond(&mhc, "RemediationAllowed") {
+            match condition(&mhc, "RemediationAllowed") {
                 Some(c) if c["status"] == "False" => Ok(()),
                 _ => Err(mhc["status"].to_string()),
             }

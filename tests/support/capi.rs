@@ -256,7 +256,7 @@ impl CapiManager {
         Self::start_with(capi, cp, home, binary, validating, mutating, &[])
     }
 
-    /// [`CapiManager::start`] with `extra` arguments (`--feature-gates=…`).
+    /// [`CapiManager::start`] with `extra` arguments (e.g. `--feature-gates=ClusterTopology=true`).
     pub fn start_with(
         capi: &Path,
         cp: &ControlPlane,

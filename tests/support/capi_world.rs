@@ -26,6 +26,8 @@ use super::vcsim::Vcsim;
 pub const ADMIN: &Identity = &Identity::Admin;
 pub const IMAGE: &str = "localhost/vsphere-provider:e2e";
 pub const V1BETA1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+pub const MACHINES: &str = "machines.v1beta2.cluster.x-k8s.io";
+pub const CLUSTERS: &str = "clusters.v1beta2.cluster.x-k8s.io";
 /// What every VSphereMachine clones (vcsim's VM in DC0_C0's pool).
 pub const TEMPLATE: &str = "/DC0/vm/DC0_C0_RP1_VM0";
 /// The Kubernetes version KCP and the template ask for (nothing ever runs it).
@@ -139,8 +141,8 @@ pub struct World {
     pub home: tempfile::TempDir,
     /// The clusterctl configuration naming the offline repository.
     pub config: String,
-    /// The feature gates Cluster API's managers run with.
-    pub gates: Vec<String>,
+    /// The extra arguments Cluster API's managers run with (feature gates).
+    pub capi_args: Vec<String>,
     pub ours: OurManager,
     pub managers: Vec<CapiManager>,
     pub sim: Vcsim,
@@ -292,9 +294,10 @@ pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
     world_gated(capi, tls, &[]).await
 }
 
-/// [`world_with`], with Cluster API's managers started with `--feature-gates=` the given
-/// gates (`KubeadmBootstrapFormatIgnition=true`), as an admin enables them at `clusterctl init`.
-pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) -> World {
+/// [`world_with`], CAPI's three managers started with `capi_args`, e.g.
+/// `--feature-gates=ClusterTopology=true` for ClusterClass (core serves ClusterClass and runs the
+/// topology controller only then; KCP admits KubeadmControlPlaneTemplates only then).
+pub async fn world_gated(capi: std::path::PathBuf, tls: bool, capi_args: &[&str]) -> World {
     let cp = control_plane();
     let home = tempfile::tempdir().unwrap();
     let config = capi::repository(&capi, home.path(), IMAGE);
@@ -306,24 +309,24 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, gates: &[&str]) ->
         .tls(tls)
         .start()
         .await;
-    let admin_client = estate(&sim).await;
-    let (ours, managers) = manage(&capi, cp, home.path(), &config, &sim, gates);
+    let admin = estate(&sim).await;
+    let (ours, managers) = manage(&capi, cp, home.path(), &config, &sim, capi_args);
     World {
         cp,
         capi,
         home,
         config,
-        gates: gates.iter().map(|g| g.to_string()).collect(),
+        capi_args: capi_args.iter().map(|a| a.to_string()).collect(),
         ours,
         managers,
         sim,
-        admin: admin_client,
+        admin,
     }
 }
 
 /// Makes `cp` a management cluster for `sim`: `clusterctl init` from the offline repository
 /// `config` (our credentials as the variables), then our manager (pinning vcsim's certificate
-/// when it serves TLS) and Cluster API's three managers (with `gates`) as processes, their
+/// when it serves TLS) and Cluster API's three managers (with `capi_args`) as processes, their
 /// webhooks wired to them. Logs and certificates go under `home`.
 fn manage(
     capi: &Path,
@@ -331,7 +334,7 @@ fn manage(
     home: &Path,
     config: &str,
     sim: &Vcsim,
-    gates: &[&str],
+    capi_args: &[&str],
 ) -> (OurManager, Vec<CapiManager>) {
     let (user, password) = sim.credentials();
     let mut init = vec!["init", "--config", config];
@@ -357,8 +360,6 @@ fn manage(
         .unwrap_or_default();
     let ours = OurManager::start_with(cp, home, user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
-    let gates = (!gates.is_empty()).then(|| format!("--feature-gates={}", gates.join(",")));
-    let extra: Vec<&str> = gates.iter().map(String::as_str).collect();
     let managers = [
         ("manager", "capi"),
         ("kubeadm-bootstrap-manager", "capi-kubeadm-bootstrap"),
@@ -368,15 +369,15 @@ fn manage(
         ),
     ]
     .into_iter()
-    .map(|(binary, webhooks)| {
+    .map(|(binary, prefix)| {
         CapiManager::start_with(
             capi,
             cp,
             home,
             binary,
-            &format!("{webhooks}-validating-webhook-configuration"),
-            &format!("{webhooks}-mutating-webhook-configuration"),
-            &extra,
+            &format!("{prefix}-validating-webhook-configuration"),
+            &format!("{prefix}-mutating-webhook-configuration"),
+            capi_args,
         )
     })
     .collect();
@@ -394,9 +395,9 @@ pub struct Management {
 
 impl Management {
     pub fn logs(&self) -> String {
-        let mut out = format!("--- target: ours:\n{}", self.ours.log());
+        let mut out = format!("--- target: vsphere-provider:\n{}", self.ours.log());
         for m in &self.managers {
-            out.push_str(&format!("\n--- target: {}:\n{}", m.name, m.log()));
+            out += &format!("\n--- target: {} (tail):\n{}", m.name, m.tail(40));
         }
         out
     }
@@ -404,12 +405,12 @@ impl Management {
 
 impl World {
     /// Starts [`Management`] on the second control plane, with this world's repository, vCenter
-    /// and feature gates.
+    /// and manager arguments.
     pub fn second_management(&self) -> Management {
         let cp = realapi::second_control_plane();
         let home = tempfile::tempdir().unwrap();
-        let gates: Vec<&str> = self.gates.iter().map(String::as_str).collect();
-        let (ours, managers) = manage(&self.capi, cp, home.path(), &self.config, &self.sim, &gates);
+        let args: Vec<&str> = self.capi_args.iter().map(String::as_str).collect();
+        let (ours, managers) = manage(&self.capi, cp, home.path(), &self.config, &self.sim, &args);
         Management {
             cp,
             home,
@@ -417,6 +418,34 @@ impl World {
             managers,
         }
     }
+}
+
+/// The two edits an admin of failure domains makes to a CAPV template, as CAPV's own e2e does
+/// for its failure-domain flavours: the VSphereCluster's `failureDomainSelector: {}` (select
+/// every zone; CAPV's `vspherecluster-failuredomainselector.yaml` patch), and each
+/// MachineDeployment split into one per failure domain (`<cluster>-md-<i>`, with
+/// `spec.template.spec.failureDomain: zone-<i>`), as a ClusterClass topology with a
+/// MachineDeployment per zone renders it.
+pub fn zonal(docs: Vec<Value>, cluster: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for mut d in docs {
+        match d["kind"].as_str() {
+            Some("VSphereCluster") => {
+                d["spec"]["failureDomainSelector"] = json!({});
+                out.push(d);
+            }
+            Some("MachineDeployment") => {
+                for i in 0..ZONES {
+                    let mut md = d.clone();
+                    md["metadata"]["name"] = json!(format!("{cluster}-md-{i}"));
+                    md["spec"]["template"]["spec"]["failureDomain"] = json!(format!("zone-{i}"));
+                    out.push(md);
+                }
+            }
+            _ => out.push(d),
+        }
+    }
+    out
 }
 
 /// The zone (`zone-{i}`) a VM must be in: pool, folder, datastore, cluster and VM group.
@@ -453,117 +482,6 @@ pub fn assert_guestinfo(vm: &VmDetail, user_data: &str) {
     assert_eq!(metadata["local-hostname"], vm.name.as_str(), "{metadata}");
 }
 
-/// One of CAPV v1.17's cluster templates (`tests/fixtures/capv/v1.17/<template>`), filled by
-/// `clusterctl generate cluster --from` with variables only: vcsim's server, thumbprint and
-/// credentials, the control plane endpoint `127.0.0.1:<port>` (where the workload simulator
-/// serves it), `(control plane, worker)` machine counts, and `extra` variables a flavour asks
-/// for. Returns the documents it printed.
-pub fn generate(
-    w: &World,
-    template: &str,
-    ns: &str,
-    cluster: &str,
-    port: u16,
-    (control_plane, workers): (u32, u32),
-    extra: &[(&str, &str)],
-) -> Vec<Value> {
-    let (user, password) = w.sim.credentials();
-    let server = w.sim.url().to_string();
-    let port = port.to_string();
-    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
-    let mut vars: Vec<(&str, &str)> = vec![
-        ("NAMESPACE", ns),
-        ("CLUSTER_NAME", cluster),
-        // The simulator serves the workload API server on loopback; its certificate names
-        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
-        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1"),
-        ("CONTROL_PLANE_ENDPOINT_PORT", &port),
-        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION),
-        ("VSPHERE_SERVER", &server),
-        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
-        // storage policy (which this provider records and says it does not act on).
-        ("VSPHERE_TLS_THUMBPRINT", &thumbprint),
-        ("VSPHERE_USERNAME", user),
-        ("VSPHERE_PASSWORD", password),
-        // Where a machine without a failure domain would go (every machine here has one).
-        ("VSPHERE_DATACENTER", "DC0"),
-        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1"),
-        ("VSPHERE_DATASTORE", "LocalDS_0"),
-        ("VSPHERE_FOLDER", "zone-0-vms"),
-        ("VSPHERE_NETWORK", "VM Network"),
-        ("VSPHERE_TEMPLATE", TEMPLATE),
-        ("VSPHERE_STORAGE_POLICY", "vSAN Default Storage Policy"),
-        (
-            "VSPHERE_SSH_AUTHORIZED_KEY",
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test",
-        ),
-    ];
-    vars.extend_from_slice(extra);
-    let path = realapi::repo()
-        .join("tests/fixtures/capv/v1.17")
-        .join(template);
-    let (cps, ws) = (control_plane.to_string(), workers.to_string());
-    let o = clusterctl(
-        &w.capi,
-        w.cp,
-        w.home.path(),
-        &[
-            "generate",
-            "cluster",
-            cluster,
-            "--from",
-            path.to_str().unwrap(),
-            "--target-namespace",
-            ns,
-            "--kubernetes-version",
-            KUBERNETES_VERSION,
-            "--control-plane-machine-count",
-            &cps,
-            "--worker-machine-count",
-            &ws,
-        ],
-        &vars,
-    );
-    assert!(
-        o.status.success(),
-        "clusterctl generate {template}:\n{}",
-        text(&o)
-    );
-    serde_saphyr::from_multiple::<Value>(&String::from_utf8(o.stdout).unwrap())
-        .expect("clusterctl generate printed YAML")
-        .into_iter()
-        .filter(Value::is_object)
-        .collect()
-}
-
-/// The two edits an admin of failure domains makes to a CAPV template, as CAPV's own e2e does
-/// for its failure-domain flavours: the VSphereCluster's `failureDomainSelector: {}` (select
-/// every zone; CAPV's `vspherecluster-failuredomainselector.yaml` patch), and each
-/// MachineDeployment split into one per failure domain (`<cluster>-md-<i>`, with
-/// `spec.template.spec.failureDomain: zone-<i>`), as a ClusterClass topology with a
-/// MachineDeployment per zone renders it.
-pub fn zonal(docs: Vec<Value>, cluster: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    for mut d in docs {
-        match d["kind"].as_str() {
-            Some("VSphereCluster") => {
-                d["spec"]["failureDomainSelector"] = json!({});
-                out.push(d);
-            }
-            Some("MachineDeployment") => {
-                for i in 0..ZONES {
-                    let mut md = d.clone();
-                    md["metadata"]["name"] = json!(format!("{cluster}-md-{i}"));
-                    md["spec"]["template"]["spec"]["failureDomain"] = json!(format!("zone-{i}"));
-                    out.push(md);
-                }
-            }
-            _ => out.push(d),
-        }
-    }
-    out
-}
-
 /// [`assert_in_zone`] for a clone whose disk was resized (CAPV's template asks for 25 GiB):
 /// vcsim keeps the edited disk's backing file name from the template, so the VM also lists
 /// the template's datastore (LocalDS_0), where real vCenter moves the disk with the clone to
@@ -591,4 +509,115 @@ pub fn assert_in_zone_resized(
     let mut v = vm.clone();
     v.datastores = vec![ds];
     assert_in_zone(groups, &v, i);
+}
+
+/// Whether condition `t` of an object's status is True.
+pub fn is_true(o: &Value, t: &str) -> bool {
+    condition(o, t).is_some_and(|c| c["status"] == "True")
+}
+
+pub fn name_of(o: &Value) -> String {
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The variables CAPV v1.17's templates take (for `clusterctl generate cluster --from`), with
+/// vcsim's values, for Cluster `cluster` in `ns` whose workload API server (hack/workload-sim)
+/// listens on 127.0.0.1:`port`.
+pub fn capv_variables(
+    w: &World,
+    ns: &str,
+    cluster: &str,
+    port: u16,
+) -> Vec<(&'static str, String)> {
+    let (user, password) = w.sim.credentials();
+    let thumbprint = w.sim.thumbprint_sha256().expect("vcsim serves TLS here");
+    vec![
+        ("NAMESPACE", ns.to_string()),
+        ("CLUSTER_NAME", cluster.to_string()),
+        // The simulator serves the workload API server on loopback; its certificate names
+        // 127.0.0.1, and KCP's port-forward to etcd dials back to this address.
+        ("CONTROL_PLANE_ENDPOINT_IP", "127.0.0.1".into()),
+        ("CONTROL_PLANE_ENDPOINT_PORT", port.to_string()),
+        ("CPI_IMAGE_K8S_VERSION", KUBERNETES_VERSION.into()),
+        ("VSPHERE_SERVER", w.sim.url().to_string()),
+        // CAPV's v1beta2 schema wants both non-empty: vcsim's certificate, and vcsim's own
+        // storage policy (which this provider records and says it does not act on).
+        ("VSPHERE_TLS_THUMBPRINT", thumbprint),
+        ("VSPHERE_USERNAME", user.to_string()),
+        ("VSPHERE_PASSWORD", password.to_string()),
+        // Where a machine without a failure domain goes.
+        ("VSPHERE_DATACENTER", "DC0".into()),
+        ("VSPHERE_RESOURCE_POOL", "DC0_C0_RP1".into()),
+        ("VSPHERE_DATASTORE", "LocalDS_0".into()),
+        ("VSPHERE_FOLDER", "zone-0-vms".into()),
+        ("VSPHERE_NETWORK", "VM Network".into()),
+        ("VSPHERE_TEMPLATE", TEMPLATE.into()),
+        (
+            "VSPHERE_STORAGE_POLICY",
+            "vSAN Default Storage Policy".into(),
+        ),
+        (
+            "VSPHERE_SSH_AUTHORIZED_KEY",
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test".into(),
+        ),
+    ]
+}
+
+/// `clusterctl generate cluster <cluster> --from tests/fixtures/capv/v1.17/<template>` into
+/// `ns`, with [`capv_variables`] (then `extra`, which override them) and the machine counts: the
+/// objects it prints.
+#[allow(clippy::too_many_arguments)]
+pub fn generate(
+    w: &World,
+    template: &str,
+    cluster: &str,
+    ns: &str,
+    port: u16,
+    control_plane: u32,
+    workers: u32,
+    extra: &[(&'static str, String)],
+) -> Vec<Value> {
+    let mut owned = capv_variables(w, ns, cluster, port);
+    owned.extend(extra.iter().cloned());
+    let vars: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let file = realapi::repo()
+        .join("tests/fixtures/capv/v1.17")
+        .join(template);
+    let (cp_count, worker_count) = (control_plane.to_string(), workers.to_string());
+    let o = clusterctl(
+        &w.capi,
+        w.cp,
+        w.home.path(),
+        &[
+            "generate",
+            "cluster",
+            cluster,
+            "--from",
+            file.to_str().unwrap(),
+            "--target-namespace",
+            ns,
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--control-plane-machine-count",
+            &cp_count,
+            "--worker-machine-count",
+            &worker_count,
+        ],
+        &vars,
+    );
+    assert!(o.status.success(), "clusterctl generate:\n{}", text(&o));
+    serde_saphyr::from_multiple::<Value>(&String::from_utf8(o.stdout).unwrap())
+        .expect("clusterctl generate printed YAML")
+        .into_iter()
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// Prints how long a phase of `test` took (a measurement for the record, never asserted).
+pub fn phase(test: &str, start: &mut Instant, what: &str) {
+    eprintln!("{test}: {what} in {:.1} s", start.elapsed().as_secs_f64());
+    *start = Instant::now();
 }

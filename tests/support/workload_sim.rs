@@ -33,6 +33,19 @@ pub struct WorkloadSim {
 }
 
 impl WorkloadSim {
+    /// [`WorkloadSim::start`] against the world's vcsim, one control plane endpoint on `port`.
+    pub fn start_for(bin: &Path, w: &super::capi_world::World, port: u16) -> WorkloadSim {
+        let (user, password) = w.sim.credentials();
+        Self::start(
+            bin,
+            w.home.path(),
+            w.sim.url(),
+            user,
+            password,
+            &port.to_string(),
+        )
+    }
+
     /// Starts it against vcsim (`vcenter` is its SDK URL) for control plane endpoints on `ports`
     /// (`"P"` or `"P1,P2"`), polling every 500 ms; returns once it printed `ready`.
     pub fn start(
