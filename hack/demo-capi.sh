@@ -27,7 +27,7 @@
 #                                 workload cluster and vcsim
 #
 # Needs the builds hack/test.sh makes (cached after the first run: Cluster API ~10 min cold, the
-# simulator 3-7 min more); runs about 10 minutes after that. Everything it starts stops on exit.
+# simulator 3-7 min more); runs about 5 minutes after that. Everything it starts stops on exit.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
