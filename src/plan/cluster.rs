@@ -293,6 +293,16 @@ mod tests {
         )
     }
 
+    /// The v1beta2 `FailureDomainsReady` condition of a status (it must be there).
+    fn failure_domains_ready(status: &VSphereClusterStatus) -> &MetaCondition {
+        let v2 = status
+            .v1beta2
+            .as_ref()
+            .and_then(|v| v.conditions.as_deref());
+        conditions::find_meta(v2.unwrap_or_default(), cluster::FAILURE_DOMAINS_READY)
+            .expect("FailureDomainsReady is set")
+    }
+
     fn now() -> Time {
         Time("2026-11-22T03:00:00Z".parse().unwrap())
     }
@@ -412,14 +422,7 @@ mod tests {
         assert!(status.conditions.is_none());
         assert!(status.failure_domains.is_none());
         // v1beta2 says why nothing is published, without holding the cluster's Ready.
-        let v2 = status
-            .v1beta2
-            .as_ref()
-            .unwrap()
-            .conditions
-            .as_deref()
-            .unwrap();
-        let cond = conditions::find_meta(v2, cluster::FAILURE_DOMAINS_READY).unwrap();
+        let cond = failure_domains_ready(&status);
         assert_eq!(
             (cond.status.as_str(), cond.reason.as_str()),
             ("True", cluster::NO_FAILURE_DOMAINS)
@@ -450,14 +453,7 @@ mod tests {
             &now()
         ));
         assert_eq!(status.failure_domains, None, "the stale list is withdrawn");
-        let v2 = status
-            .v1beta2
-            .as_ref()
-            .unwrap()
-            .conditions
-            .as_deref()
-            .unwrap();
-        let cond = conditions::find_meta(v2, cluster::FAILURE_DOMAINS_READY).unwrap();
+        let cond = failure_domains_ready(&status);
         assert_eq!(
             (cond.status.as_str(), cond.reason.as_str()),
             ("False", cluster::NOT_READY_REASON)
