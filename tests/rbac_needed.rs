@@ -437,6 +437,47 @@ const WITNESSES: &[(&str, &str, &str)] = &[
         "src/controllers/leader/lease.rs",
         ".replace(",
     ),
+    (
+        "list infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
+        "src/controllers/storage_migration.rs",
+        "all.list_metadata(&params)",
+    ),
+    (
+        "patch infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
+        "src/controllers/storage_migration.rs",
+        ".patch_metadata(&object.name_any()",
+    ),
+    (
+        "list infrastructure.cluster.x-k8s.io/vspheremachinetemplates",
+        "src/controllers/storage_migration.rs",
+        "all.list_metadata(&params)",
+    ),
+    (
+        "patch infrastructure.cluster.x-k8s.io/vspheremachinetemplates",
+        "src/controllers/storage_migration.rs",
+        ".patch_metadata(&object.name_any()",
+    ),
+    (
+        "list infrastructure.cluster.x-k8s.io/vsphereclustertemplates",
+        "src/controllers/storage_migration.rs",
+        "all.list_metadata(&params)",
+    ),
+    (
+        "patch infrastructure.cluster.x-k8s.io/vsphereclustertemplates",
+        "src/controllers/storage_migration.rs",
+        ".patch_metadata(&object.name_any()",
+    ),
+    // The storage migration's own CRDs (resourceNames: ours only).
+    (
+        "get apiextensions.k8s.io/customresourcedefinitions",
+        "src/controllers/storage_migration.rs",
+        "let crd = crds.get(&name)",
+    ),
+    (
+        "patch apiextensions.k8s.io/customresourcedefinitions/status",
+        "src/controllers/storage_migration.rs",
+        "crds.patch_status(",
+    ),
 ];
 
 fn repo() -> &'static Path {

@@ -627,7 +627,7 @@ fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value
         ADMIN,
         &[
             "get",
-            &realapi::at_storage_version(kind),
+            &realapi::at_v1beta1(kind),
             name,
             "-n",
             ns,

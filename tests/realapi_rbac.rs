@@ -46,6 +46,8 @@ struct Permission {
     resource: String,
     subresource: Option<String>,
     namespace: Option<String>,
+    /// The one object a `resourceNames` rule grants it on.
+    name: Option<String>,
 }
 
 impl std::fmt::Display for Permission {
@@ -59,6 +61,9 @@ impl std::fmt::Display for Permission {
         if let Some(s) = &self.subresource {
             write!(f, "/{s}")?;
         }
+        if let Some(n) = &self.name {
+            write!(f, " named {n}")?;
+        }
         match &self.namespace {
             Some(ns) => write!(f, " in {ns}"),
             None => write!(f, " (all namespaces)"),
@@ -71,10 +76,6 @@ fn permissions(role: &Value) -> Vec<Permission> {
     let namespace = role["metadata"]["namespace"].as_str().map(str::to_string);
     let mut out = Vec::new();
     for rule in role["rules"].as_array().unwrap() {
-        assert!(
-            rule.get("resourceNames").is_none(),
-            "resourceNames are not handled"
-        );
         let strs = |k: &str| -> Vec<String> {
             rule[k]
                 .as_array()
@@ -83,6 +84,10 @@ fn permissions(role: &Value) -> Vec<Permission> {
                 .map(|v| v.as_str().unwrap().to_string())
                 .collect()
         };
+        let names: Vec<Option<String>> = match rule.get("resourceNames") {
+            Some(_) => strs("resourceNames").into_iter().map(Some).collect(),
+            None => vec![None],
+        };
         for group in strs("apiGroups") {
             for resource in strs("resources") {
                 let (resource, subresource) = match resource.split_once('/') {
@@ -90,13 +95,16 @@ fn permissions(role: &Value) -> Vec<Permission> {
                     None => (resource.clone(), None),
                 };
                 for verb in strs("verbs") {
-                    out.push(Permission {
-                        verb,
-                        group: group.clone(),
-                        resource: resource.clone(),
-                        subresource: subresource.clone(),
-                        namespace: namespace.clone(),
-                    });
+                    for name in &names {
+                        out.push(Permission {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            subresource: subresource.clone(),
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -125,6 +133,7 @@ async fn allowed(client: &kube::Client, p: &Permission) -> bool {
                 resource: Some(p.resource.clone()),
                 subresource: p.subresource.clone(),
                 namespace: p.namespace.clone(),
+                name: p.name.clone(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -175,6 +184,7 @@ async fn every_verb_of_config_rbac_is_allowed_to_the_controller_and_no_more() {
         resource: "leases".into(),
         subresource: None,
         namespace: Some(ns.into()),
+        name: None,
     };
     assert!(allowed(&sa, &leases("update", SA_NAMESPACE)).await);
     assert!(!allowed(&sa, &leases("update", &elsewhere)).await);
@@ -216,6 +226,28 @@ async fn every_verb_of_config_rbac_is_allowed_to_the_controller_and_no_more() {
             resource: resource.into(),
             subresource: sub.map(str::to_string),
             namespace: None,
+            name: None,
+        };
+        assert!(!allowed(&sa, &p).await, "{p} should be refused");
+    }
+    // The storage migration may touch our CRDs only: not Cluster API's, and none by list.
+    for (verb, sub, name) in [
+        ("get", None, Some("clusters.cluster.x-k8s.io")),
+        ("patch", Some("status"), Some("machines.cluster.x-k8s.io")),
+        ("list", None, None),
+        (
+            "update",
+            None,
+            Some("vsphereclusters.infrastructure.cluster.x-k8s.io"),
+        ),
+    ] {
+        let p = Permission {
+            verb: verb.into(),
+            group: "apiextensions.k8s.io".into(),
+            resource: "customresourcedefinitions".into(),
+            subresource: sub.map(str::to_string),
+            namespace: None,
+            name: name.map(str::to_string),
         };
         assert!(!allowed(&sa, &p).await, "{p} should be refused");
     }

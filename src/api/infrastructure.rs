@@ -216,6 +216,12 @@ mod tests {
 /// in from `src/api/` once nothing else is being edited there.
 pub mod v1beta2;
 
-/// The storage version of every `infrastructure.cluster.x-k8s.io` kind, until v1beta2 becomes
-/// the hub.
-pub const STORAGE_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+/// The version this provider's typed objects are written against: the planners, the
+/// controllers' requests, the admission rules and local mode all see v1beta1 Rust types. The
+/// API server stores [`STORAGE_API_VERSION`] and converts through our webhook at the edge.
+pub const TYPED_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+
+/// The version the API server stores every `infrastructure.cluster.x-k8s.io` kind in, as CAPV
+/// v1.16+ does: v1beta2. Objects stored as v1beta1 by earlier releases are rewritten by the
+/// manager's storage migration ([`crate::controllers::storage_migration`]).
+pub const STORAGE_API_VERSION: &str = v1beta2::API_VERSION;

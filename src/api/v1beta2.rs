@@ -12,7 +12,7 @@ pub use super::infrastructure::v1beta2::*;
 /// comes back unchanged, and so does an object that cannot be converted (decoding it then says
 /// what is wrong; [`super::conversion::convert`] names the field).
 pub fn to_v1beta1(value: &Value) -> Value {
-    to(value, super::infrastructure::STORAGE_API_VERSION)
+    to(value, super::infrastructure::TYPED_API_VERSION)
 }
 
 /// `value` at v1beta2, the inverse of [`to_v1beta1`].

@@ -49,6 +49,7 @@ pub mod runtime;
 pub mod settings;
 pub mod shutdown;
 pub mod startup;
+pub mod storage_migration;
 pub mod stores;
 pub mod vcenter_metrics;
 pub mod watch;

@@ -14,7 +14,7 @@ use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
 use super::{
     Context, Health, Shared, Shutdown, capi_machine, cluster, cpms, entry, leader, machine, mhc,
-    zone,
+    storage_migration, zone,
 };
 use k8s_openapi::api::core::v1::Node;
 
@@ -279,8 +279,12 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     );
 
     tracing::info!("controllers started");
+    // Objects stored as v1beta1 by an earlier release are rewritten once per term (a no-op
+    // after the first, one read per CRD).
+    let migration = storage_migration::run(shared.client.clone(), shutdown.clone());
     let controllers = async {
         futures::join!(
+            migration,
             zone_controller,
             cluster_controller,
             machine_controller,

@@ -11,6 +11,7 @@ pub mod ipam;
 pub mod machine;
 pub mod placement;
 pub mod selector;
+pub mod storage_version;
 pub mod view;
 pub mod vm_size;
 pub mod zone;

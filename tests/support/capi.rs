@@ -87,7 +87,7 @@ pub fn text(o: &Output) -> String {
 
 /// `kubectl get ARGS -o json` as the admin.
 pub fn get(cp: &ControlPlane, args: &[&str]) -> Value {
-    let kind = args.first().map(|k| realapi::at_storage_version(k));
+    let kind = args.first().map(|k| realapi::at_v1beta1(k));
     let mut all = vec!["get"];
     all.extend(kind.as_deref());
     all.extend_from_slice(args.get(1..).unwrap_or_default());

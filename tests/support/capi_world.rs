@@ -169,7 +169,7 @@ impl World {
             ADMIN,
             &[
                 "get",
-                &realapi::at_storage_version(kind),
+                &realapi::at_v1beta1(kind),
                 name,
                 "-n",
                 ns,

@@ -30,6 +30,15 @@
 //! * As the admin, with kubectl, as a user would: the namespace `vsphere-provider-system`,
 //!   `kubectl apply -f crds/` (waiting for every CRD to be Established) and
 //!   `kubectl apply -k config/rbac` — unmodified.
+//! * Our conversion webhook, in this process for the binary's life (the library's webhook
+//!   server on 127.0.0.1 with a certificate of the harness's CA), and every infrastructure CRD's
+//!   `spec.conversion` pointed at it, as config/crd and cert-manager do in a cluster: the CRDs
+//!   store v1beta2, so every v1beta1 read and write (the controllers') is converted by it.
+//!   A manager process a test starts may point them at itself instead
+//!   ([`ControlPlane::conversion_port`] is this one's, to point them back).
+//! * [`start_as_previous_release`] before the first [`control_plane`] installs the CRDs of the
+//!   release before (tests/fixtures/crds/previous: v1beta1 stored, no conversion) instead, for
+//!   the upgrade test; [`ControlPlane::install_crds`] then upgrades them.
 //! * A token for the ServiceAccount `vsphere-provider-system/vsphere-provider-controller-manager`
 //!   (TokenRequest, `kubectl create token`) in a kubeconfig: [`Identity::Controller`].
 //!
@@ -62,7 +71,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
@@ -72,11 +81,12 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 pub const SA_NAMESPACE: &str = "vsphere-provider-system";
 pub const SA_NAME: &str = "vsphere-provider-controller-manager";
 
-/// `kind` (as kubectl takes it: `vspheremachine`, `vspheremachines`) pinned to the storage
-/// version when it is one of our infrastructure kinds: kubectl reads the newest served version
-/// (v1beta2) by default, and the tests look at the v1beta1 fields the controllers write.
+/// `kind` (as kubectl takes it: `vspheremachine`, `vspheremachines`) pinned to v1beta1 when it
+/// is one of our infrastructure kinds: kubectl reads the newest served version (v1beta2, also
+/// the storage version) by default, and the tests look at the v1beta1 fields the controllers
+/// write.
 /// Anything else is returned as it is.
-pub fn at_storage_version(kind: &str) -> String {
+pub fn at_v1beta1(kind: &str) -> String {
     let lower = kind.to_ascii_lowercase();
     vsphere_provider::api::Kind::ALL
         .into_iter()
@@ -138,6 +148,8 @@ pub struct ControlPlane {
     pub apiserver_ready_after: Duration,
     /// The whole start: certificates, etcd, kube-apiserver, CRDs, RBAC, token.
     pub started_after: Duration,
+    /// The port of this process's conversion webhook (see the module documentation).
+    pub conversion_port: u16,
     namespaces: AtomicUsize,
     /// Requests to the supervisor thread ([`ControlPlane::stop_apiserver`] and
     /// [`ControlPlane::start_apiserver`]).
@@ -145,6 +157,14 @@ pub struct ControlPlane {
 }
 
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+static PREVIOUS_RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// Makes the first [`control_plane`] install the previous release's CRDs (v1beta1 stored, no
+/// conversion webhook) instead of crds/; call before it. For the upgrade test.
+#[allow(dead_code)]
+pub fn start_as_previous_release() {
+    PREVIOUS_RELEASE.store(true, Ordering::SeqCst);
+}
 static SECOND_CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
 /// The test binary's control plane, started on first use (blocking the caller until it is ready;
@@ -799,6 +819,7 @@ fn start() -> Result<(ControlPlane, Processes), String> {
         etcd_pid: etcd.id(),
         apiserver_ready_after,
         started_after: Duration::ZERO,
+        conversion_port: 0,
         dir,
         namespaces: AtomicUsize::new(0),
         control: Mutex::new(control_tx),
@@ -810,19 +831,12 @@ fn start() -> Result<(ControlPlane, Processes), String> {
     // ServiceAccount, Role and RoleBinding are namespaced).
     cp.kubectl(&Identity::Admin, &["create", "namespace", SA_NAMESPACE])
         .check()?;
-    cp.kubectl(&Identity::Admin, &["apply", "-f", "crds/"])
-        .check()?;
-    cp.kubectl(
-        &Identity::Admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-    )
-    .check()?;
+    cp.conversion_port = serve_conversion(&cp)?;
+    if PREVIOUS_RELEASE.load(Ordering::SeqCst) {
+        cp.apply_crds("tests/fixtures/crds/previous")?;
+    } else {
+        cp.install_crds()?;
+    }
     cp.kubectl(&Identity::Admin, &["apply", "-k", "config/rbac"])
         .check()?;
     let kubeconfig = cp.service_account_kubeconfig(SA_NAMESPACE, SA_NAME)?;
@@ -1040,6 +1054,73 @@ impl ControlPlane {
         client_from(&self.kubeconfig(id)).await
     }
 
+    /// `kubectl apply -f crds/` and our conversion webhook wired into every infrastructure CRD
+    /// (what `kubectl apply -k config/crd` and cert-manager's CA injection make of them).
+    pub fn install_crds(&self) -> Result<(), String> {
+        self.apply_crds("crds")?;
+        self.conversion_to(self.conversion_port)
+    }
+
+    /// Points every infrastructure CRD's conversion at `https://127.0.0.1:PORT/convert`, signed
+    /// by the harness's CA: this process's webhook ([`ControlPlane::conversion_port`]) or a
+    /// manager's.
+    pub fn conversion_to(&self, port: u16) -> Result<(), String> {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(&self.ca_cert).map_err(|e| format!("the CA: {e}"))?);
+        let conversion = serde_json::json!({"spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca},
+            },
+        }}});
+        for kind in vsphere_provider::api::Kind::ALL {
+            if !kind
+                .api_version()
+                .starts_with(vsphere_provider::api::INFRA_GROUP)
+            {
+                continue;
+            }
+            let name = format!("{}.{}", kind.plural(), vsphere_provider::api::INFRA_GROUP);
+            self.kubectl(
+                &Identity::Admin,
+                &[
+                    "patch",
+                    "crd",
+                    &name,
+                    "--type=merge",
+                    "-p",
+                    &conversion.to_string(),
+                ],
+            )
+            .check()?;
+        }
+        Ok(())
+    }
+
+    /// `kubectl apply -f DIR` (relative to the repository) and waits for every CRD to be
+    /// Established.
+    pub fn apply_crds(&self, dir: &str) -> Result<(), String> {
+        self.kubectl(
+            &Identity::Admin,
+            &["apply", "-f", &repo().join(dir).to_string_lossy()],
+        )
+        .check()?;
+        self.kubectl(
+            &Identity::Admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "--all",
+                "--timeout=60s",
+            ],
+        )
+        .check()
+        .map(|_| ())
+    }
+
     /// A serving certificate signed by this control plane's CA (so the CA is its `caBundle`):
     /// `(cert.pem, key.pem)` in `dir`, with the given subjectAltNames (`IP:127.0.0.1`, ...).
     pub fn issue_certificate(&self, dir: &Path, name: &str, sans: &[&str]) -> (PathBuf, PathBuf) {
@@ -1106,4 +1187,45 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
             .await
             .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", kubeconfig.display()));
     kube::Client::try_from(config).expect("building a kube client")
+}
+
+/// Our webhook server (the library's, conversion among its endpoints) on 127.0.0.1, TLS with a
+/// certificate of the harness's CA, in a thread of its own for the binary's life; its port.
+fn serve_conversion(cp: &ControlPlane) -> Result<u16, String> {
+    let (cert, key) = cp.issue_certificate(
+        &cp.dir.join("conversion-webhook"),
+        "conversion-webhook",
+        &["IP:127.0.0.1"],
+    );
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("conversion webhook: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("conversion webhook: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    std::thread::Builder::new()
+        .name("realapi-conversion-webhook".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime for the conversion webhook");
+            rt.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+                let tls = vsphere_provider::webhook::server::TlsFiles { cert, key };
+                if let Err(e) = vsphere_provider::webhook::server::serve_listener(
+                    listener,
+                    Some(tls),
+                    std::future::pending(),
+                )
+                .await
+                {
+                    eprintln!("realapi: the conversion webhook stopped: {e}");
+                }
+            });
+        })
+        .map_err(|e| format!("conversion webhook thread: {e}"))?;
+    Ok(port)
 }

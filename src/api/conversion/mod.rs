@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::Kind;
-use super::infrastructure::{STORAGE_API_VERSION, v1beta2::API_VERSION as V1BETA2};
+use super::infrastructure::{TYPED_API_VERSION, v1beta2::API_VERSION as V1BETA2};
 
 /// The annotation that keeps, per source `apiVersion`, what the object's current version
 /// cannot hold.
@@ -201,7 +201,7 @@ pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> 
 fn map(kind: Kind, object: &Value, from: &str, to: &str) -> Result<Value, FieldError> {
     let mut v = object.clone();
     v["apiVersion"] = Value::String(to.to_string());
-    let direction = if from == STORAGE_API_VERSION && to == V1BETA2 {
+    let direction = if from == TYPED_API_VERSION && to == V1BETA2 {
         Direction::Up
     } else {
         Direction::Down

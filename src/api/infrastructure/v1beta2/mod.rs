@@ -3,10 +3,11 @@
 //! unchanged. One addition: the failure domain's region and zone keep `autoConfigure`, which
 //! CAPV dropped and this provider implements.
 //!
-//! Served, not yet stored: v1beta1 is still the storage version and the one the controllers
-//! use; [`crate::api::conversion`] converts between the two without loss (what one version
-//! cannot hold is kept in the `cluster.x-k8s.io/conversion-data` annotation). The next step is
-//! to make this the hub: storage version, what the planners and controllers see.
+//! The storage version. The planners and controllers still work on the v1beta1 Rust types
+//! ([`crate::api::infrastructure::TYPED_API_VERSION`]); the API server converts their requests
+//! through our conversion webhook, and [`crate::api::conversion`] converts between the two
+//! without loss (what one version cannot hold is kept in the `cluster.x-k8s.io/conversion-data`
+//! annotation). The step left is to move the planners onto these types.
 
 pub mod clone_spec;
 pub mod common;

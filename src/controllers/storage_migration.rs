@@ -1,0 +1,154 @@
+//! The storage-version migration of our CRDs (`plan::storage_version` decides what is
+//! outdated): objects stored as v1beta1 by earlier releases are written again, unchanged, so
+//! the API server re-encodes them as v1beta2, and then each CRD's `status.storedVersions` is
+//! narrowed to v1beta2. CAPV's manager does the same at start (CAPI's CRD migrator); `clusterctl
+//! upgrade` does it too, and a CRD it already migrated is skipped here after one read.
+//!
+//! Runs once per leadership term, beside the controllers; a failure (RBAC, an API server
+//! restart) is logged with the CRD and retried with a growing delay, never fatal: the objects
+//! stay readable through the conversion webhook meanwhile.
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::Shutdown;
+use crate::api::{INFRA_GROUP, Kind};
+use crate::plan::storage_version::{Rewrite, outdated};
+
+/// The first wait after a failed attempt; doubled up to [`RETRY_CAP`].
+const RETRY_BASE: Duration = Duration::from_secs(2);
+const RETRY_CAP: Duration = Duration::from_secs(300);
+/// Objects per list page.
+const PAGE: u32 = 250;
+
+/// What one CRD's migration did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// Objects written again.
+    pub rewritten: usize,
+    /// Objects changed or deleted by others meanwhile (already in the new version, or gone).
+    pub skipped: usize,
+}
+
+/// Migrates every kind whose storage version is not the one the controllers use, until each is
+/// done or `shutdown`.
+pub async fn run(client: Client, shutdown: Shutdown) {
+    let kinds = Kind::ALL
+        .into_iter()
+        .filter(|k| k.storage_version() != k.api_version());
+    for kind in kinds {
+        let mut wait = RETRY_BASE;
+        loop {
+            if shutdown.is_triggered() {
+                return;
+            }
+            match migrate(&client, kind).await {
+                Ok(None) => break,
+                Ok(Some(m)) => {
+                    tracing::info!(
+                        crd = %crd_name(kind),
+                        storage = kind.storage_version(),
+                        rewritten = m.rewritten,
+                        changed_or_deleted_meanwhile = m.skipped,
+                        "storage migration done: every object is stored in the storage version"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        crd = %crd_name(kind),
+                        error = %e,
+                        retry_in = ?wait,
+                        "storage migration failed; objects stay readable through the conversion webhook"
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = shutdown.clone().wait() => return,
+                    }
+                    wait = (wait * 2).min(RETRY_CAP);
+                }
+            }
+        }
+    }
+}
+
+/// `<plural>.<group>`.
+pub fn crd_name(kind: Kind) -> String {
+    format!("{}.{INFRA_GROUP}", kind.plural())
+}
+
+/// Rewrites `kind`'s objects if its CRD still lists an older stored version, then narrows
+/// `storedVersions`. `None`: nothing to do.
+pub async fn migrate(client: &Client, kind: Kind) -> Result<Option<Migrated>, kube::Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd_name(kind);
+    let crd = crds.get(&name).await?;
+    let storage = version_name(kind.storage_version());
+    let stored = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.clone())
+        .unwrap_or_default();
+    if outdated(&stored, storage).is_empty() {
+        return Ok(None);
+    }
+    let resource = ApiResource {
+        group: INFRA_GROUP.into(),
+        version: storage.into(),
+        api_version: kind.storage_version().into(),
+        kind: kind.name().into(),
+        plural: kind.plural().into(),
+    };
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut done = Migrated::default();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = all.list_metadata(&params).await?;
+        for object in &page.items {
+            let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            // A no-op write, guarded by the listed resourceVersion: the server encodes the
+            // object anew in the storage version. A 409 means someone wrote it since, which
+            // already stored it in the new version.
+            let body = json!({"metadata": {"resourceVersion": object.metadata.resource_version}});
+            let result = api
+                .patch_metadata(
+                    &object.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&body),
+                )
+                .await;
+            let code = match &result {
+                Ok(_) => None,
+                Err(kube::Error::Api(s)) => Some(s.code),
+                Err(_) => Some(0),
+            };
+            match Rewrite::from_status(code) {
+                Some(Rewrite::Written) => done.rewritten += 1,
+                Some(Rewrite::ChangedMeanwhile | Rewrite::Gone) => done.skipped += 1,
+                None => return Err(result.err().expect("an error has a status")),
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    crds.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"storedVersions": [storage]}})),
+    )
+    .await?;
+    Ok(Some(done))
+}
+
+/// `v1beta2` of `group/v1beta2`.
+fn version_name(api_version: &str) -> &str {
+    api_version.rsplit('/').next().unwrap_or(api_version)
+}

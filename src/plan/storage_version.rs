@@ -1,0 +1,86 @@
+//! When a CRD's stored objects must be rewritten: its storage version moved (v1beta1 → v1beta2
+//! in this release) and `status.storedVersions` still lists an older one, so etcd may hold
+//! objects encoded in it. The API server reads those through the conversion webhook for as
+//! long as they stay, and a future release that stops serving v1beta1 could not read them at
+//! all; Kubernetes refuses to drop a version from a CRD while `storedVersions` lists it.
+//!
+//! The rewrite itself is a no-op write of each object, which the API server re-encodes in the
+//! storage version ([`crate::controllers::storage_migration`]); only after every object has
+//! been rewritten may `storedVersions` shrink to the storage version alone.
+
+/// The versions (names, e.g. `v1beta1`) other than `storage` that `stored_versions` lists:
+/// empty when nothing needs rewriting.
+pub fn outdated<'a>(stored_versions: &'a [String], storage: &str) -> Vec<&'a str> {
+    stored_versions
+        .iter()
+        .map(String::as_str)
+        .filter(|v| *v != storage)
+        .collect()
+}
+
+/// What a rewrite of one object came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rewrite {
+    /// Written again: now in the storage version.
+    Written,
+    /// Someone wrote it since it was listed (409): any write since the storage version moved is
+    /// in the new version, so it needs nothing more.
+    ChangedMeanwhile,
+    /// Deleted since it was listed (404).
+    Gone,
+}
+
+impl Rewrite {
+    /// The outcome of the no-op write by its HTTP status (`None`: success), or `None` when the
+    /// status is an error that leaves the object unmigrated (retry the whole CRD later).
+    pub fn from_status(code: Option<u16>) -> Option<Rewrite> {
+        match code {
+            None => Some(Rewrite::Written),
+            Some(409) => Some(Rewrite::ChangedMeanwhile),
+            Some(404) => Some(Rewrite::Gone),
+            Some(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_crd_that_only_ever_stored_the_storage_version_needs_nothing() {
+        assert!(outdated(&names(&["v1beta2"]), "v1beta2").is_empty());
+        // Fresh installs of this release: nothing was ever stored as v1beta1.
+        assert!(outdated(&[], "v1beta2").is_empty());
+    }
+
+    #[test]
+    fn an_upgraded_crd_lists_the_versions_to_rewrite_away() {
+        assert_eq!(
+            outdated(&names(&["v1beta1", "v1beta2"]), "v1beta2"),
+            ["v1beta1"]
+        );
+        assert_eq!(outdated(&names(&["v1beta1"]), "v1beta2"), ["v1beta1"]);
+        assert_eq!(
+            outdated(&names(&["v1alpha3", "v1beta1", "v1beta2"]), "v1beta2"),
+            ["v1alpha3", "v1beta1"]
+        );
+    }
+
+    #[test]
+    fn a_conflict_or_a_deletion_needs_no_retry_but_other_errors_do() {
+        assert_eq!(Rewrite::from_status(None), Some(Rewrite::Written));
+        assert_eq!(
+            Rewrite::from_status(Some(409)),
+            Some(Rewrite::ChangedMeanwhile)
+        );
+        assert_eq!(Rewrite::from_status(Some(404)), Some(Rewrite::Gone));
+        for code in [400, 403, 422, 500, 503] {
+            assert_eq!(Rewrite::from_status(Some(code)), None, "{code}");
+        }
+    }
+}
