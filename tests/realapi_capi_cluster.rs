@@ -15,6 +15,8 @@
 //! test says which CAPI-side writes it stands in for.
 #[path = "support/capi_crds.rs"]
 mod capi_crds;
+#[path = "support/capi_in_process.rs"]
+mod capi_in_process;
 #[path = "support/process.rs"]
 mod process;
 #[path = "support/realapi.rs"]
@@ -22,19 +24,13 @@ mod realapi;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::Api;
+use capi_in_process::*;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use realapi::{ControlPlane, Identity, SA_NAMESPACE, control_plane};
-use serde_json::{Value, json};
+use realapi::{Identity, SA_NAMESPACE, control_plane};
+use serde_json::json;
 use vcsim::Vcsim;
-use vsphere_provider::api::VSphereCluster;
-use vsphere_provider::controllers::{self, Health, Metrics, Shared, ShutdownTrigger, shutdown};
-use vsphere_provider::reconcile::views::ServerViews;
-use vsphere_provider::vcenter::session::SessionCache;
-use vsphere_provider::vcenter::{ClientOptions, Stats};
 
 const ADMIN: &Identity = &Identity::Admin;
 const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
@@ -42,257 +38,6 @@ const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 /// One test at a time: each runs its own controllers, which would otherwise reconcile the
 /// other tests' objects too.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The Cluster and Machine CRDs of Cluster API, applied once per control plane.
-fn install_capi_crds(cp: &ControlPlane) {
-    capi_crds::install(cp);
-}
-
-/// The controllers in this process, as the controller's ServiceAccount; stopped when dropped.
-struct Controllers {
-    trigger: Option<ShutdownTrigger>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Controllers {
-    async fn start(cp: &ControlPlane) -> Controllers {
-        let stats = Stats::default();
-        let shared = Shared {
-            client: cp.client(&Identity::Controller).await,
-            sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
-            views: Arc::new(ServerViews::new(Duration::from_secs(30))),
-            manager: None,
-            trust: Default::default(),
-            metrics: Metrics::new(stats),
-            reporter: "vsphere-provider".into(),
-            converts: false,
-            polling: Default::default(),
-            health: Health::new(false),
-            namespace: SA_NAMESPACE.into(),
-        };
-        let (trigger, signal) = shutdown::channel();
-        let task = tokio::spawn(async move { controllers::run_controllers(&shared, signal).await });
-        Controllers {
-            trigger: Some(trigger),
-            task: Some(task),
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(t) = self.trigger.take() {
-            t.trigger();
-        }
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(30), task)
-                .await
-                .expect("controllers stop")
-                .expect("controllers task");
-        }
-    }
-}
-
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// The VSphereCluster `c1` as JSON once `holds` says so, polling every 250 ms for up to `limit`.
-async fn wait_until(
-    api: &Api<VSphereCluster>,
-    what: &str,
-    limit: Duration,
-    holds: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(c) = get(api, "c1").await.filter(|c| holds(c)) {
-            return c;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// The VSphereCluster as JSON (all of it, whatever the types know).
-async fn get(api: &Api<VSphereCluster>, name: &str) -> Option<Value> {
-    api.get_opt(name)
-        .await
-        .unwrap()
-        .map(|c| serde_json::to_value(c).unwrap())
-}
-
-/// `(status, reason, message)` of a v1beta2 condition.
-fn v1beta2(c: &Value, t: &str) -> Option<(String, String, String)> {
-    let found = c["status"]["v1beta2"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == t)?
-        .clone();
-    let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
-    Some((s("status"), s("reason"), s("message")))
-}
-
-/// `(status, reason)` of a v1beta1 condition.
-fn v1beta1(c: &Value, t: &str) -> Option<(String, String)> {
-    let found = c["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == t)?
-        .clone();
-    let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
-    Some((s("status"), s("reason")))
-}
-
-fn finalizers(c: &Value) -> Vec<String> {
-    c["metadata"]["finalizers"]
-        .as_array()
-        .map(|f| {
-            f.iter()
-                .map(|x| x.as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A Cluster API `Cluster` (v1beta2) named `name` whose infrastructureRef is the VSphereCluster
-/// of the same name; returns its uid.
-fn create_cluster(cp: &ControlPlane, ns: &str, name: &str, paused: bool) -> String {
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2",
-            "kind": "Cluster",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "paused": paused,
-                "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                "infrastructureRef": {
-                    "apiGroup": "infrastructure.cluster.x-k8s.io",
-                    "kind": "VSphereCluster", "name": name
-                }
-            }
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
-    cp.kubectl(
-        ADMIN,
-        &[
-            "get",
-            "cluster.cluster.x-k8s.io",
-            name,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
-    )
-    .ok()
-    .stdout
-}
-
-/// A VSphereCluster on `server` owned by Cluster `name` (uid `owner_uid`), with `identity_ref`
-/// and, when `zones` is set, `failureDomainSelector: {}`.
-fn vsphere_cluster(
-    ns: &str,
-    name: &str,
-    owner_uid: &str,
-    server: &str,
-    identity_ref: Value,
-    zones: bool,
-) -> Value {
-    let mut spec = json!({
-        "server": server,
-        "identityRef": identity_ref,
-        "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443}
-    });
-    if zones {
-        spec["failureDomainSelector"] = json!({});
-    }
-    json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-        "kind": "VSphereCluster",
-        "metadata": {
-            "name": name, "namespace": ns,
-            // What CAPI's cluster controller sets (see the module documentation).
-            "ownerReferences": [{
-                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                "name": name, "uid": owner_uid
-            }]
-        },
-        "spec": spec
-    })
-}
-
-/// Cluster `c1` (paused or not) and the VSphereCluster `c1` it owns, on `sim`, naming
-/// `identity_ref`, selecting every zone when `zones`; the VSphereClusters of `ns` as the admin.
-async fn owned_cluster(
-    cp: &ControlPlane,
-    ns: &str,
-    sim: &Vcsim,
-    identity_ref: Value,
-    zones: bool,
-    paused: bool,
-) -> Api<VSphereCluster> {
-    let uid = create_cluster(cp, ns, "c1", paused);
-    let c = vsphere_cluster(ns, "c1", &uid, sim.url(), identity_ref, zones);
-    cp.apply_text(ADMIN, &c.to_string(), None).ok();
-    Api::namespaced(cp.client(ADMIN).await, ns)
-}
-
-fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
-    let (user, password) = sim.credentials();
-    json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": ns},
-        "type": "Opaque",
-        "stringData": {"username": user, "password": password}
-    })
-}
-
-/// Zone `<ns>-zone` (failure domain and deployment zone, autoConfigure, on compute cluster
-/// DC0_C0 of `sim`, a control-plane zone acting as the admin's Secret `<ns>-zone` in the
-/// controller's namespace) and the credentials Secret `vsphere-credentials` of `ns`, with `more`
-/// objects, applied together; returns the zone's name.
-fn apply_zone(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<Value>) -> String {
-    let zone = format!("{ns}-zone");
-    let mut items = vec![
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereFailureDomain",
-            "metadata": {"name": zone},
-            "spec": {
-                "region": {"name": "region-a", "type": "Datacenter", "tagCategory": "k8s-region", "autoConfigure": true},
-                "zone": {"name": zone, "type": "ComputeCluster", "tagCategory": "k8s-zone", "autoConfigure": true},
-                "topology": {"datacenter": "DC0", "computeCluster": "DC0_C0", "datastore": "LocalDS_0", "networks": ["VM Network"]}
-            }
-        }),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-            "kind": "VSphereDeploymentZone",
-            "metadata": {"name": zone},
-            "spec": {
-                "server": sim.url(), "failureDomain": zone, "controlPlane": true,
-                "identityRef": {"kind": "Secret", "name": zone},
-                "placementConstraint": {"resourcePool": "DC0_C0_RP1", "folder": "vm"}
-            }
-        }),
-        credentials_secret(SA_NAMESPACE, &zone, sim),
-        credentials_secret(ns, "vsphere-credentials", sim),
-    ];
-    items.extend(more);
-    cp.apply_text(
-        ADMIN,
-        &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
-        None,
-    )
-    .ok();
-    zone
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owned_cluster_gets_the_finalizer_becomes_ready_with_its_zone_and_its_deletion_waits_for_machines()
@@ -587,57 +332,6 @@ async fn a_cluster_identity_is_refused_outside_its_allowed_namespaces() {
     .await;
     assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");
     controllers.stop().await;
-}
-
-/// Poll `get` every 250 ms until it yields a value `holds` accepts, for up to `limit`.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    limit: Duration,
-    get: impl Fn() -> F,
-    holds: impl Fn(&T) -> bool,
-) -> T {
-    eventually_or(String::new, what, limit, get, holds).await
-}
-
-/// [`eventually`], saying what `context` shows when it times out.
-async fn eventually_or<T, F: std::future::Future<Output = Option<T>>>(
-    context: impl Fn() -> String,
-    what: &str,
-    limit: Duration,
-    get: impl Fn() -> F,
-    holds: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = get().await.filter(|v| holds(v)) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {}",
-            context()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// An object of `kind` in `ns` as JSON, as kubectl shows it (None when absent).
-fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<Value> {
-    let out = cp.kubectl(
-        ADMIN,
-        &[
-            "get",
-            &realapi::at_v1beta1(kind),
-            name,
-            "-n",
-            ns,
-            "-o",
-            "json",
-            "--ignore-not-found",
-        ],
-    );
-    let text = out.ok().stdout;
-    (!text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
 }
 
 /// A Cluster API machine end to end through this provider: the CAPI Machine and its

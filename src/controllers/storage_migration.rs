@@ -16,13 +16,24 @@ use serde_json::json;
 
 use super::Shutdown;
 use crate::api::{INFRA_GROUP, Kind};
-use crate::plan::storage_version::{Rewrite, outdated};
+use crate::plan::storage_version::{Migration, Rewrite, decide};
 
 /// The first wait after a failed attempt; doubled up to [`RETRY_CAP`].
 const RETRY_BASE: Duration = Duration::from_secs(2);
 const RETRY_CAP: Duration = Duration::from_secs(300);
 /// Objects per list page.
 const PAGE: u32 = 250;
+
+/// What one pass over a CRD came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing stored in an older version.
+    NothingToDo,
+    /// The CRD still stores an older version (warned): checked again later.
+    CrdNotUpgraded,
+    /// Every object rewritten and `storedVersions` narrowed.
+    Migrated(Migrated),
+}
 
 /// What one CRD's migration did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -45,9 +56,10 @@ pub async fn run(client: Client, shutdown: Shutdown) {
             if shutdown.is_triggered() {
                 return;
             }
-            match migrate(&client, kind).await {
-                Ok(None) => break,
-                Ok(Some(m)) => {
+            let result = migrate(&client, kind).await;
+            match result {
+                Ok(Outcome::NothingToDo) => break,
+                Ok(Outcome::Migrated(m)) => {
                     tracing::info!(
                         crd = %crd_name(kind),
                         storage = kind.storage_version(),
@@ -57,13 +69,15 @@ pub async fn run(client: Client, shutdown: Shutdown) {
                     );
                     break;
                 }
-                Err(e) => {
-                    tracing::warn!(
-                        crd = %crd_name(kind),
-                        error = %e,
-                        retry_in = ?wait,
-                        "storage migration failed; objects stay readable through the conversion webhook"
-                    );
+                Ok(Outcome::CrdNotUpgraded) | Err(_) => {
+                    if let Err(e) = &result {
+                        tracing::warn!(
+                            crd = %crd_name(kind),
+                            error = %e,
+                            retry_in = ?wait,
+                            "storage migration failed; objects stay readable through the conversion webhook"
+                        );
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = shutdown.clone().wait() => return,
@@ -81,8 +95,8 @@ pub fn crd_name(kind: Kind) -> String {
 }
 
 /// Rewrites `kind`'s objects if its CRD still lists an older stored version, then narrows
-/// `storedVersions`. `None`: nothing to do.
-pub async fn migrate(client: &Client, kind: Kind) -> Result<Option<Migrated>, kube::Error> {
+/// `storedVersions`.
+pub async fn migrate(client: &Client, kind: Kind) -> Result<Outcome, kube::Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = crd_name(kind);
     let crd = crds.get(&name).await?;
@@ -92,8 +106,25 @@ pub async fn migrate(client: &Client, kind: Kind) -> Result<Option<Migrated>, ku
         .as_ref()
         .and_then(|s| s.stored_versions.clone())
         .unwrap_or_default();
-    if outdated(&stored, storage).is_empty() {
-        return Ok(None);
+    let stores = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.as_str());
+    match decide(&stored, stores, storage) {
+        Migration::Done => return Ok(Outcome::NothingToDo),
+        Migration::CrdOlderThanManager { stores } => {
+            tracing::warn!(
+                crd = %name,
+                stores = stores.as_deref().unwrap_or("nothing"),
+                expected = storage,
+                "this CRD is older than the manager; apply this release's CRDs (config/crd, or \
+                 `vsphere-provider crds`) so that its objects can be stored as {storage}"
+            );
+            return Ok(Outcome::CrdNotUpgraded);
+        }
+        Migration::Rewrite => {}
     }
     let resource = ApiResource {
         group: INFRA_GROUP.into(),
@@ -123,15 +154,17 @@ pub async fn migrate(client: &Client, kind: Kind) -> Result<Option<Migrated>, ku
                     &Patch::Merge(&body),
                 )
                 .await;
-            let code = match &result {
-                Ok(_) => None,
-                Err(kube::Error::Api(s)) => Some(s.code),
-                Err(_) => Some(0),
+            let rewrite = match result {
+                Ok(_) => Rewrite::from_status(None),
+                Err(kube::Error::Api(s)) => match Rewrite::from_status(Some(s.code)) {
+                    Some(r) => Some(r),
+                    None => return Err(kube::Error::Api(s)),
+                },
+                Err(e) => return Err(e),
             };
-            match Rewrite::from_status(code) {
-                Some(Rewrite::Written) => done.rewritten += 1,
+            match rewrite {
+                Some(Rewrite::Written) | None => done.rewritten += 1,
                 Some(Rewrite::ChangedMeanwhile | Rewrite::Gone) => done.skipped += 1,
-                None => return Err(result.err().expect("an error has a status")),
             }
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -145,7 +178,7 @@ pub async fn migrate(client: &Client, kind: Kind) -> Result<Option<Migrated>, ku
         &Patch::Merge(json!({"status": {"storedVersions": [storage]}})),
     )
     .await?;
-    Ok(Some(done))
+    Ok(Outcome::Migrated(done))
 }
 
 /// `v1beta2` of `group/v1beta2`.

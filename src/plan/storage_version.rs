@@ -18,6 +18,36 @@ pub fn outdated<'a>(stored_versions: &'a [String], storage: &str) -> Vec<&'a str
         .collect()
 }
 
+/// What to do with one CRD.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Migration {
+    /// Every stored object is in `storage` already.
+    Done,
+    /// The installed CRD stores another version than this release (`stores`): its objects
+    /// cannot be moved to `storage` until this release's CRDs are applied. Rewriting them would
+    /// store the old version again, and narrowing `storedVersions` would then be a lie.
+    CrdOlderThanManager {
+        /// The version the installed CRD stores (None: it marks none).
+        stores: Option<String>,
+    },
+    /// Rewrite every object, then narrow `storedVersions` to `storage`.
+    Rewrite,
+}
+
+/// The decision for a CRD whose `status.storedVersions` is `stored_versions` and whose spec
+/// stores `crd_stores`, when this release stores `storage`.
+pub fn decide(stored_versions: &[String], crd_stores: Option<&str>, storage: &str) -> Migration {
+    if outdated(stored_versions, storage).is_empty() {
+        Migration::Done
+    } else if crd_stores != Some(storage) {
+        Migration::CrdOlderThanManager {
+            stores: crd_stores.map(str::to_string),
+        }
+    } else {
+        Migration::Rewrite
+    }
+}
+
 /// What a rewrite of one object came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rewrite {
@@ -68,6 +98,26 @@ mod tests {
         assert_eq!(
             outdated(&names(&["v1alpha3", "v1beta1", "v1beta2"]), "v1beta2"),
             ["v1alpha3", "v1beta1"]
+        );
+    }
+
+    #[test]
+    fn objects_are_rewritten_only_once_the_crd_stores_the_new_version() {
+        let upgraded = names(&["v1beta1", "v1beta2"]);
+        assert_eq!(
+            decide(&upgraded, Some("v1beta2"), "v1beta2"),
+            Migration::Rewrite
+        );
+        // A new manager against the previous release's CRDs (still storing v1beta1).
+        assert_eq!(
+            decide(&names(&["v1beta1"]), Some("v1beta1"), "v1beta2"),
+            Migration::CrdOlderThanManager {
+                stores: Some("v1beta1".into())
+            }
+        );
+        assert_eq!(
+            decide(&names(&["v1beta2"]), Some("v1beta2"), "v1beta2"),
+            Migration::Done
         );
     }
 

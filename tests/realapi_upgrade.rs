@@ -1,0 +1,448 @@
+//! The upgrade from the previous release, on the real API server (Kubernetes' own
+//! kube-apiserver and etcd, tests/support/realapi.rs) with vcsim.
+//!
+//! The previous release stored every infrastructure kind as v1beta1 and served v1beta2 without a
+//! conversion webhook; its CRDs are tests/fixtures/crds/previous (crds/ of that release,
+//! verbatim). This release stores v1beta2 and converts through its webhook. The test:
+//! 1. installs the previous CRDs and, on them, reconciles a zone, a Cluster API cluster and a
+//!    machine to ready (a VM powered on in the zone), plus a VSphereMachineTemplate, a
+//!    VSphereClusterTemplate and a VSphereClusterIdentity. The controllers are this release's,
+//!    standing in for the previous manager: at v1beta1 they write what it wrote, and the
+//!    storage migration they run must leave CRDs that still store v1beta1 alone;
+//! 2. reads every object's bytes in etcd: v1beta1;
+//! 3. upgrades the CRDs (crds/ and the conversion webhook, as `kubectl apply -k config/crd`);
+//!    every object reads back at v1beta1 unchanged, and at v1beta2 with the contract's fields;
+//! 4. migrates storage: all kinds but VSphereMachine by calling the migration as the
+//!    controller's ServiceAccount, then VSphereMachine by the manager's controllers at start.
+//!    Every object is then v1beta2 in etcd, `storedVersions` is `[v1beta2]`, and every object
+//!    still reads at v1beta1 exactly as before the upgrade (nothing lost through v1beta2);
+//! 5. the controllers reconcile everything after the upgrade with no vCenter write, the zone,
+//!    cluster and machine stay ready on the same VM, and deleting the machine still destroys it.
+//!
+//! Stand-ins: CAPI's Cluster and Machine are written by the test (their CRDs are CAPI v1.14.2's,
+//! no CAPI manager runs), as in tests/realapi_capi_cluster.rs; the guest IP is set in vcsim as
+//! VMware Tools would report it.
+#[path = "support/capi_crds.rs"]
+mod capi_crds;
+#[path = "support/capi_in_process.rs"]
+mod capi_in_process;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/realapi.rs"]
+mod realapi;
+#[path = "support/vcsim.rs"]
+mod vcsim;
+
+use std::time::Duration;
+
+use base64::Engine;
+use capi_in_process::*;
+use realapi::{ControlPlane, Identity, control_plane};
+use serde_json::{Value, json};
+use vcsim::Vcsim;
+use vsphere_provider::api::{INFRA_GROUP, Kind};
+use vsphere_provider::controllers::storage_migration::{self, Outcome};
+use vsphere_provider::vcenter::stats::CallKind;
+
+const ADMIN: &Identity = &Identity::Admin;
+
+/// The objects the test follows: (kind, namespace or "", name).
+type Object = (Kind, String, String);
+
+/// An object at `version` (`v1beta1`/`v1beta2`) as the admin reads it.
+fn read(cp: &ControlPlane, (kind, ns, name): &Object, version: &str) -> Value {
+    let resource = format!("{}.{version}.{INFRA_GROUP}", kind.plural());
+    let mut args = vec!["get", resource.as_str(), name.as_str(), "-o", "json"];
+    if !ns.is_empty() {
+        args.extend(["-n", ns.as_str()]);
+    }
+    serde_json::from_str(&cp.kubectl(ADMIN, &args).ok().stdout).unwrap()
+}
+
+/// What the upgrade must keep of an object: all but the fields the server changes on any write
+/// (resourceVersion, managedFields, generation, and our conversion bookkeeping annotation).
+fn kept(mut v: Value) -> Value {
+    let meta = v["metadata"].as_object_mut().unwrap();
+    for k in ["resourceVersion", "managedFields", "generation"] {
+        meta.remove(k);
+    }
+    if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        a.remove(vsphere_provider::api::conversion::CONVERSION_DATA);
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if a.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+    v
+}
+
+/// The `apiVersion` etcd holds the object in: its raw bytes, read from etcd's JSON gateway
+/// (`/v3/kv/range`), not through the API server.
+async fn stored_as(cp: &ControlPlane, (kind, ns, name): &Object) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let suffix = if ns.is_empty() {
+        format!("/{INFRA_GROUP}/{}/{name}", kind.plural())
+    } else {
+        format!("/{INFRA_GROUP}/{}/{ns}/{name}", kind.plural())
+    };
+    let range = |body: Value| async move {
+        reqwest::Client::new()
+            .post(format!("{}/v3/kv/range", cp.etcd_url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    // The API server's prefix is the harness's (`/registry-N`): find the key by its tail.
+    let keys = range(json!({
+        "key": b64.encode("/registry"), "range_end": b64.encode("/registrz"), "keys_only": true
+    }))
+    .await;
+    let key = keys["kvs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|kv| kv["key"].as_str())
+        .map(|k| String::from_utf8(b64.decode(k).unwrap()).unwrap())
+        .find(|k| k.ends_with(&suffix))
+        .unwrap_or_else(|| panic!("etcd has no key ending {suffix}"));
+    let reply = range(json!({"key": b64.encode(&key)})).await;
+    let value = reply["kvs"][0]["value"].as_str().unwrap();
+    let object: Value = serde_json::from_slice(&b64.decode(value).unwrap()).unwrap();
+    object["apiVersion"].as_str().unwrap().to_string()
+}
+
+fn crd(cp: &ControlPlane, kind: Kind) -> Value {
+    cp.kubectl(
+        ADMIN,
+        &[
+            "get",
+            "crd",
+            &storage_migration::crd_name(kind),
+            "-o",
+            "json",
+        ],
+    )
+    .ok()
+    .json()
+}
+
+fn stored_versions(cp: &ControlPlane, kind: Kind) -> Vec<String> {
+    serde_json::from_value(crd(cp, kind)["status"]["storedVersions"].clone()).unwrap()
+}
+
+fn infrastructure_kinds() -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| k.api_version().starts_with(INFRA_GROUP))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no_vcenter_write() {
+    realapi::start_as_previous_release();
+    let cp = control_plane();
+    install_capi_crds(cp);
+    for kind in infrastructure_kinds() {
+        let crd = crd(cp, kind);
+        let stores: Vec<&Value> = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["storage"] == true)
+            .map(|v| &v["name"])
+            .collect();
+        assert_eq!(stores, [&json!("v1beta1")], "{kind}: the previous CRDs");
+        assert_ne!(crd["spec"]["conversion"]["strategy"], "Webhook", "{kind}");
+    }
+    let ns = cp.namespace("upgrade");
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
+
+    // 1. The previous release's world, reconciled to ready.
+    let before = Controllers::start(cp).await;
+    let bootstrap = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "m1-bootstrap", "namespace": ns},
+        "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}
+    });
+    let templates = [
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachineTemplate",
+            "metadata": {"name": "workers", "namespace": ns},
+            "spec": {"template": {"spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+                "guestSoftPowerOffTimeout": "5m", "powerOffMode": "trySoft",
+                "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}}}
+        }),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereClusterTemplate",
+            "metadata": {"name": "class", "namespace": ns},
+            "spec": {"template": {"spec": {"server": sim.url(),
+                "identityRef": {"kind": "Secret", "name": "vsphere-credentials"}}}}
+        }),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereClusterIdentity",
+            "metadata": {"name": format!("{ns}-identity")},
+            "spec": {"secretName": "upgrade-identity",
+                "allowedNamespaces": {"selector": {"matchLabels": {"team": "a"}}}}
+        }),
+    ];
+    let mut more = vec![bootstrap];
+    more.extend(templates);
+    let zone = apply_zone(cp, &ns, &sim, more);
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        true,
+        false,
+    )
+    .await;
+    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    // CAPI's cluster and machine controllers (stand-ins, see the module documentation).
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "cluster.cluster.x-k8s.io",
+            "c1",
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"initialization":{"infrastructureProvisioned":true}}}"#,
+        ],
+    )
+    .ok();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+            "spec": {
+                "clusterName": "c1", "failureDomain": zone,
+                "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
+            }
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    let machine_uid =
+        get_json(cp, "machine.cluster.x-k8s.io", &ns, "m1").unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+            "metadata": {"name": "m1", "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                    "name": "m1", "uid": machine_uid, "controller": true}]},
+            // A v1beta1 Duration v1beta2 holds as seconds, and a v1beta1-only failure domain.
+            "spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+                "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
+                "failureDomain": zone,
+                "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    let vm = eventually(
+        "the VM",
+        Duration::from_secs(90),
+        || async { readback.vms().await.into_iter().find(|v| v.name == "m1") },
+        |_| true,
+    )
+    .await;
+    eventually(
+        "the VM powered on",
+        Duration::from_secs(60),
+        || async { Some(readback.vm_props(&vm.moref, &["runtime.powerState"]).await) },
+        |p| p.get("runtime.powerState").map(String::as_str) == Some("poweredOn"),
+    )
+    .await;
+    readback.set_guest_ip(&vm.moref, "10.0.0.42").await;
+    eventually(
+        "the VSphereMachine ready",
+        Duration::from_secs(90),
+        || async { get_json(cp, "vspheremachine", &ns, "m1") },
+        |v| v["status"]["ready"] == true,
+    )
+    .await;
+    // Let the last status writes land, then stop: the previous release is done.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    before.stop().await;
+
+    let objects: Vec<Object> = vec![
+        (Kind::VSphereFailureDomain, String::new(), zone.clone()),
+        (Kind::VSphereDeploymentZone, String::new(), zone.clone()),
+        (Kind::VSphereCluster, ns.clone(), "c1".into()),
+        (Kind::VSphereMachine, ns.clone(), "m1".into()),
+        (Kind::VSphereVM, ns.clone(), "m1".into()),
+        (Kind::VSphereMachineTemplate, ns.clone(), "workers".into()),
+        (Kind::VSphereClusterTemplate, ns.clone(), "class".into()),
+        (
+            Kind::VSphereClusterIdentity,
+            String::new(),
+            format!("{ns}-identity"),
+        ),
+    ];
+    assert_eq!(
+        objects.len(),
+        infrastructure_kinds().len(),
+        "one of each kind"
+    );
+    let snapshot: Vec<Value> = objects
+        .iter()
+        .map(|o| kept(read(cp, o, "v1beta1")))
+        .collect();
+    for o in &objects {
+        assert_eq!(
+            stored_as(cp, o).await,
+            Kind::VSphereCluster.api_version(),
+            "{o:?}"
+        );
+    }
+    // This release's migration ran against the previous CRDs and left them alone.
+    for kind in infrastructure_kinds() {
+        assert_eq!(stored_versions(cp, kind), ["v1beta1"], "{kind}");
+    }
+
+    // 3. The upgrade: this release's CRDs and conversion webhook.
+    cp.install_crds().unwrap();
+    for kind in infrastructure_kinds() {
+        assert_eq!(stored_versions(cp, kind), ["v1beta1", "v1beta2"], "{kind}");
+    }
+    for (o, was) in objects.iter().zip(&snapshot) {
+        assert_eq!(
+            &kept(read(cp, o, "v1beta1")),
+            was,
+            "{o:?} at v1beta1 after the upgrade"
+        );
+    }
+    let cluster = read(cp, &objects[2], "v1beta2");
+    assert_eq!(
+        cluster["status"]["initialization"]["provisioned"], true,
+        "{cluster}"
+    );
+    assert_eq!(
+        cluster["status"]["failureDomains"][0]["name"],
+        zone.as_str()
+    );
+    let machine = read(cp, &objects[3], "v1beta2");
+    assert_eq!(machine["status"]["initialization"]["provisioned"], true);
+    assert_eq!(machine["spec"]["guestSoftPowerOffTimeoutSeconds"], 600);
+    assert!(machine["spec"].get("failureDomain").is_none(), "{machine}");
+
+    // 4. Storage migration: all kinds but VSphereMachine directly, as the controller.
+    let sa = cp.client(&Identity::Controller).await;
+    for kind in infrastructure_kinds() {
+        if kind == Kind::VSphereMachine {
+            continue;
+        }
+        match storage_migration::migrate(&sa, kind).await.unwrap() {
+            Outcome::Migrated(m) => assert_eq!(m.rewritten + m.skipped, 1, "{kind}: {m:?}"),
+            other => panic!("{kind}: {other:?}"),
+        }
+        assert_eq!(stored_versions(cp, kind), ["v1beta2"], "{kind}");
+        // A second pass finds nothing to do (one read).
+        assert_eq!(
+            storage_migration::migrate(&sa, kind).await.unwrap(),
+            Outcome::NothingToDo
+        );
+    }
+    for o in objects.iter().filter(|o| o.0 != Kind::VSphereMachine) {
+        assert_eq!(
+            stored_as(cp, o).await,
+            Kind::VSphereCluster.storage_version(),
+            "{o:?}"
+        );
+    }
+    for (o, was) in objects.iter().zip(&snapshot) {
+        assert_eq!(
+            &kept(read(cp, o, "v1beta1")),
+            was,
+            "{o:?}: lost through v1beta2"
+        );
+    }
+
+    // 5. This release's manager: migrates VSphereMachine at start, reconciles with no write.
+    let after = Controllers::start(cp).await;
+    eventually(
+        "the manager's migration of vspheremachines",
+        Duration::from_secs(60),
+        || async { Some(stored_versions(cp, Kind::VSphereMachine)) },
+        |v| v == &["v1beta2".to_string()],
+    )
+    .await;
+    assert_eq!(
+        stored_as(cp, &objects[3]).await,
+        Kind::VSphereMachine.storage_version()
+    );
+    // Every controller reconciles at start (zone verified, cluster and machine read): give them
+    // time, then nothing may have been written to vCenter.
+    eventually(
+        "the reconciles after the upgrade",
+        Duration::from_secs(60),
+        || async { Some(after.stats.snapshot().kind(CallKind::Read)) },
+        |reads| *reads > 0,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let calls = after.stats.snapshot();
+    assert_eq!(
+        calls.kind(CallKind::Write),
+        0,
+        "vCenter writes after the upgrade: {}",
+        calls.summary()
+    );
+    let zone_status = get_json(cp, "vspheredeploymentzone", "", &zone).unwrap();
+    assert_eq!(zone_status["status"]["ready"], true, "{zone_status}");
+    let c1 = get_json(cp, "vspherecluster", &ns, "c1").unwrap();
+    assert_eq!(c1["status"]["ready"], true, "{c1}");
+    let m1 = get_json(cp, "vspheremachine", &ns, "m1").unwrap();
+    assert_eq!(m1["status"]["ready"], true, "{m1}");
+    let vms: Vec<_> = readback
+        .vms()
+        .await
+        .into_iter()
+        .filter(|v| v.name == "m1")
+        .collect();
+    assert_eq!(vms.len(), 1, "one VM, the same");
+    assert_eq!(vms[0].moref, vm.moref);
+
+    // The migrated machine still goes the whole way.
+    cp.kubectl(
+        ADMIN,
+        &["delete", "vspheremachine", "m1", "-n", &ns, "--wait=false"],
+    )
+    .ok();
+    eventually(
+        "the VSphereMachine gone",
+        Duration::from_secs(90),
+        || async { Some(get_json(cp, "vspheremachine", &ns, "m1")) },
+        Option::is_none,
+    )
+    .await;
+    assert!(
+        !readback.vms().await.iter().any(|v| v.name == "m1"),
+        "the VM is destroyed"
+    );
+    cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
+        .ok();
+    after.stop().await;
+}
