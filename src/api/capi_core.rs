@@ -10,6 +10,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The version the controllers read Cluster API's Cluster and Machine at, whatever version an
+/// owner reference names: v1beta2, served from CAPI v1.11 on (the v1beta2 contract's release),
+/// so CAPI v1.11 is the oldest this provider runs with. CAPI v1.10 and older serve only v1beta1
+/// and are out of support; CAPI stops serving v1beta1 in a later release, and reading v1beta2
+/// needs no conversion webhook round trip from v1.11 on (CAPI stores v1beta2).
+pub const CORE_API_VERSION: &str = "cluster.x-k8s.io/v1beta2";
+
 /// `cluster.x-k8s.io/cluster-name`: the cluster a CAPI object belongs to.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// `cluster.x-k8s.io/control-plane`: set on control-plane Machines.

@@ -22,7 +22,7 @@ use serde_json::json;
 use super::api_server::dynamic_api;
 use super::context::now;
 use super::{Context, Error, FIELD_MANAGER, NOT_SYNCED_REQUEUE};
-use crate::api::capi_core::{CapiCluster, CapiMachine};
+use crate::api::capi_core::{CORE_API_VERSION, CapiCluster, CapiMachine};
 use crate::api::vsphere_cluster::VSphereCluster;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
 use crate::plan::capi_machine::machine::{self, Next, VmAction};
@@ -110,14 +110,8 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
     };
     let cluster = match &machine {
         Some(m) => {
-            get_opt::<CapiCluster>(
-                ctx,
-                &ns,
-                &capi_version(vsm),
-                "Cluster",
-                &m.spec.cluster_name,
-            )
-            .await?
+            get_opt::<CapiCluster>(ctx, &ns, CORE_API_VERSION, "Cluster", &m.spec.cluster_name)
+                .await?
         }
         None => None,
     };
@@ -307,7 +301,7 @@ async fn owner_machine(vsm: &VSphereMachine, ctx: &Context) -> Result<Option<Cap
         return Ok(None);
     };
     let ns = vsm.namespace().unwrap_or_default();
-    get_opt::<CapiMachine>(ctx, &ns, &owner.api_version, "Machine", &owner.name).await
+    get_opt::<CapiMachine>(ctx, &ns, CORE_API_VERSION, "Machine", &owner.name).await
 }
 
 /// A CAPI object by name, decoded; `None` when it (or its CRD) is not there.

@@ -17,6 +17,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::api_server::dynamic_api;
 use super::patch::{apply_cluster_status, is_not_found, set_finalizers};
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
+use crate::api::capi_core::CORE_API_VERSION;
 use crate::api::vsphere_cluster::CLUSTER_FINALIZER;
 use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeploymentZone};
 use crate::plan::cluster::lifecycle::{
@@ -237,12 +238,9 @@ async fn machines_of(
     cluster: &VSphereCluster,
 ) -> Result<Vec<String>, Error> {
     let ns = cluster.namespace().unwrap_or_default();
-    let capi_version = owner_cluster_ref(cluster)
-        .map(|(av, _)| av)
-        .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into());
     let kinds = [
         (format!("{INFRA_GROUP}/v1beta1"), "VSphereMachine"),
-        (capi_version, "Machine"),
+        (CORE_API_VERSION.to_string(), "Machine"),
     ];
     let params = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={owner}"));
     let mut out = Vec::new();

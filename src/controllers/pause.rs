@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::api_server::dynamic_api;
 use super::{Context, Error};
+use crate::api::capi_core::CORE_API_VERSION;
 use crate::plan::capi_machine::pause;
-use crate::plan::cluster::lifecycle::owner_cluster_ref;
 use crate::reconcile::kube_ops::KubeError;
 use std::collections::BTreeMap;
 
@@ -27,17 +27,7 @@ pub async fn paused(
     let ns = meta.namespace.clone().unwrap_or_default();
     let read_key = (ns.clone(), name.to_string());
     if !reads.contains_key(&read_key) {
-        let api_version = ctx
-            .stores
-            .clusters
-            .valid()
-            .iter()
-            .filter(|c| c.metadata.namespace.as_deref() == Some(ns.as_str()))
-            .filter_map(owner_cluster_ref)
-            .find(|(_, owner)| owner == name)
-            .map(|(v, _)| v)
-            .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into());
-        let api = dynamic_api(&ctx.client, &ns, &api_version, "Cluster");
+        let api = dynamic_api(&ctx.client, &ns, CORE_API_VERSION, "Cluster");
         let cluster = match api.get_opt(name).await {
             Ok(c) => c.map(|c| serde_json::to_value(c).unwrap_or_default()),
             Err(e) => {
