@@ -576,7 +576,7 @@ async fn drain_through_a_budget(strict: bool) {
     assert_eq!(drainable["reason"], "HookPresent", "{m}");
     assert_eq!(
         drainable["message"],
-        "Drain operation currently blocked by: [EtcdQuorumOperator]"
+        "Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]"
     );
     assert_eq!(m["status"]["phase"], "Deleting");
     env.wait_event("DrainBlocked").await;

@@ -8,7 +8,7 @@
 //! reached always holds it (the etcd operator's quorum guard relies on that).
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
+use super::drain::{PodRef, control_plane_drain_hold, is_cordoned, to_evict};
 use super::node_link::may_drain_and_delete;
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
@@ -35,12 +35,15 @@ fn condition_true(m: &Machine, t: &str) -> bool {
         .is_some_and(|c| is_capi_true(c, t))
 }
 
-fn hook_names(hooks: &[LifecycleHook]) -> String {
+/// The hooks as machine-api-operator prints them (Go's `%+v` of the list):
+/// `[{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]` — each hook with the owner who
+/// removes it, in the exact form OpenShift's tooling and tests look for.
+pub fn hook_list(hooks: &[LifecycleHook]) -> String {
     format!(
         "[{}]",
         hooks
             .iter()
-            .map(|h| h.name.as_str())
+            .map(|h| format!("{{Name:{} Owner:{}}}", h.name, h.owner))
             .collect::<Vec<_>>()
             .join(" ")
     )
@@ -72,7 +75,7 @@ fn hold(
     }
     let msg = format!(
         "{operation} operation currently blocked by: {}",
-        hook_names(hooks)
+        hook_list(hooks)
     );
     if set_condition(
         &mut plan.machine,
@@ -190,17 +193,21 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             .is_some_and(|a| a.contains_key(EXCLUDE_NODE_DRAINING_ANNOTATION));
         match node {
             Some(node) if !excluded => {
-                if is_control_plane(m)
-                    && let Some(other) =
-                        other_control_plane_cordoned(m, input.machines, input.nodes)
-                {
-                    plan.event(
-                        false,
-                        event::DRAIN_REQUEUED,
-                        format!(
-                            "Drain of control plane node {node} waits: control plane node {other} is cordoned"
+                if let Some(why) = control_plane_drain_hold(m, input.machines, input.nodes) {
+                    // Upstream records a drain that may not start as a drain error (`DrainError`,
+                    // "drain not permitted"); the message names the machine it waits for.
+                    if set_condition(
+                        &mut plan.machine,
+                        ConditionUpdate::false_(
+                            cond::DRAINED,
+                            cond::DRAIN_ERROR,
+                            severity::WARNING,
+                            &why,
                         ),
-                    );
+                        now,
+                    ) {
+                        plan.event(false, event::DRAIN_REQUEUED, why);
+                    }
                     plan.requeue = Requeue::After(CONTROL_PLANE_DRAIN_WAIT);
                     return plan;
                 }
@@ -352,6 +359,104 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     plan
 }
 
+/// What a deleting machine waits for now, in one line, from what its last pass recorded: the
+/// hook, the drain rule or the PodDisruptionBudget that holds it (its `Drainable`, `Drained` or
+/// `Terminable` condition, in the order deletion meets them), else the vCenter task in flight,
+/// vCenter not answering, the guest asked to shut down, or the step under way. Never empty and
+/// never a bare "in progress": a held deletion says what holds it (issue #27). The shells print
+/// it (local mode's summary); the conditions stay upstream's.
+pub fn held_by(m: &Machine) -> String {
+    let conditions = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
+    let (pre_drain, pre_terminate) = m.hooks();
+    let false_ = |t: &str| find_capi(conditions, t).filter(|c| c.status == "False");
+    let said = |c: &crate::api::conditions::CapiCondition| {
+        format!(
+            "{}: {}",
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default()
+        )
+    };
+    // A hook removed since the last pass no longer holds, whatever the condition still says.
+    if !pre_drain.is_empty() {
+        return format!(
+            "{}; {}",
+            false_(cond::DRAINABLE).map_or_else(
+                || format!(
+                    "Drain operation currently blocked by: {}",
+                    hook_list(pre_drain)
+                ),
+                said
+            ),
+            hook_advice(pre_drain)
+        );
+    }
+    if let Some(c) = false_(cond::DRAINED) {
+        return said(c);
+    }
+    if !pre_terminate.is_empty() {
+        return format!(
+            "{}; {}",
+            false_(cond::TERMINABLE).map_or_else(
+                || format!(
+                    "Terminate operation currently blocked by: {}",
+                    hook_list(pre_terminate)
+                ),
+                said
+            ),
+            hook_advice(pre_terminate)
+        );
+    }
+    if let Some(c) = find_capi(conditions, cond::INSTANCE_EXISTS).filter(|c| c.status == "Unknown")
+    {
+        return format!("vCenter cannot be asked: {}", said(c));
+    }
+    let ps = provider_status(m);
+    if !ps.task_ref.is_empty() {
+        return format!(
+            "waiting for vCenter task {} (power off or destroy of its VM)",
+            ps.task_ref
+        );
+    }
+    if ps
+        .conditions
+        .iter()
+        .any(|c| c.type_ == GUEST_SHUTDOWN && c.status == "True")
+    {
+        return "waiting for the guest of its VM to shut down (powerOffMode)".into();
+    }
+    if !condition_true(m, cond::DRAINED) {
+        return "its node is being drained".into();
+    }
+    if find_capi(conditions, cond::INSTANCE_EXISTS).is_some_and(|c| c.status == "False") {
+        return "its VM is gone: its Node and IP address claims are being released".into();
+    }
+    "its VM is being powered off and destroyed".into()
+}
+
+/// Who removes the hooks: the etcd operator removes its quorum guard once this machine's etcd
+/// member has moved to a replacement control plane machine (seed 000).
+fn hook_advice(hooks: &[LifecycleHook]) -> String {
+    hooks
+        .iter()
+        .map(|h| {
+            let when = if h.name == ETCD_QUORUM_HOOK {
+                " once a replacement control plane machine's etcd member has joined"
+            } else {
+                ""
+            };
+            format!("{} removes {}{when}", h.owner, h.name)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The preDrain hook the etcd operator puts on control plane machines to keep quorum.
+pub const ETCD_QUORUM_HOOK: &str = "EtcdQuorumOperator";
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -427,7 +532,9 @@ mod tests {
         assert_eq!(c.reason.as_deref(), Some("HookPresent"));
         assert_eq!(
             c.message.as_deref(),
-            Some("Drain operation currently blocked by: [EtcdQuorumOperator]")
+            Some(
+                "Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]"
+            )
         );
         assert_eq!(p.events[0].reason, "DrainBlocked");
         let mut again = input(&p.machine);
