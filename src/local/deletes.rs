@@ -327,4 +327,36 @@ mod tests {
             "--delete machine/nope: no Machine named \"nope\""
         );
     }
+
+    #[test]
+    fn remove_hook_takes_one_hook_off_and_names_what_is_there_when_wrong() {
+        use crate::api::machine::{LifecycleHook, LifecycleHooks};
+        let mut s = store();
+        let hook = |n: &str| LifecycleHook {
+            name: n.into(),
+            owner: "clusteroperator/etcd".into(),
+        };
+        s.machines.get_mut("b/m-0").unwrap().spec.lifecycle_hooks = Some(LifecycleHooks {
+            pre_drain: Some(vec![hook("EtcdQuorumOperator")]),
+            pre_terminate: Some(vec![hook("keep")]),
+        });
+        remove_hooks(&mut s, &["machine/b/m-0:EtcdQuorumOperator".into()]).unwrap();
+        let (pre_drain, pre_terminate) = s.machines["b/m-0"].hooks();
+        assert!(pre_drain.is_empty());
+        assert_eq!(pre_terminate.len(), 1, "only the named hook goes");
+        let e = remove_hooks(&mut s, &["machine/b/m-0:EtcdQuorumOperator".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--remove-hook machine/b/m-0:EtcdQuorumOperator: Machine b/m-0 has no lifecycle hook \"EtcdQuorumOperator\" (it has: keep)"
+        );
+        let e = remove_hooks(&mut s, &["machine/m-0:keep".into()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--remove-hook machine/m-0:keep: "),
+            "{e}"
+        );
+        assert!(e.to_string().contains("several namespaces"), "{e}");
+        let e = remove_hooks(&mut s, &["node/n".into()]).unwrap_err();
+        assert!(e.to_string().contains("expected machine/NAME:HOOK"), "{e}");
+    }
 }

@@ -178,6 +178,29 @@ fn starts_drain_now(m: &Machine, nodes: &[Node]) -> bool {
         })
 }
 
+/// What a refused eviction says on the Machine (`Drained=False`, `DrainError`): the pod and,
+/// when the API server named it, the PodDisruptionBudget that refused it. `why` is the API
+/// server's answer: its message ("Cannot evict pod as it would violate the pod's disruption
+/// budget.") followed by its causes ("The disruption budget web needs 2 healthy pods and has 2
+/// currently"), which is where the budget's name is.
+pub fn eviction_refused(pod: &PodRef, why: &str) -> String {
+    let budget = why
+        .split("disruption budget ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|name| !name.ends_with('.'));
+    match budget {
+        Some(pdb) => format!(
+            "eviction of pod {}/{} refused by PodDisruptionBudget {}/{pdb}: {why}",
+            pod.namespace, pod.name, pod.namespace
+        ),
+        None => format!(
+            "eviction of pod {}/{} refused: {why}",
+            pod.namespace, pod.name
+        ),
+    }
+}
+
 /// Whether this node is cordoned already.
 pub fn is_cordoned(nodes: &[Node], name: &str) -> bool {
     nodes
