@@ -764,6 +764,53 @@ mod tests {
     }
 
     proptest! {
+        /// Control plane machines planned on one snapshot, in any state: a new cordon only when
+        /// no control plane node is cordoned, then exactly one when any machine is ready to
+        /// drain (never two etcd members drained at once, never all waiting on each other).
+        #[test]
+        fn one_control_plane_drain_starts_at_a_time_and_one_always_can(
+            states in proptest::collection::vec((any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()), 2..5),
+        ) {
+            let now = Time(jiff::Timestamp::UNIX_EPOCH);
+            let mut machines = Vec::new();
+            let mut nodes = Vec::new();
+            for (i, (deleting, hook, cordoned, drained)) in states.iter().enumerate() {
+                let name = format!("cp-{i}");
+                let mut m = cp_deleting(&name);
+                if !deleting {
+                    m.metadata.deletion_timestamp = None;
+                }
+                if *hook {
+                    m.spec.lifecycle_hooks = Some(LifecycleHooks {
+                        pre_drain: Some(vec![LifecycleHook { name: "EtcdQuorumOperator".into(), owner: "clusteroperator/etcd".into() }]),
+                        pre_terminate: None,
+                    });
+                }
+                if *drained {
+                    set_condition(&mut m, ConditionUpdate::true_(cond::DRAINED), &now);
+                }
+                machines.push(m);
+                nodes.push(cp_node(&name, *cordoned));
+            }
+            let cordons = machines
+                .iter()
+                .filter(|m| {
+                    let mut i = input(m);
+                    i.nodes = &nodes;
+                    i.machines = &machines;
+                    i.vm = Some(vm("poweredOn"));
+                    plan_machine(&i).kube.iter().any(|k| matches!(k, KubeStep::Cordon(_)))
+                })
+                .count();
+            let any_cordoned = states.iter().any(|s| s.2);
+            let ready = states.iter().any(|(d, h, c, dr)| *d && !*h && !*c && !*dr);
+            if any_cordoned {
+                prop_assert_eq!(cordons, 0);
+            } else {
+                prop_assert_eq!(cordons, usize::from(ready));
+            }
+        }
+
         /// Seed 000's guarantees, over any state a deleting machine can be seen in.
         #[test]
         fn deletion_never_skips_a_rung(

@@ -2,7 +2,8 @@
 //! evict every pod except DaemonSet pods and mirror (static) pods; emptyDir data is given up;
 //! PodDisruptionBudgets are honoured by the Eviction API itself (a refused eviction is retried
 //! with backoff). A control plane node is drained only while no other control plane node is
-//! cordoned, so two etcd members are never down at once.
+//! cordoned, and of several starting together only the first, so two etcd members are never down
+//! at once ([`control_plane_drain_hold`]).
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::machine::{MACHINE_ROLE_LABEL, MACHINE_TYPE_LABEL, Machine};
@@ -184,8 +185,10 @@ fn starts_drain_now(m: &Machine, nodes: &[Node]) -> bool {
 /// budget.") followed by its causes ("The disruption budget web needs 2 healthy pods and has 2
 /// currently"), which is where the budget's name is.
 pub fn eviction_refused(pod: &PodRef, why: &str) -> String {
+    // The cause kube-apiserver writes: "The disruption budget NAME needs …" (or "… is still
+    // being processed by the server").
     let budget = why
-        .split("disruption budget ")
+        .split("The disruption budget ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .filter(|name| !name.ends_with('.'));
