@@ -1,7 +1,9 @@
 //! The control plane machine set in local mode against a live vcsim: three zones, three
 //! replicas — one VM per compute cluster; a vertical scale rolled out one index at a time (each
 //! index: create → replacement Running → delete the old machine, never two indexes in flight);
-//! a deleted machine replaced in its zone.
+//! a deleted machine replaced in its zone; all three deleted at once, held by the etcd quorum
+//! hook (each line says what holds it and which hook to remove) or, without hooks, drained one
+//! at a time to the end (issue #27).
 #[path = "support/local_run.rs"]
 mod local_run;
 #[path = "support/vcsim.rs"]
