@@ -1,7 +1,9 @@
 //! The control plane machine set in local mode against a live vcsim: three zones, three
 //! replicas — one VM per compute cluster; a vertical scale rolled out one index at a time (each
 //! index: create → replacement Running → delete the old machine, never two indexes in flight);
-//! a deleted machine replaced in its zone.
+//! a deleted machine replaced in its zone; all three deleted at once, held by the etcd quorum
+//! hook (each line says what holds it and which hook to remove) or, without hooks, drained one
+//! at a time to the end (issue #27).
 #[path = "support/local_run.rs"]
 mod local_run;
 #[path = "support/vcsim.rs"]
@@ -664,4 +666,185 @@ async fn a_dry_run_says_what_it_would_do_and_nothing_as_done() {
         before,
         "the state is not written"
     );
+}
+
+/// The set's template with the etcd operator's quorum guard, as OpenShift's machines carry it.
+fn cpms_with_quorum_hook(cpus: u32) -> String {
+    cpms(cpus).replace(
+        "      spec:\n        providerSpec:",
+        "      spec:\n        lifecycleHooks:\n          preDrain:\n          - {name: EtcdQuorumOperator, owner: clusteroperator/etcd}\n        providerSpec:",
+    )
+}
+
+/// Issue #27: all three control plane machines deleted at once (three `--delete`, runs
+/// repeated). Each says what holds it — the etcd quorum guard, named with its owner — and the
+/// line says what to do: remove the hook of the machine whose replacement is Running (the set
+/// replaces one index at a time), keep the others'. Removing the holders in that order, as the
+/// etcd operator would, lets every deletion finish, and the set ends with three new machines.
+#[tokio::test]
+async fn all_control_plane_machines_deleted_at_once_say_what_holds_them_and_finish_once_released() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    std::fs::write(m.join("cpms.yaml"), cpms_with_quorum_hook(4)).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let old: Vec<String> = machines(&run).into_iter().map(|m| m.0).collect();
+    assert_eq!(old.len(), 3);
+
+    let deletes: Vec<String> = old.iter().map(|n| format!("machine/{n}")).collect();
+    let mut args = Vec::new();
+    for d in &deletes {
+        args.extend(["--delete", d.as_str()]);
+    }
+    let run = reconcile(&sim, &m, &state, &args);
+    for again in [run, reconcile(&sim, &m, &state, &[])] {
+        assert_eq!(again.code, 1, "held: {}", again.stderr);
+        assert!(
+            !again.stderr.contains("deletion in progress"),
+            "{}",
+            again.stderr
+        );
+        for name in &old {
+            let line = again
+                .stderr
+                .lines()
+                .find(|l| {
+                    l.contains(&format!(
+                        "machine openshift-machine-api/{name} is being deleted"
+                    ))
+                })
+                .unwrap_or_else(|| panic!("no line for {name}: {}", again.stderr));
+            assert!(
+                line.contains(
+                    "HookPresent: Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]; clusteroperator/etcd removes EtcdQuorumOperator once a replacement control plane machine's etcd member has joined"
+                ),
+                "{line}"
+            );
+            let c = &again.object("Machine", name).unwrap()["status"]["conditions"];
+            let drainable = c
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "Drainable")
+                .unwrap();
+            assert_eq!(
+                (drainable["status"].as_str(), drainable["reason"].as_str()),
+                (Some("False"), Some("HookPresent"))
+            );
+            if name.ends_with("-0") {
+                assert!(
+                    line.contains(&format!(
+                        "is Running: local mode plays no hook owner, so remove the hook as its owner would now: --remove-hook machine/{name}:EtcdQuorumOperator"
+                    )),
+                    "index 0's replacement is Running: {line}"
+                );
+            } else {
+                assert!(
+                    line.contains("the control plane machine set replaces one index at a time, and index 0's old machine goes first")
+                        && line.contains("keep this hook until the replacement is Running"),
+                    "{line}"
+                );
+            }
+        }
+        // Nothing was drained: no control plane node is cordoned while the hooks hold.
+        assert!(
+            again
+                .items("Node")
+                .iter()
+                .all(|n| n["spec"]["unschedulable"] != true)
+        );
+    }
+
+    // Remove the hook the output names, run after run, as the etcd operator would.
+    let mut run = reconcile(&sim, &m, &state, &[]);
+    for _ in 0..3 {
+        let Some(flag) = run
+            .stderr
+            .split("--remove-hook ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string)
+        else {
+            break;
+        };
+        run = reconcile(&sim, &m, &state, &["--remove-hook", &flag]);
+    }
+    assert_eq!(run.code, 0, "every deletion finished: {}", run.stderr);
+    let now: Vec<String> = machines(&run).into_iter().map(|m| m.0).collect();
+    assert_eq!(now.len(), 3);
+    assert!(now.iter().all(|n| !old.contains(n)), "{now:?} {old:?}");
+    let inv = admin(&sim).inventory().await.unwrap();
+    for name in &old {
+        assert!(
+            !inv.iter()
+                .any(|e| e.kind() == "VirtualMachine" && &e.name == name),
+            "{name}'s VM is destroyed"
+        );
+    }
+}
+
+/// Without hooks, all three control plane machines deleted at once drain one at a time (the
+/// others say which machine goes first, then whose cordoned Node they wait for) and the run
+/// ends with every deletion finished; before, all three were cordoned in one pass and waited
+/// for each other for ever, saying only "deletion in progress".
+#[tokio::test]
+async fn all_control_plane_machines_deleted_at_once_without_hooks_drain_one_at_a_time() {
+    let sim = Vcsim::builder().clusters(3).hosts(1).pools(1).start().await;
+    let w = workdir();
+    let (m, state) = (w.manifests.clone(), w.state.clone());
+    std::fs::write(m.join("zones.yaml"), zones()).unwrap();
+    std::fs::write(m.join("cpms.yaml"), cpms(4)).unwrap();
+    let run = reconcile(&sim, &m, &state, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let old: Vec<String> = machines(&run).into_iter().map(|m| m.0).collect();
+    let deletes: Vec<String> = old.iter().map(|n| format!("machine/{n}")).collect();
+    let mut args = Vec::new();
+    for d in &deletes {
+        args.extend(["--delete", d.as_str()]);
+    }
+    let run = reconcile(&sim, &m, &state, &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let now: Vec<String> = machines(&run).into_iter().map(|m| m.0).collect();
+    assert_eq!(now.len(), 3);
+    assert!(now.iter().all(|n| !old.contains(n)), "{now:?} {old:?}");
+    let requeued: Vec<&str> = run
+        .items("Event")
+        .into_iter()
+        .filter(|e| e["reason"] == "DrainRequeued")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        requeued.iter().any(|m| m.contains("is drained first"))
+            && requeued.iter().any(|m| m.contains("is already cordoned")),
+        "{requeued:?}"
+    );
+    // Never two control plane nodes cordoned at once: each DrainProceeding comes after the
+    // previous machine's VM was destroyed.
+    let order: Vec<(String, String)> = run
+        .items("Event")
+        .into_iter()
+        .filter(|e| {
+            e["reason"] == "DrainProceeding"
+                || e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("Destroying VM"))
+        })
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap().to_string(),
+                e["involvedObject"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut draining: Option<String> = None;
+    for (reason, who) in &order {
+        if reason == "DrainProceeding" {
+            assert!(draining.is_none(), "two drains at once: {order:?}");
+            draining = Some(who.clone());
+        } else if draining.as_ref() == Some(who) {
+            draining = None;
+        }
+    }
 }

@@ -386,7 +386,7 @@ async fn deletion_follows_the_lifecycle_with_hooks_added_and_removed() {
     assert!(items(&run, "Event").any(|e| e["reason"] == "DrainBlocked"));
     assert!(
         run.stderr
-            .contains("Drain operation currently blocked by: [EtcdQuorumOperator]"),
+            .contains("Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]"),
         "{}",
         run.stderr
     );

@@ -56,6 +56,13 @@ pub struct Args {
     /// respected): `machine/NAME`, `node/NAME`, `vspheredeploymentzone/NAME`, … Repeatable.
     #[arg(long = "delete", value_name = "KIND/NAME")]
     pub delete: Vec<String>,
+    /// Remove a lifecycle hook from a Machine in this run, as the hook's owner would:
+    /// `machine/NAME:HOOK` (e.g. `machine/master-0:EtcdQuorumOperator`; `machine/NS/NAME:HOOK`
+    /// picks a namespace). Local mode plays no hook owner (no etcd operator), so a deletion held
+    /// by a hook goes on only when the hook is removed: from the manifest for a Machine in the
+    /// manifests, with this for one they do not hold (a control plane machine set's). Repeatable.
+    #[arg(long = "remove-hook", value_name = "machine/NAME:HOOK")]
+    pub remove_hook: Vec<String>,
     /// Register a Ready Node for each powered-on machine VM, as a kubelet would (a Node given
     /// in the manifests with the same name wins).
     #[arg(long)]
@@ -214,7 +221,9 @@ pub async fn run(mut args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if let Err(e) = deletes::apply(&mut store, &args.delete, &now) {
+    if let Err(e) = deletes::apply(&mut store, &args.delete, &now)
+        .and_then(|()| deletes::remove_hooks(&mut store, &args.remove_hook))
+    {
         errln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }

@@ -383,8 +383,23 @@ impl KubeOps for ApiServer {
         {
             Ok(_) => Ok(Eviction::Evicted),
             Err(e) if not_found(&e) => Ok(Eviction::Evicted),
-            // 429: a PodDisruptionBudget does not allow it now.
-            Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Refused(s.message)),
+            // 429: a PodDisruptionBudget does not allow it now. Its name is only in the
+            // causes ("The disruption budget web needs 2 healthy pods and has 2 currently"):
+            // they go with the message, so the Machine can name the budget.
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                let causes = s
+                    .details
+                    .iter()
+                    .flat_map(|d| d.causes.iter())
+                    .map(|c| c.message.as_str())
+                    .filter(|m| !m.is_empty())
+                    .collect::<Vec<_>>();
+                Ok(Eviction::Refused(if causes.is_empty() {
+                    s.message.clone()
+                } else {
+                    format!("{} {}", s.message, causes.join("; "))
+                }))
+            }
             Err(e) => Err(KubeError::from_client(action(), &e)),
         }
     }

@@ -8,21 +8,22 @@ use super::store::Store;
 
 /// Why a `--delete` cannot be done (exit 2, nothing sent anywhere).
 #[derive(Debug, thiserror::Error)]
-#[error("--delete {arg}: {message}")]
+#[error("{flag} {arg}: {message}")]
 pub struct DeleteError {
+    /// The option: `--delete` or `--remove-hook`.
+    pub flag: &'static str,
     pub arg: String,
     pub message: String,
 }
 
-fn mark<T>(
-    map: &mut std::collections::BTreeMap<String, T>,
+/// The one key of `map` that `name` (bare, or `namespace/name`) means.
+fn find_key<T>(
+    map: &std::collections::BTreeMap<String, T>,
     arg: &str,
     kind: &str,
     name: &str,
     namespaced: bool,
-    meta: impl Fn(&mut T) -> &mut ObjectMeta,
-    now: &Time,
-) -> Result<(), DeleteError> {
+) -> Result<String, DeleteError> {
     let keys: Vec<String> = map
         .keys()
         .filter(|k| {
@@ -37,6 +38,7 @@ fn mark<T>(
     let k = match keys.as_slice() {
         [] => {
             return Err(DeleteError {
+                flag: "--delete",
                 arg: arg.into(),
                 message: format!("no {kind} named {name:?}"),
             });
@@ -44,6 +46,7 @@ fn mark<T>(
         [one] => one.clone(),
         many => {
             return Err(DeleteError {
+                flag: "--delete",
                 arg: arg.into(),
                 message: format!(
                     "{kind} {name:?} exists in several namespaces ({}); write KIND/NAMESPACE/NAME",
@@ -55,7 +58,20 @@ fn mark<T>(
             });
         }
     };
-    let obj = map.get_mut(&k).expect("key listed above");
+    Ok(k)
+}
+
+fn mark<T>(
+    map: &mut std::collections::BTreeMap<String, T>,
+    arg: &str,
+    kind: &str,
+    name: &str,
+    namespaced: bool,
+    meta: impl Fn(&mut T) -> &mut ObjectMeta,
+    now: &Time,
+) -> Result<(), DeleteError> {
+    let k = find_key(map, arg, kind, name, namespaced)?;
+    let obj = map.get_mut(&k).expect("key found above");
     let m = meta(obj);
     if m.finalizers.as_ref().is_none_or(Vec::is_empty) {
         map.remove(&k);
@@ -70,6 +86,7 @@ fn mark<T>(
 pub fn apply(store: &mut Store, args: &[String], now: &Time) -> Result<(), DeleteError> {
     for arg in args {
         let bad = |message: String| DeleteError {
+            flag: "--delete",
             arg: arg.clone(),
             message,
         };
@@ -199,6 +216,67 @@ pub fn apply(store: &mut Store, args: &[String], now: &Time) -> Result<(), Delet
     Ok(())
 }
 
+/// Apply every `--remove-hook machine/[NAMESPACE/]NAME:HOOK`: the named preDrain or
+/// preTerminate lifecycle hook leaves the Machine's spec, as its owner would remove it (`oc edit`
+/// in a cluster). Local mode plays no hook owner — no etcd operator removes
+/// `EtcdQuorumOperator` once a replacement's member has joined — so a deletion held by a hook
+/// would wait for ever; this is the owner's hand. A Machine from the manifests is laid over
+/// again from them on the next run, so there the hook is taken out of the manifest instead;
+/// this is for Machines the manifests do not hold (a control plane machine set's).
+/// Hooks may always be removed, deleting or not (the webhook refuses only adding them).
+pub fn remove_hooks(store: &mut Store, args: &[String]) -> Result<(), DeleteError> {
+    for arg in args {
+        let bad = |message: String| DeleteError {
+            flag: "--remove-hook",
+            arg: arg.clone(),
+            message,
+        };
+        let Some((object, hook)) = arg.split_once(':') else {
+            return Err(bad("expected machine/NAME:HOOK".into()));
+        };
+        let (kind, name) = object
+            .split_once('/')
+            .ok_or_else(|| bad("expected machine/NAME:HOOK".into()))?;
+        if !matches!(kind.to_ascii_lowercase().as_str(), "machine" | "machines") {
+            return Err(bad(format!(
+                "lifecycle hooks are on OpenShift Machines: expected machine/NAME:HOOK, not {kind:?}"
+            )));
+        }
+        let k = find_key(&store.machines, arg, "Machine", name, true).map_err(|e| DeleteError {
+            flag: "--remove-hook",
+            ..e
+        })?;
+        let m = store.machines.get_mut(&k).expect("key found above");
+        let hooks = m.spec.lifecycle_hooks.get_or_insert_with(Default::default);
+        let mut removed = false;
+        for list in [&mut hooks.pre_drain, &mut hooks.pre_terminate]
+            .into_iter()
+            .flatten()
+        {
+            let before = list.len();
+            list.retain(|h| h.name != hook);
+            removed |= list.len() != before;
+        }
+        if !removed {
+            let (pre_drain, pre_terminate) = m.hooks();
+            let names: Vec<&str> = pre_drain
+                .iter()
+                .chain(pre_terminate)
+                .map(|h| h.name.as_str())
+                .collect();
+            return Err(bad(format!(
+                "Machine {k} has no lifecycle hook {hook:?} (it has: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,5 +326,37 @@ mod tests {
             e.to_string(),
             "--delete machine/nope: no Machine named \"nope\""
         );
+    }
+
+    #[test]
+    fn remove_hook_takes_one_hook_off_and_names_what_is_there_when_wrong() {
+        use crate::api::machine::{LifecycleHook, LifecycleHooks};
+        let mut s = store();
+        let hook = |n: &str| LifecycleHook {
+            name: n.into(),
+            owner: "clusteroperator/etcd".into(),
+        };
+        s.machines.get_mut("b/m-0").unwrap().spec.lifecycle_hooks = Some(LifecycleHooks {
+            pre_drain: Some(vec![hook("EtcdQuorumOperator")]),
+            pre_terminate: Some(vec![hook("keep")]),
+        });
+        remove_hooks(&mut s, &["machine/b/m-0:EtcdQuorumOperator".into()]).unwrap();
+        let (pre_drain, pre_terminate) = s.machines["b/m-0"].hooks();
+        assert!(pre_drain.is_empty());
+        assert_eq!(pre_terminate.len(), 1, "only the named hook goes");
+        let e = remove_hooks(&mut s, &["machine/b/m-0:EtcdQuorumOperator".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--remove-hook machine/b/m-0:EtcdQuorumOperator: Machine b/m-0 has no lifecycle hook \"EtcdQuorumOperator\" (it has: keep)"
+        );
+        let e = remove_hooks(&mut s, &["machine/m-0:keep".into()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--remove-hook machine/m-0:keep: "),
+            "{e}"
+        );
+        assert!(e.to_string().contains("several namespaces"), "{e}");
+        let e = remove_hooks(&mut s, &["node/n".into()]).unwrap_err();
+        assert!(e.to_string().contains("expected machine/NAME:HOOK"), "{e}");
     }
 }

@@ -301,10 +301,11 @@ pub async fn run_machines(
                 dry_run: opts.dry_run,
             };
             let out = sweep(&views, client_ref, cluster, input).await;
+            // The latest read replaces the earlier one: a set that finds an index empty must
+            // not take the name of a VM destroyed since (it was "adopting" a VM that was gone,
+            // found when all control plane machines were deleted at once, issue #27).
             if let Some(inv) = &out.inventory {
-                inventories
-                    .entry(label.clone())
-                    .or_insert_with(|| inv.clone());
+                inventories.insert(label.clone(), inv.clone());
             }
             changed |= out.changed();
             report.machine_failures.extend(

@@ -11,6 +11,7 @@ use super::store::Store;
 use crate::api::capi_core::CapiObject;
 use crate::plan::capi_machine::capi_play;
 use crate::plan::capi_machine::status::VM_PROVISIONED;
+use crate::plan::machine::deletion::held_by;
 use crate::vcenter::session::SessionCache;
 
 /// What a local run did.
@@ -161,6 +162,12 @@ fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: boo
                 line.push_str(&format!(": {}", d.message));
             }
             lines.push(line);
+        } else if st.replicas.unwrap_or(0) > want {
+            // More machines than replicas: a replacement made, its old machine not gone yet.
+            lines.push(format!(
+                "control plane machine set {k}: {} machines for {want} replicas: an old machine is still being deleted (see its line)",
+                st.replicas.unwrap_or(0)
+            ));
         } else if st.updated_replicas.unwrap_or(0) != want || st.ready_replicas.unwrap_or(0) != want
         {
             lines.push(format!(
@@ -175,20 +182,11 @@ fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: boo
         let st = m.status.as_ref();
         let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or("-");
         let why = if m.metadata.deletion_timestamp.is_some() {
-            let blocked = st
-                .and_then(|s| s.conditions.as_deref())
-                .into_iter()
-                .flatten()
-                .find(|c| c.status == "False")
-                .map(|c| {
-                    format!(
-                        "{} ({})",
-                        c.message.clone().unwrap_or_default(),
-                        c.reason.clone().unwrap_or_default()
-                    )
-                })
-                .unwrap_or_else(|| "deletion in progress".into());
-            format!("machine {k} is being deleted: {blocked}")
+            format!(
+                "machine {k} is being deleted: {}{}",
+                held_by(m),
+                local_advice(store, m)
+            )
         } else {
             match phase {
                 "Running" if !report.machine_failures.contains_key(k) => continue,
@@ -213,4 +211,83 @@ fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: boo
         }
     }
     lines
+}
+
+/// What to do about a held deletion in local mode, where no hook owner runs (no etcd operator),
+/// and, for a control plane machine set's Machine, where its replacement stands. The set
+/// replaces a deleted control plane machine in the same index, one index at a time (seed 004),
+/// and the etcd operator removes the quorum guard of the machine whose replacement has joined —
+/// so the advice names which hook to remove now, and says to wait where removing it would lose
+/// an etcd member before a new one joins.
+fn local_advice(store: &Store, m: &crate::api::machine::Machine) -> String {
+    let (pre_drain, pre_terminate) = m.hooks();
+    let hook = pre_drain.first().or(pre_terminate.first());
+    let name = m.metadata.name.as_deref().unwrap_or_default();
+    let remove =
+        |h: &crate::api::machine::LifecycleHook| format!("--remove-hook machine/{name}:{}", h.name);
+    if !crate::plan::health::remediation::cpms_owned(m) {
+        return hook.map_or_else(String::new, |h| {
+            format!(
+                "; local mode plays no hook owner: remove the hook from the Machine's manifest (or {})",
+                remove(h)
+            )
+        });
+    }
+    let Some(mine) = cpms_index(m) else {
+        return String::new();
+    };
+    let ns = m.metadata.namespace.as_deref();
+    let set_machines = || {
+        store.machines.values().filter(move |o| {
+            o.metadata.namespace.as_deref() == ns && crate::plan::health::remediation::cpms_owned(o)
+        })
+    };
+    let live = |i: u32| {
+        set_machines().find(|o| o.metadata.deletion_timestamp.is_none() && cpms_index(o) == Some(i))
+    };
+    if let Some(r) = live(mine) {
+        let phase = r
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("-");
+        let rname = r.metadata.name.as_deref().unwrap_or_default();
+        return match hook {
+            Some(h) if phase == "Running" => format!(
+                "; its replacement {rname} (index {mine}) is Running: local mode plays no hook owner, so remove the hook as its owner would now: {}",
+                remove(h)
+            ),
+            Some(_) => format!(
+                "; its replacement {rname} (index {mine}) is {phase}: remove the hook once it is Running"
+            ),
+            None => format!("; its replacement {rname} (index {mine}) is {phase}"),
+        };
+    }
+    // Another index in flight: a replacement there and its old machine not gone yet.
+    let busy = set_machines()
+        .filter(|o| o.metadata.deletion_timestamp.is_some())
+        .filter_map(cpms_index)
+        .filter(|i| *i != mine)
+        .find(|i| live(*i).is_some());
+    let mut out = match busy {
+        Some(i) => format!(
+            "; no replacement for index {mine} yet: the control plane machine set replaces one index at a time, and index {i}'s old machine goes first"
+        ),
+        None => format!("; no replacement for index {mine} yet"),
+    };
+    if hook.is_some() {
+        out.push_str(
+            " (keep this hook until the replacement is Running: removing it now loses an etcd member before a new one joins)",
+        );
+    }
+    out
+}
+
+/// A control plane machine set's index of a machine: the number after the last `-` of its name.
+fn cpms_index(m: &crate::api::machine::Machine) -> Option<u32> {
+    m.metadata
+        .name
+        .as_deref()
+        .and_then(|n| n.rsplit_once('-'))
+        .and_then(|(_, i)| i.parse().ok())
 }

@@ -8,7 +8,7 @@
 //! reached always holds it (the etcd operator's quorum guard relies on that).
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::drain::{PodRef, is_control_plane, is_cordoned, other_control_plane_cordoned, to_evict};
+use super::drain::{PodRef, control_plane_drain_hold, is_cordoned, to_evict};
 use super::node_link::may_drain_and_delete;
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
@@ -35,12 +35,15 @@ fn condition_true(m: &Machine, t: &str) -> bool {
         .is_some_and(|c| is_capi_true(c, t))
 }
 
-fn hook_names(hooks: &[LifecycleHook]) -> String {
+/// The hooks as machine-api-operator prints them (Go's `%+v` of the list):
+/// `[{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]` — each hook with the owner who
+/// removes it, in the exact form OpenShift's tooling and tests look for.
+pub fn hook_list(hooks: &[LifecycleHook]) -> String {
     format!(
         "[{}]",
         hooks
             .iter()
-            .map(|h| h.name.as_str())
+            .map(|h| format!("{{Name:{} Owner:{}}}", h.name, h.owner))
             .collect::<Vec<_>>()
             .join(" ")
     )
@@ -72,7 +75,7 @@ fn hold(
     }
     let msg = format!(
         "{operation} operation currently blocked by: {}",
-        hook_names(hooks)
+        hook_list(hooks)
     );
     if set_condition(
         &mut plan.machine,
@@ -190,17 +193,21 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
             .is_some_and(|a| a.contains_key(EXCLUDE_NODE_DRAINING_ANNOTATION));
         match node {
             Some(node) if !excluded => {
-                if is_control_plane(m)
-                    && let Some(other) =
-                        other_control_plane_cordoned(m, input.machines, input.nodes)
-                {
-                    plan.event(
-                        false,
-                        event::DRAIN_REQUEUED,
-                        format!(
-                            "Drain of control plane node {node} waits: control plane node {other} is cordoned"
+                if let Some(why) = control_plane_drain_hold(m, input.machines, input.nodes) {
+                    // Upstream records a drain that may not start as a drain error (`DrainError`,
+                    // "drain not permitted"); the message names the machine it waits for.
+                    if set_condition(
+                        &mut plan.machine,
+                        ConditionUpdate::false_(
+                            cond::DRAINED,
+                            cond::DRAIN_ERROR,
+                            severity::WARNING,
+                            &why,
                         ),
-                    );
+                        now,
+                    ) {
+                        plan.event(false, event::DRAIN_REQUEUED, why);
+                    }
                     plan.requeue = Requeue::After(CONTROL_PLANE_DRAIN_WAIT);
                     return plan;
                 }
@@ -231,6 +238,30 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
                                 "Node drain proceeds: cordoning {node}, evicting {} pod(s)",
                                 evict.len()
                             ),
+                        );
+                    }
+                    if cordoned && evict.is_empty() {
+                        // Only evicted pods still terminating: say which, as upstream's drain
+                        // does once its wait times out (`DrainError`).
+                        let going: Vec<String> = input
+                            .pods
+                            .iter()
+                            .filter(|p| p.terminating && !p.daemon_set && !p.mirror && !p.finished)
+                            .map(|p| format!("{}/{}", p.namespace, p.name))
+                            .collect();
+                        set_condition(
+                            &mut plan.machine,
+                            ConditionUpdate::false_(
+                                cond::DRAINED,
+                                cond::DRAIN_ERROR,
+                                severity::INFO,
+                                &format!(
+                                    "Node {node} is cordoned; waiting for {} evicted pod(s) to terminate: {}",
+                                    going.len(),
+                                    going.join(", ")
+                                ),
+                            ),
+                            now,
                         );
                     }
                     plan.kube
@@ -352,6 +383,104 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
     plan
 }
 
+/// What a deleting machine waits for now, in one line, from what its last pass recorded: the
+/// hook, the drain rule or the PodDisruptionBudget that holds it (its `Drainable`, `Drained` or
+/// `Terminable` condition, in the order deletion meets them), else the vCenter task in flight,
+/// vCenter not answering, the guest asked to shut down, or the step under way. Never empty and
+/// never a bare "in progress": a held deletion says what holds it (issue #27). The shells print
+/// it (local mode's summary); the conditions stay upstream's.
+pub fn held_by(m: &Machine) -> String {
+    let conditions = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
+    let (pre_drain, pre_terminate) = m.hooks();
+    let false_ = |t: &str| find_capi(conditions, t).filter(|c| c.status == "False");
+    let said = |c: &crate::api::conditions::CapiCondition| {
+        format!(
+            "{}: {}",
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default()
+        )
+    };
+    // A hook removed since the last pass no longer holds, whatever the condition still says.
+    if !pre_drain.is_empty() {
+        return format!(
+            "{}; {}",
+            false_(cond::DRAINABLE).map_or_else(
+                || format!(
+                    "Drain operation currently blocked by: {}",
+                    hook_list(pre_drain)
+                ),
+                said
+            ),
+            hook_advice(pre_drain)
+        );
+    }
+    if let Some(c) = false_(cond::DRAINED) {
+        return said(c);
+    }
+    if !pre_terminate.is_empty() {
+        return format!(
+            "{}; {}",
+            false_(cond::TERMINABLE).map_or_else(
+                || format!(
+                    "Terminate operation currently blocked by: {}",
+                    hook_list(pre_terminate)
+                ),
+                said
+            ),
+            hook_advice(pre_terminate)
+        );
+    }
+    if let Some(c) = find_capi(conditions, cond::INSTANCE_EXISTS).filter(|c| c.status == "Unknown")
+    {
+        return format!("vCenter cannot be asked: {}", said(c));
+    }
+    let ps = provider_status(m);
+    if !ps.task_ref.is_empty() {
+        return format!(
+            "waiting for vCenter task {} (power off or destroy of its VM)",
+            ps.task_ref
+        );
+    }
+    if ps
+        .conditions
+        .iter()
+        .any(|c| c.type_ == GUEST_SHUTDOWN && c.status == "True")
+    {
+        return "waiting for the guest of its VM to shut down (powerOffMode)".into();
+    }
+    if !condition_true(m, cond::DRAINED) {
+        return "its node is being drained".into();
+    }
+    if find_capi(conditions, cond::INSTANCE_EXISTS).is_some_and(|c| c.status == "False") {
+        return "its VM is gone: its Node and IP address claims are being released".into();
+    }
+    "its VM is being powered off and destroyed".into()
+}
+
+/// Who removes the hooks: the etcd operator removes its quorum guard once this machine's etcd
+/// member has moved to a replacement control plane machine (seed 000).
+fn hook_advice(hooks: &[LifecycleHook]) -> String {
+    hooks
+        .iter()
+        .map(|h| {
+            let when = if h.name == ETCD_QUORUM_HOOK {
+                " once a replacement control plane machine's etcd member has joined"
+            } else {
+                ""
+            };
+            format!("{} removes {}{when}", h.owner, h.name)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The preDrain hook the etcd operator puts on control plane machines to keep quorum.
+pub const ETCD_QUORUM_HOOK: &str = "EtcdQuorumOperator";
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -427,7 +556,9 @@ mod tests {
         assert_eq!(c.reason.as_deref(), Some("HookPresent"));
         assert_eq!(
             c.message.as_deref(),
-            Some("Drain operation currently blocked by: [EtcdQuorumOperator]")
+            Some(
+                "Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd}]"
+            )
         );
         assert_eq!(p.events[0].reason, "DrainBlocked");
         let mut again = input(&p.machine);
@@ -633,6 +764,53 @@ mod tests {
     }
 
     proptest! {
+        /// Control plane machines planned on one snapshot, in any state: a new cordon only when
+        /// no control plane node is cordoned, then exactly one when any machine is ready to
+        /// drain (never two etcd members drained at once, never all waiting on each other).
+        #[test]
+        fn one_control_plane_drain_starts_at_a_time_and_one_always_can(
+            states in proptest::collection::vec((any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()), 2..5),
+        ) {
+            let now = Time(jiff::Timestamp::UNIX_EPOCH);
+            let mut machines = Vec::new();
+            let mut nodes = Vec::new();
+            for (i, (deleting, hook, cordoned, drained)) in states.iter().enumerate() {
+                let name = format!("cp-{i}");
+                let mut m = cp_deleting(&name);
+                if !deleting {
+                    m.metadata.deletion_timestamp = None;
+                }
+                if *hook {
+                    m.spec.lifecycle_hooks = Some(LifecycleHooks {
+                        pre_drain: Some(vec![LifecycleHook { name: "EtcdQuorumOperator".into(), owner: "clusteroperator/etcd".into() }]),
+                        pre_terminate: None,
+                    });
+                }
+                if *drained {
+                    set_condition(&mut m, ConditionUpdate::true_(cond::DRAINED), &now);
+                }
+                machines.push(m);
+                nodes.push(cp_node(&name, *cordoned));
+            }
+            let cordons = machines
+                .iter()
+                .filter(|m| {
+                    let mut i = input(m);
+                    i.nodes = &nodes;
+                    i.machines = &machines;
+                    i.vm = Some(vm("poweredOn"));
+                    plan_machine(&i).kube.iter().any(|k| matches!(k, KubeStep::Cordon(_)))
+                })
+                .count();
+            let any_cordoned = states.iter().any(|s| s.2);
+            let ready = states.iter().any(|(d, h, c, dr)| *d && !*h && !*c && !*dr);
+            if any_cordoned {
+                prop_assert_eq!(cordons, 0);
+            } else {
+                prop_assert_eq!(cordons, usize::from(ready));
+            }
+        }
+
         /// Seed 000's guarantees, over any state a deleting machine can be seen in.
         #[test]
         fn deletion_never_skips_a_rung(
@@ -723,6 +901,301 @@ mod tests {
             );
             assert!(p.events.iter().any(|e| e.reason == event::NODE_NOT_OWNED));
             assert!(p.machine.metadata.finalizers.as_ref().unwrap().is_empty());
+        }
+    }
+
+    fn conditions(m: &Machine) -> &[crate::api::conditions::CapiCondition] {
+        m.status.as_ref().unwrap().conditions.as_deref().unwrap()
+    }
+
+    /// A control plane machine `name` (node of the same name, provider ID its own), deleting.
+    fn cp_deleting(name: &str) -> Machine {
+        let mut m = deleting(false, false);
+        m.metadata.name = Some(name.into());
+        m.metadata.uid = Some(format!("uid-{name}"));
+        m.spec.provider_id = Some(format!("vsphere://{name}"));
+        m.spec.lifecycle_hooks = None;
+        m.metadata.labels = Some(
+            [(
+                crate::api::machine::MACHINE_ROLE_LABEL.to_string(),
+                "master".to_string(),
+            )]
+            .into(),
+        );
+        m.status.as_mut().unwrap().node_ref.as_mut().unwrap().name = Some(name.into());
+        m
+    }
+
+    fn cp_node(name: &str, cordoned: bool) -> k8s_openapi::api::core::v1::Node {
+        let mut n = node(name, Some(&format!("vsphere://{name}")), None);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(cordoned);
+        n
+    }
+
+    /// Issue #27: three control plane machines deleted at once, planned on one snapshot. Before,
+    /// all three cordoned in the same pass, then each saw the others cordoned and waited for
+    /// ever with no condition. Now the first (by deletion time, then name) starts, the others
+    /// say whom they wait for; and a machine whose node is already cordoned goes on draining
+    /// (upstream's `isDrainAllowed`), so a state left by the old deadlock drains too.
+    #[test]
+    fn control_plane_machines_deleted_at_once_drain_one_at_a_time_and_say_whom_they_wait_for() {
+        let machines = [
+            cp_deleting("cp-a"),
+            cp_deleting("cp-b"),
+            cp_deleting("cp-c"),
+        ];
+        let nodes = [
+            cp_node("cp-a", false),
+            cp_node("cp-b", false),
+            cp_node("cp-c", false),
+        ];
+        let plans: Vec<MachinePlan> = machines
+            .iter()
+            .map(|m| {
+                let mut i = input(m);
+                i.nodes = &nodes;
+                i.machines = &machines;
+                i.vm = Some(vm("poweredOn"));
+                plan_machine(&i)
+            })
+            .collect();
+        assert_eq!(plans[0].kube, [KubeStep::Cordon("cp-a".into())]);
+        for p in &plans[1..] {
+            assert!(p.kube.is_empty(), "{:?}", p.kube);
+            assert_eq!(p.requeue, Requeue::After(CONTROL_PLANE_DRAIN_WAIT));
+            let c = drained(&p.machine);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_deref()),
+                ("False", Some("DrainError"))
+            );
+            assert!(
+                c.message
+                    .as_deref()
+                    .unwrap()
+                    .contains("control plane machine cp-a is drained first"),
+                "{c:?}"
+            );
+            assert!(
+                held_by(&p.machine).contains("cp-a"),
+                "{}",
+                held_by(&p.machine)
+            );
+        }
+
+        // cp-a cordoned: the others wait for its Node to be removed, naming it and its machine.
+        let nodes = [
+            cp_node("cp-a", true),
+            cp_node("cp-b", false),
+            cp_node("cp-c", false),
+        ];
+        let mut i = input(&machines[1]);
+        i.nodes = &nodes;
+        i.machines = &machines;
+        let p = plan_machine(&i);
+        assert!(p.kube.is_empty());
+        let msg = drained(&p.machine).message.unwrap();
+        assert!(
+            msg.contains("control plane Node cp-a is already cordoned")
+                && msg.contains("its machine cp-a is being deleted"),
+            "{msg}"
+        );
+
+        // The old deadlock: every control plane node cordoned. Each goes on with its drain.
+        let nodes = [
+            cp_node("cp-a", true),
+            cp_node("cp-b", true),
+            cp_node("cp-c", true),
+        ];
+        for m in &machines {
+            let mut i = input(m);
+            i.nodes = &nodes;
+            i.machines = &machines;
+            i.vm = Some(vm("poweredOn"));
+            let p = plan_machine(&i);
+            assert!(
+                matches!(p.vm, Some(VmStep::PowerOff(_))),
+                "{:?} drains and goes on: {:?}",
+                m.metadata.name,
+                p.vm
+            );
+            assert_eq!(drained(&p.machine).status, "True");
+        }
+    }
+
+    /// A control plane node cordoned by hand (its machine is not being deleted) holds the
+    /// drain; the message says to uncordon it.
+    #[test]
+    fn a_control_plane_node_cordoned_by_hand_is_named_with_what_to_do() {
+        let me = cp_deleting("cp-a");
+        let mut other = cp_deleting("cp-b");
+        other.metadata.deletion_timestamp = None;
+        let machines = [me.clone(), other];
+        let nodes = [cp_node("cp-a", false), cp_node("cp-b", true)];
+        let mut i = input(&me);
+        i.nodes = &nodes;
+        i.machines = &machines;
+        let p = plan_machine(&i);
+        let msg = drained(&p.machine).message.unwrap();
+        assert!(
+            msg.contains("its machine cp-b is not being deleted: uncordon Node cp-b"),
+            "{msg}"
+        );
+        // A worker is never held by the control plane rule.
+        let mut worker = deleting(false, false);
+        worker.metadata.labels = None;
+        let nodes = [node("m-0", Some(PID), None), cp_node("cp-b", true)];
+        let mut i = input(&worker);
+        i.nodes = &nodes;
+        i.machines = &machines;
+        assert_eq!(plan_machine(&i).kube, [KubeStep::Cordon("m-0".into())]);
+    }
+
+    /// Hooks are named with their owners, in machine-api-operator's exact form, on Drainable
+    /// and Terminable; the one-line summary adds who removes them and when.
+    #[test]
+    fn hooks_are_named_with_their_owners_on_drainable_and_terminable() {
+        let mut m = deleting(true, false);
+        m.spec.lifecycle_hooks.as_mut().unwrap().pre_drain = Some(vec![
+            LifecycleHook {
+                name: "EtcdQuorumOperator".into(),
+                owner: "clusteroperator/etcd".into(),
+            },
+            LifecycleHook {
+                name: "backup".into(),
+                owner: "velero".into(),
+            },
+        ]);
+        let p = plan_machine(&input(&m));
+        let c = find_capi(conditions(&p.machine), "Drainable").unwrap();
+        assert_eq!(
+            c.message.as_deref(),
+            Some(
+                "Drain operation currently blocked by: [{Name:EtcdQuorumOperator Owner:clusteroperator/etcd} {Name:backup Owner:velero}]"
+            )
+        );
+        let line = held_by(&p.machine);
+        assert!(
+            line.starts_with("HookPresent: Drain operation currently blocked by: [{Name:EtcdQuorumOperator")
+                && line.contains("clusteroperator/etcd removes EtcdQuorumOperator once a replacement control plane machine's etcd member has joined")
+                && line.contains("velero removes backup"),
+            "{line}"
+        );
+
+        let m = deleting(false, true);
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        let p = plan_machine(&i);
+        let c = find_capi(conditions(&p.machine), "Terminable").unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+            (
+                "False",
+                Some("HookPresent"),
+                Some(
+                    "Terminate operation currently blocked by: [{Name:kcp-cleanup Owner:clusteroperator/etcd}]"
+                )
+            )
+        );
+        assert!(held_by(&p.machine).contains("clusteroperator/etcd removes kcp-cleanup"));
+    }
+
+    /// An eviction a PodDisruptionBudget refuses: `Drained=False` (`DrainError`) names the pod
+    /// and the budget, from the API server's answer.
+    #[test]
+    fn a_pod_disruption_budget_refusal_names_the_budget_and_the_pod() {
+        use crate::plan::machine::drain::eviction_refused;
+        use crate::plan::machine::outcome::{KubeResult, after_kube};
+        let pod = PodRef {
+            namespace: "app".into(),
+            name: "web-0".into(),
+        };
+        let why = "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget web needs 2 healthy pods and has 2 currently";
+        let said = eviction_refused(&pod, why);
+        assert!(
+            said.starts_with("eviction of pod app/web-0 refused by PodDisruptionBudget app/web: "),
+            "{said}"
+        );
+        // Without the causes the budget cannot be named, and is not guessed.
+        assert_eq!(
+            eviction_refused(
+                &pod,
+                "Cannot evict pod as it would violate the pod's disruption budget."
+            ),
+            "eviction of pod app/web-0 refused: Cannot evict pod as it would violate the pod's disruption budget."
+        );
+        let mut p = MachinePlan::new(&deleting(false, false));
+        after_kube(
+            &mut p,
+            &[
+                (KubeStep::Cordon("m-0".into()), KubeResult::Done),
+                (KubeStep::Evict(pod), KubeResult::Refused(said.clone())),
+            ],
+            &Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let c = drained(&p.machine);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+            ("False", Some("DrainError"), Some(said.as_str()))
+        );
+        assert!(held_by(&p.machine).contains("PodDisruptionBudget app/web"));
+    }
+
+    /// Evicted pods still terminating: `Drained=False` names them.
+    #[test]
+    fn pods_still_terminating_are_named() {
+        let m = deleting(false, false);
+        let mut n = node("m-0", Some(PID), None);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        let nodes = [n];
+        let pods = [PodInfo {
+            namespace: "app".into(),
+            name: "slow".into(),
+            terminating: true,
+            ..Default::default()
+        }];
+        let mut i = input(&m);
+        i.nodes = &nodes;
+        i.pods = &pods;
+        let p = plan_machine(&i);
+        assert_eq!(p.requeue, Requeue::After(DRAIN_POLL));
+        assert!(
+            drained(&p.machine)
+                .message
+                .unwrap()
+                .contains("waiting for 1 evicted pod(s) to terminate: app/slow")
+        );
+    }
+
+    /// What waits after the drain is said too: a vCenter task, vCenter not answering, the
+    /// guest shutting down, the VM going; never a bare "in progress".
+    #[test]
+    fn held_by_names_the_task_vcenter_and_the_step_under_way() {
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let mut m = deleting(false, false);
+        set_condition(&mut m, ConditionUpdate::true_(cond::DRAINED), &now);
+        assert_eq!(held_by(&m), "its VM is being powered off and destroyed");
+        let mut ps = provider_status(&m);
+        ps.task_ref = "task-42".into();
+        set_provider_status(&mut m, &ps);
+        assert!(
+            held_by(&m).contains("vCenter task task-42"),
+            "{}",
+            held_by(&m)
+        );
+        let mut i = input(&m);
+        i.vcenter_error = Some(super::super::VcenterTrouble {
+            message: "connection refused".into(),
+            permanent: false,
+        });
+        let p = plan_machine(&i);
+        assert!(
+            held_by(&p.machine)
+                .starts_with("vCenter cannot be asked: ErrorCheckingProvider: connection refused"),
+            "{}",
+            held_by(&p.machine)
+        );
+        for line in [held_by(&m), held_by(&deleting(false, false))] {
+            assert!(!line.contains("in progress"), "{line}");
         }
     }
 }

@@ -10,6 +10,7 @@ use super::{SweepOutcome, key};
 use crate::api::machine::Machine;
 use crate::api::vsphere_machine::VSphereVM;
 use crate::plan::capi_machine::actuated::{is_actuated, vm_after, vm_ref};
+use crate::plan::machine::drain::eviction_refused;
 use crate::plan::machine::ipam::claim_object;
 use crate::plan::machine::outcome::{KubeResult, after_kube};
 use crate::plan::machine::{KubeStep, MachinePlan, Requeue};
@@ -31,10 +32,7 @@ pub async fn write_back<K: KubeOps>(
             KubeStep::Cordon(node) => kube.cordon(node).await.map(|()| KubeResult::Done),
             KubeStep::Evict(pod) => kube.evict(pod).await.map(|e| match e {
                 Eviction::Evicted => KubeResult::Done,
-                Eviction::Refused(why) => KubeResult::Refused(format!(
-                    "eviction of pod {}/{} refused: {why}",
-                    pod.namespace, pod.name
-                )),
+                Eviction::Refused(why) => KubeResult::Refused(eviction_refused(pod, &why)),
             }),
             KubeStep::DeleteNode(node) => kube.delete_node(node).await.map(|()| KubeResult::Done),
             KubeStep::CreateClaim(c) => kube
