@@ -61,6 +61,8 @@ async fn clusterctl_init_installs_capi_and_this_provider_and_capi_consumes_our_f
     let home = work.path();
     // The offline repository, as a user would make it.
     let config = capi::repository(&capi, home, IMAGE);
+    // clusterctl brings our CRDs with its own conversion webhook Service.
+    cp.conversion_to_installer().unwrap();
     let mut init = vec!["init", "--config", &config];
     init.extend(INIT_PROVIDERS);
     // Without the credentials variables clusterctl refuses, naming both, before installing any

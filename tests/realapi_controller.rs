@@ -565,8 +565,8 @@ async fn zones_applied_before_their_credentials_are_ready_once_the_credentials_c
 
 /// The CRDs of every infrastructure kind get config/crd/patches' conversion stanza with the
 /// Service replaced by the manager's URL and the harness CA as `caBundle` (what cert-manager's
-/// CA injection and the Service do in a cluster); dropping the guard puts them back to `None`
-/// however the test ends.
+/// CA injection and the Service do in a cluster); dropping the guard points them back at the
+/// harness's webhook however the test ends.
 struct ConversionWebhook(Vec<String>);
 
 impl ConversionWebhook {
@@ -612,17 +612,13 @@ impl ConversionWebhook {
 
 impl Drop for ConversionWebhook {
     fn drop(&mut self) {
-        for crd in &self.0 {
-            control_plane().kubectl(
-                ADMIN,
-                &[
-                    "patch",
-                    "crd",
-                    crd,
-                    "--type=merge",
-                    "-p",
-                    r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
-                ],
+        // Back to the harness's own webhook: the CRDs store v1beta2, so every later v1beta1
+        // request needs one.
+        let cp = control_plane();
+        if let Err(e) = cp.conversion_to(cp.conversion_port) {
+            eprintln!(
+                "realapi_controller: restoring the conversion webhook of {:?}: {e}",
+                self.0
             );
         }
     }

@@ -337,6 +337,8 @@ fn manage(
     capi_args: &[&str],
 ) -> (OurManager, Vec<CapiManager>) {
     let (user, password) = sim.credentials();
+    // clusterctl brings our CRDs with its own conversion webhook Service.
+    cp.conversion_to_installer().unwrap();
     let mut init = vec!["init", "--config", config];
     init.extend(INIT_PROVIDERS);
     let o = clusterctl(

@@ -1099,6 +1099,36 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Sets our CRDs' conversion back to `None`, before an installer that brings its own webhook
+    /// Service (clusterctl's release manifests) applies them: a CRD whose conversion had both a
+    /// `url` and a `service` would be refused. Only while no object of our kinds exists; the
+    /// installer's manager then converts ([`ControlPlane::conversion_to`] its port).
+    #[allow(dead_code)]
+    pub fn conversion_to_installer(&self) -> Result<(), String> {
+        for kind in vsphere_provider::api::Kind::ALL {
+            if !kind
+                .api_version()
+                .starts_with(vsphere_provider::api::INFRA_GROUP)
+            {
+                continue;
+            }
+            let name = format!("{}.{}", kind.plural(), vsphere_provider::api::INFRA_GROUP);
+            self.kubectl(
+                &Identity::Admin,
+                &[
+                    "patch",
+                    "crd",
+                    &name,
+                    "--type=json",
+                    "-p",
+                    r#"[{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]"#,
+                ],
+            )
+            .check()?;
+        }
+        Ok(())
+    }
+
     /// `kubectl apply -f DIR` (relative to the repository) and waits for every CRD to be
     /// Established.
     pub fn apply_crds(&self, dir: &str) -> Result<(), String> {
