@@ -90,7 +90,10 @@ async fn publishes_ready_zones_and_waits_ten_seconds_for_unreported_ones() {
     zones[1].status.as_mut().unwrap().ready = Some(true);
     let ctx = context_with(&api, zones, vec![], vec![], vec![]);
     let action = cluster::reconcile(Arc::new(c1), ctx).await.unwrap();
-    assert_eq!(action, Action::requeue(cluster::RESYNC));
+    assert_eq!(
+        action,
+        Action::requeue(vsphere_provider::plan::machine::waiting::DEFAULT_INFRASTRUCTURE_RESYNC)
+    );
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
     assert_eq!(condition(&c1, "FailureDomainsAvailable").unwrap().0, "True");
     let fds = c1.status.unwrap().failure_domains.unwrap();
@@ -111,7 +114,10 @@ async fn a_cluster_without_selector_or_owner_publishes_nothing_and_says_it_waits
         vec![],
     );
     let action = cluster::reconcile(Arc::new(c1), ctx.clone()).await.unwrap();
-    assert_eq!(action, Action::requeue(cluster::RESYNC));
+    assert_eq!(
+        action,
+        Action::requeue(vsphere_provider::plan::machine::waiting::DEFAULT_INFRASTRUCTURE_RESYNC)
+    );
     assert_eq!(api.count("PATCH", CLUSTER_STATUS), 1);
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
     let status = c1.status.clone().unwrap();

@@ -95,6 +95,11 @@ pub struct Args {
     /// hand shows sooner where the long poll runs.
     #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
     pub machine_resync_interval: Duration,
+    /// The periodic verification of ready zones against vCenter, and of each VSphereCluster's
+    /// vCenter session (the safety net; a change to the objects reconciles them at once).
+    /// Between two, at rest, nothing but the long poll reads vCenter.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub zone_resync_interval: Duration,
     /// Long-poll each vCenter (one WaitForUpdatesEx per server and identity) for the tasks and
     /// VMs machines wait on, so that a machine's next step follows its task at once. Off: every
     /// wait is polled at --task-poll-interval.
@@ -418,6 +423,7 @@ async fn start(
             task_poll: args.task_poll_interval,
             resync: args.machine_resync_interval,
             long_poll: args.vcenter_long_poll,
+            infrastructure_resync: args.zone_resync_interval,
         },
     };
 

@@ -27,9 +27,6 @@ use crate::plan::cluster::{apply, plan_cluster, selects};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "vspherecluster";
-/// Settled clusters are re-published this often, in case a zone vanished while the watch was
-/// down (a relist does not announce deletions).
-pub const RESYNC: Duration = Duration::from_secs(300);
 /// A cluster a Cluster owns (or names as owner, or one paused) looks again this often: the Cluster API `Cluster` is
 /// not watched (its CRD is absent where there is no Cluster API, e.g. OpenShift), so this is
 /// how `spec.paused` changes are noticed; a failed vCenter session is retried as often.
@@ -134,14 +131,16 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
     let mut changed = apply(&mut status, &publication, generation, &stamp);
     let stage = match lifecycle::stage_before_vcenter(&cluster.metadata, &owner, &publication) {
         Some(stage) => stage,
-        None => Stage::Connected(check_vcenter(cluster, ctx).await),
+        None => connected(cluster, &status, ctx).await,
     };
     changed |= lifecycle::apply(&mut status, &stage, generation, &stamp);
     if changed {
         write_status(cluster, ctx, &status).await?;
         tracing::info!(cluster = %full_name(cluster), ready = ?status.ready, "status updated");
     }
-    let mut next = publication.requeue().unwrap_or(RESYNC);
+    let mut next = publication
+        .requeue()
+        .unwrap_or(ctx.polling.infrastructure_resync);
     if owner != Owner::None {
         next = next.min(OWNED_REQUEUE);
     }
@@ -261,6 +260,46 @@ async fn machines_of(
 
 /// The cluster's own credentials and a working vCenter session: `Ok(version)` or why not
 /// (naming the identity or Secret at fault, never a secret value).
+/// The cluster's vCenter session: the last successful check while it is fresh
+/// (`lifecycle::reuse_vcenter_check` decides), else a new one, remembered.
+async fn connected(
+    cluster: &VSphereCluster,
+    status: &VSphereClusterStatus,
+    ctx: &Context,
+) -> Stage {
+    let uid = cluster.metadata.uid.clone().unwrap_or_default();
+    let generation = cluster.metadata.generation;
+    let last = ctx
+        .vcenter_checks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&uid)
+        .copied();
+    let now = Instant::now();
+    if let Some(stage) = lifecycle::reuse_vcenter_check(
+        status,
+        generation,
+        last,
+        now,
+        ctx.polling.infrastructure_resync,
+    ) {
+        return stage;
+    }
+    let result = check_vcenter(cluster, ctx).await;
+    let mut checks = ctx.vcenter_checks.lock().unwrap_or_else(|e| e.into_inner());
+    match &result {
+        Ok(_) => checks.insert(
+            uid,
+            lifecycle::LastCheck {
+                at: now,
+                generation,
+            },
+        ),
+        Err(_) => checks.remove(&uid),
+    };
+    Stage::Connected(result)
+}
+
 async fn check_vcenter(cluster: &VSphereCluster, ctx: &Context) -> Result<String, String> {
     let client = ctx
         .cluster_vcenter_client(cluster)

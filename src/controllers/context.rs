@@ -64,7 +64,17 @@ pub struct Context {
     /// The machine controller's vCenter long polls (none wake anything unless the term's
     /// controllers set their wakers, see `runtime::run_controllers`).
     pub long_polls: super::machine::long_poll::LongPolls,
+    /// See [`Shared::polling`].
+    pub polling: crate::plan::machine::waiting::Polling,
+    /// When each VSphereCluster's vCenter session was last checked (by UID): owned clusters
+    /// look again every 30 s for a pause, but vCenter only at the resync.
+    pub vcenter_checks: VcenterChecks,
 }
+
+/// See [`Context::vcenter_checks`].
+pub type VcenterChecks = std::sync::Arc<
+    std::sync::Mutex<std::collections::HashMap<String, crate::plan::cluster::lifecycle::LastCheck>>,
+>;
 
 impl Context {
     /// A context over `shared` reading `stores`.
@@ -84,6 +94,8 @@ impl Context {
             namespace: shared.namespace.clone(),
             converts: shared.converts,
             long_polls: super::machine::long_poll::LongPolls::new(shared.polling.clone(), None),
+            polling: shared.polling.clone(),
+            vcenter_checks: Default::default(),
         }
     }
 

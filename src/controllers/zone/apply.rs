@@ -7,7 +7,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 
-use super::{NOT_READY_REQUEUE, READY_REQUEUE, failure_domain_of, publish};
+use super::{NOT_READY_REQUEUE, failure_domain_of, publish};
 use crate::api::{VSphereDeploymentZone, VSphereFailureDomain};
 use crate::controllers::patch::{apply_status, set_owner_references};
 use crate::controllers::{Context, Error, now};
@@ -80,7 +80,7 @@ pub(super) async fn apply(zone: &VSphereDeploymentZone, ctx: &Context) -> Result
         (ZoneState::Retrying | ZoneState::Failed, Some(failure)) => {
             Err(Error::Vcenter(failure.clone()))
         }
-        (ZoneState::Ready, _) => Ok(Action::requeue(READY_REQUEUE)),
+        (ZoneState::Ready, _) => Ok(Action::requeue(ctx.polling.infrastructure_resync)),
         _ => Ok(Action::requeue(NOT_READY_REQUEUE)),
     }
 }

@@ -31,8 +31,6 @@ use crate::plan::failure::Retry;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "vspheredeploymentzone";
-/// A ready zone is re-verified this often: vCenter changes outside Kubernetes.
-pub const READY_REQUEUE: Duration = Duration::from_secs(300);
 /// A zone that is not ready (misconfigured, autoConfigure pending) is retried this often.
 pub const NOT_READY_REQUEUE: Duration = Duration::from_secs(60);
 /// A zone without usable credentials is looked at again this often (see `error_policy`).

@@ -131,6 +131,36 @@ pub enum Stage {
     Connected(Result<String, String>),
 }
 
+/// The last vCenter session check of a cluster by this process: when, and at which generation
+/// of the VSphereCluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastCheck {
+    pub at: std::time::Instant,
+    pub generation: Option<i64>,
+}
+
+/// The result of the last check to reuse instead of asking vCenter again, or `None` when vCenter
+/// must be asked: never asked by this process, the spec changed since (another server or
+/// identity), the last answer was a failure (retried at every pass), or the safety-net resync
+/// is due. Owned clusters pass every 30 s to notice a pause of their Cluster, which is not
+/// watched; asking vCenter each time was a read per cluster per 30 s at rest.
+pub fn reuse_vcenter_check(
+    status: &VSphereClusterStatus,
+    generation: Option<i64>,
+    last: Option<LastCheck>,
+    now: std::time::Instant,
+    resync: std::time::Duration,
+) -> Option<Stage> {
+    let last = last?;
+    let fresh = last.generation == generation && now.duration_since(last.at) < resync;
+    let available = status
+        .conditions
+        .as_deref()
+        .is_some_and(|c| crate::api::conditions::is_capi_true(c, cluster::VCENTER_AVAILABLE));
+    (fresh && available)
+        .then(|| Stage::Connected(Ok(status.vcenter_version.clone().unwrap_or_default())))
+}
+
 /// The stage of a cluster that is not being deleted, as far as it can be told without vCenter:
 /// paused, waiting for its owner, or for its zones; `None` when it is owned, running and its
 /// failure domains are settled, so its identity and a vCenter session come next
@@ -351,6 +381,78 @@ pub fn deleting_message(cluster: Option<&str>, remaining: &[String]) -> String {
         if remaining.len() == 1 { "" } else { "s" },
         names.join(", ")
     )
+}
+
+#[cfg(test)]
+mod reuse_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn available(version: &str) -> VSphereClusterStatus {
+        let mut s = VSphereClusterStatus::default();
+        apply(
+            &mut s,
+            &Stage::Connected(Ok(version.into())),
+            Some(1),
+            &now_time(),
+        );
+        s
+    }
+
+    fn now_time() -> Time {
+        Time("2026-11-27T03:00:00Z".parse().unwrap())
+    }
+
+    #[test]
+    fn a_fresh_successful_check_is_reused_until_the_resync_or_a_spec_change() {
+        let t0 = Instant::now();
+        let resync = Duration::from_secs(300);
+        let s = available("8.0.3");
+        let last = Some(LastCheck {
+            at: t0,
+            generation: Some(1),
+        });
+        let later = t0 + Duration::from_secs(30);
+        assert_eq!(
+            reuse_vcenter_check(&s, Some(1), last, later, resync),
+            Some(Stage::Connected(Ok("8.0.3".into())))
+        );
+        // The resync is due.
+        assert_eq!(
+            reuse_vcenter_check(&s, Some(1), last, t0 + resync, resync),
+            None
+        );
+        // Another spec (server, identity).
+        assert_eq!(reuse_vcenter_check(&s, Some(2), last, later, resync), None);
+        // Never checked by this process.
+        assert_eq!(reuse_vcenter_check(&s, Some(1), None, later, resync), None);
+    }
+
+    #[test]
+    fn a_failed_check_is_never_reused() {
+        let t0 = Instant::now();
+        let mut s = VSphereClusterStatus::default();
+        apply(
+            &mut s,
+            &Stage::Connected(Err("connection refused".into())),
+            Some(1),
+            &now_time(),
+        );
+        let last = Some(LastCheck {
+            at: t0,
+            generation: Some(1),
+        });
+        assert_eq!(
+            reuse_vcenter_check(
+                &s,
+                Some(1),
+                last,
+                t0 + Duration::from_secs(1),
+                Duration::from_secs(300)
+            ),
+            None
+        );
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@ pub struct Polling {
     pub resync: Duration,
     /// Whether to long-poll vCenter at all.
     pub long_poll: bool,
+    /// The safety net of zones and clusters: how often a ready zone is verified against vCenter
+    /// again, and a VSphereCluster's vCenter session checked, when nothing changed. Between
+    /// two, nothing but the long poll reads vCenter at rest.
+    pub infrastructure_resync: Duration,
 }
 
 impl Default for Polling {
@@ -30,6 +34,7 @@ impl Default for Polling {
             task_poll: TASK_POLL,
             resync: DEFAULT_RESYNC,
             long_poll: true,
+            infrastructure_resync: DEFAULT_INFRASTRUCTURE_RESYNC,
         }
     }
 }
@@ -37,6 +42,10 @@ impl Default for Polling {
 /// The default of [`Polling::resync`]: vCenter drifts (a VM deleted by hand must turn its
 /// Machine `Failed`), and this is how late that is seen when no long poll reports it.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+
+/// The default of [`Polling::infrastructure_resync`]: CAPV re-verifies zones on its own sync
+/// period (10 min by default); a zone that drifted shows within this.
+pub const DEFAULT_INFRASTRUCTURE_RESYNC: Duration = Duration::from_secs(300);
 
 /// The objects the long poll should watch for a machine, as its plan left it: its task in
 /// flight (recorded on the Machine) and its VM (power state, IP address: also changes made by

@@ -84,7 +84,8 @@ pub struct VSphereClusterSpec {
     /// disableClusterModule: no anti-affinity modules.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disable_cluster_module: Option<bool>,
-    /// failureDomainSelector: which VSphereDeploymentZones the cluster uses (unset: all).
+    /// failureDomainSelector: which VSphereDeploymentZones the cluster uses (unset: none, as
+    /// CAPV; `{}`: every zone of its server).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_domain_selector: Option<LabelSelector>,
 }
