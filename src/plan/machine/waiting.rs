@@ -89,6 +89,7 @@ mod tests {
             task_poll: Duration::from_secs(3),
             resync: Duration::from_secs(900),
             long_poll: true,
+            ..Polling::default()
         };
         let task = Requeue::After(TASK_POLL);
         let cases = [
