@@ -27,6 +27,7 @@ mod samples;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -1045,6 +1046,57 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
             "the VM of {n} is destroyed"
         );
     }
+    env.manager.assert_never_forbidden();
+}
+
+/// At rest, nothing but the long poll reads vCenter (#27): three ready zones, a VSphereCluster
+/// and six Running worker Machines (Nodes registered by the test, standing in for kubelets).
+/// Once settled, vcsim's own count of the calls it served over 45 s holds `WaitForUpdatesEx`
+/// and nothing else: no per-machine task or power-state poll, no per-zone or per-cluster check
+/// (those come at `--machine-resync-interval` and `--zone-resync-interval`, minutes away).
+/// Any read between resyncs would show here. (An owned VSphereCluster's 30 s pause check reusing
+/// its vCenter check is `plan::cluster::lifecycle::reuse_vcenter_check`'s unit test: no CAPI
+/// Cluster owns this one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_rest_nothing_but_the_long_poll_reads_vcenter() {
+    let _one = ONE_MANAGER.lock().await;
+    let env = Env::start("rest").await;
+    let ns = env.ns.clone();
+    let names: Vec<String> = (0..6).map(|i| format!("{ns}-w{i}")).collect();
+    env.provision_workers(&names, Duration::from_secs(120))
+        .await;
+    for (i, n) in names.iter().enumerate() {
+        let m = env.machine(n).unwrap();
+        env.register_node(
+            &format!("{ns}-node-{i}"),
+            m["spec"]["providerID"].as_str().unwrap(),
+        );
+    }
+    for n in &names {
+        env.wait_phase(n, "Running", Duration::from_secs(60)).await;
+    }
+    // Settled: the last status writes and the long poll's filter changes are done.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    env.sim.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    let calls = env.sim.stats().await;
+    let reads: BTreeMap<&String, &u64> = calls
+        .soap
+        .iter()
+        .filter(|(m, _)| m.as_str() != "WaitForUpdatesEx")
+        .chain(calls.rest.iter())
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "vCenter calls at rest beyond the long poll: {reads:?} (all: {:?})",
+        calls.soap
+    );
+    assert!(
+        calls.soap.get("WaitForUpdatesEx").is_some_and(|n| *n >= 1),
+        "the long poll is waiting: {:?}",
+        calls.soap
+    );
+    env.delete_all(&names, Duration::from_secs(120)).await;
     env.manager.assert_never_forbidden();
 }
 
