@@ -155,16 +155,15 @@ pub async fn migrate(client: &Client, kind: Kind) -> Result<Outcome, kube::Error
                 )
                 .await;
             let rewrite = match result {
-                Ok(_) => Rewrite::from_status(None),
-                Err(kube::Error::Api(s)) => match Rewrite::from_status(Some(s.code)) {
-                    Some(r) => Some(r),
-                    None => return Err(kube::Error::Api(s)),
-                },
+                Ok(_) => Rewrite::Written,
+                Err(kube::Error::Api(s)) => {
+                    Rewrite::from_status(Some(s.code)).ok_or(kube::Error::Api(s))?
+                }
                 Err(e) => return Err(e),
             };
             match rewrite {
-                Some(Rewrite::Written) | None => done.rewritten += 1,
-                Some(Rewrite::ChangedMeanwhile | Rewrite::Gone) => done.skipped += 1,
+                Rewrite::Written => done.rewritten += 1,
+                Rewrite::ChangedMeanwhile | Rewrite::Gone => done.skipped += 1,
             }
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
