@@ -94,18 +94,22 @@ trap 'exit 143' TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --- the estate ---------------------------------------------------------------------------------
-# estate_start CLUSTERS: vcsim with CLUSTERS compute clusters of one host and one pool each,
-# categories k8s-region (Datacenter) and k8s-zone (ClusterComputeResource), region-a on DC0 and
-# zone-I on DC0_CI (what an admin does before zones that do not autoConfigure), then the proxy in
-# front of it. Sets VC_BASE (vcsim, for its counters), VC_URL (the proxy's /sdk URL: what the
-# controllers are given).
+# estate_start CLUSTERS [tls]: vcsim with CLUSTERS compute clusters of one host and one pool
+# each (and vcsim's standalone host DC0_H0 with the template VM DC0_H0_VM0), categories
+# k8s-region (Datacenter) and k8s-zone (ClusterComputeResource), region-a on DC0 and zone-I on
+# DC0_CI (what an admin does before zones that do not autoConfigure), then the proxy in front of
+# it. With `tls`, vcsim serves HTTPS (MAO's actuator only speaks https: it builds the URL from
+# the provider spec's host name and the cloud config's port). Sets VC_BASE (vcsim, for its
+# counters), VC_PORT (the proxy's port) and VC_URL (the proxy's /sdk URL: what the controllers
+# are given).
 estate_start() {
-	local n="$1" session region zone inv i id
-	vcsim_start "$run" -cluster "$n" -host 1 -pool 1 -vm 1 -username bench -password bench
+	local n="$1" tls="${2:-}" session region zone inv i id flags=()
+	[ -z "$tls" ] || flags=(-tls -cert-file "$run/vcsim.pem")
+	vcsim_start "$run" -cluster "$n" -host 1 -pool 1 -vm 1 -username bench -password bench "${flags[@]}"
 	VC_BASE="${VCSIM_URL%/sdk}"
-	session="$(curl -fsS -X POST -u bench:bench "$VC_BASE/rest/com/vmware/cis/session" | jq -r .value)" ||
+	session="$(curl -kfsS -X POST -u bench:bench "$VC_BASE/rest/com/vmware/cis/session" | jq -r .value)" ||
 		die "cannot log in to the tagging API of $VC_BASE"
-	_rest() { curl -fsS -H "vmware-api-session-id: $session" -H 'Content-Type: application/json' "$@"; }
+	_rest() { curl -kfsS -H "vmware-api-session-id: $session" -H 'Content-Type: application/json' "$@"; }
 	_category() {
 		_rest -X POST "$VC_BASE/rest/com/vmware/cis/tagging/category" \
 			-d "{\"create_spec\":{\"name\":\"$1\",\"description\":\"\",\"cardinality\":\"MULTIPLE\",\"associable_types\":[\"$2\"]}}" | jq -r .value
@@ -116,28 +120,45 @@ estate_start() {
 		_rest -X POST "$VC_BASE/rest/com/vmware/cis/tagging/tag-association/id:$id?~action=attach" \
 			-d "{\"object_id\":{\"type\":\"$3\",\"id\":\"$4\"}}" >/dev/null
 	}
-	inv="$(VSPHERE_USERNAME=bench VSPHERE_PASSWORD=bench "$PROVIDER_BIN" inventory --server "$VCSIM_URL" -o json 2>/dev/null)" ||
+	inv="$(VSPHERE_USERNAME=bench VSPHERE_PASSWORD=bench "$PROVIDER_BIN" inventory --server "$VCSIM_URL" ${tls:+--insecure} -o json 2>/dev/null)" ||
 		die "cannot read the inventory of $VCSIM_URL"
 	moref() { jq -r --arg p "$1" '.[] | select(.path == $p) | .moref' <<<"$inv"; }
 	region="$(_category k8s-region Datacenter)"
 	zone="$(_category k8s-zone ClusterComputeResource)"
 	_tag "$region" region-a Datacenter "$(moref /DC0)"
 	for ((i = 0; i < n; i++)); do _tag "$zone" "zone-$i" ClusterComputeResource "$(moref "/DC0/host/DC0_C$i")"; done
+	# The template powered off and at hardware version 15 (vcsim's VMs are vmx-13 and running):
+	# MAO's actuator refuses to clone anything older ("Hardware lower than 15 is not
+	# supported"), as OpenShift requires, and vSphere upgrades only a powered-off VM. An admin
+	# step on the estate, the same for every controller.
+	_soap() {
+		curl -kfsS -b "$run/vcsim.cookies" -c "$run/vcsim.cookies" -H 'Content-Type: text/xml' -H 'SOAPAction: urn:vim25/8.0' \
+			-d "<soapenv:Envelope xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\" xmlns:urn=\"urn:vim25\"><soapenv:Body>$1</soapenv:Body></soapenv:Envelope>" "$VCSIM_URL"
+	}
+	_soap '<urn:Login><urn:_this type="SessionManager">SessionManager</urn:_this><urn:userName>bench</urn:userName><urn:password>bench</urn:password></urn:Login>' >/dev/null ||
+		die "cannot log in to $VCSIM_URL"
+	_soap "<urn:PowerOffVM_Task><urn:_this type=\"VirtualMachine\">$(moref /DC0/vm/DC0_H0_VM0)</urn:_this></urn:PowerOffVM_Task>" >/dev/null ||
+		die "cannot power off the template DC0_H0_VM0"
+	sleep 0.5
+	_soap "<urn:UpgradeVM_Task><urn:_this type=\"VirtualMachine\">$(moref /DC0/vm/DC0_H0_VM0)</urn:_this><urn:version>vmx-15</urn:version></urn:UpgradeVM_Task>" >/dev/null ||
+		die "cannot upgrade the template DC0_H0_VM0 to vmx-15"
+	sleep 0.5
 	log "  vcsim $VCSIM_URL: $n clusters, tagged region-a and zone-0..$((n - 1))"
 
 	rm -f "$run/proxy.state"
-	BENCH_PEERS_UPSTREAM="${VC_BASE#http://}" BENCH_PEERS_DELAY_MS="$delay_ms" BENCH_PEERS_STATE="$run/proxy.state" \
+	BENCH_PEERS_UPSTREAM="${VC_BASE#*://}" BENCH_PEERS_DELAY_MS="$delay_ms" BENCH_PEERS_STATE="$run/proxy.state" \
 		"$PROXY_BIN" --ignored --exact proxy --nocapture </dev/null >"$run/proxy.log" 2>&1 &
 	PROXY_PID=$!
 	for _ in $(seq 200); do [ -s "$run/proxy.state" ] && break; sleep 0.05; done
 	[ -s "$run/proxy.state" ] || die "the proxy did not start: $(tail -n5 "$run/proxy.log")"
-	VC_URL="$(head -n1 "$run/proxy.state")/sdk"
+	VC_PORT="$(head -n1 "$run/proxy.state" | sed 's/.*://')"
+	VC_URL="${VC_BASE%%://*}://127.0.0.1:$VC_PORT/sdk"
 }
 
 # --- measuring ----------------------------------------------------------------------------------
-vc_reset() { curl -fsS -X POST "$VC_BASE/__vcsim/stats/reset" >/dev/null; }
+vc_reset() { curl -kfsS -X POST "$VC_BASE/__vcsim/stats/reset" >/dev/null; }
 # vc_calls: "SOAP REST" requests vcsim received since vc_reset.
-vc_calls() { curl -fsS "$VC_BASE/__vcsim/stats" | jq -r '"\([.soap[]] | add // 0) \([.rest[]] | add // 0)"'; }
+vc_calls() { curl -kfsS "$VC_BASE/__vcsim/stats" | jq -r '"\([.soap[]] | add // 0) \([.rest[]] | add // 0)"'; }
 vc_total() { vc_calls | awk '{ print $1 + $2 }'; }
 busy_ms() { sed -n 2p "$run/proxy.state"; }
 audit_mark() { wc -l <"$KUBE_DIR/audit.log"; }
@@ -261,7 +282,9 @@ register_webhooks() {
 # controller_up IMPL [first]: starts IMPL's controller as its ServiceAccount, against VC_URL;
 # returns once it reconciles. The first start also registers its webhooks.
 controller_up() {
-	local impl="$1" first="${2:-}" start=$SECONDS ready
+	local impl="$1" first="${2:-}" start=$SECONDS ready insecure=()
+	# vcsim's certificate is self-signed: every controller is told to skip verification.
+	[[ "$VC_URL" != https://* ]] || insecure=(--insecure)
 	log "  starting $impl"
 	case "$impl" in
 	ours)
@@ -270,6 +293,7 @@ controller_up() {
 			"$PROVIDER_BIN" --log-level info run --metrics-addr "127.0.0.1:$METRICS_PORT" \
 			--webhook-addr "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$run/certs" \
 			--namespace "${CONTROLLER_SA%/*}" --leader-elect=false --server "$VC_URL" --username bench --password bench \
+			"${insecure[@]}" \
 			</dev/null >>"$run/controller.log" 2>&1 &
 		ready='controllers started'
 		;;
@@ -305,14 +329,14 @@ controller_down() {
 	CONTROLLER_PID=""
 }
 
-# run_begin ROW SIZE IMPL CLUSTERS: a fresh API server, estate and controller.
+# run_begin ROW SIZE IMPL CLUSTERS [tls]: a fresh API server, estate and controller.
 run_begin() {
 	run="$work/$1-$2-$3"
 	mkdir -p "$run"
 	log "$1, $2, $3: API server, vcsim, controller (logs in $run)"
 	kube_start "$3"
 	webhook_cert "$run/certs"
-	estate_start "$4"
+	estate_start "$4" "${5:-}"
 	WEBHOOK_PORT="$(free_port)"
 	METRICS_PORT="$(free_port)"
 	HEALTH_PORT="$(free_port)"
@@ -389,9 +413,171 @@ bench_zones() { # N IMPL
 }
 
 # --- OpenShift machines -------------------------------------------------------------------------
-mao_manifests() { die "the openshift row is not implemented yet"; }
-mao_up() { die "the openshift row is not implemented yet"; }
-bench_openshift() { die "the openshift row is not implemented yet"; }
+NS_MAPI=openshift-machine-api
+
+# mao_manifests DIR: what MAO's vSphere machine controller needs in the API server, as shipped
+# by its module's install/ (the Machine and MachineSet CRDs of the Default feature set, the
+# RBAC of its machine-api-controllers ServiceAccount) plus the Infrastructure CRD of
+# openshift/api (tests/fixtures/crds, test-only). The namespaces its RBAC names come first (the
+# cluster-version operator makes them in OpenShift).
+mao_manifests() {
+	local dir="$1" ns
+	mkdir -p "$dir"
+	for ns in openshift-config openshift-config-managed openshift-monitoring; do
+		printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$ns"
+	done >"$dir/00-namespaces.yaml"
+	cp "$MAO_DIR/install/0000_30_machine-api-operator_02_machine.Default.crd.yaml" \
+		"$MAO_DIR/install/0000_30_machine-api-operator_03_machineset.Default.crd.yaml" \
+		"$MAO_DIR/install/0000_30_machine-api-operator_09_rbac.yaml" \
+		"$REPO_ROOT/tests/fixtures/crds/config.openshift.io_infrastructures-Default.crd.yaml" "$dir/"
+}
+
+# openshift_setup IMPL: the objects both controllers read: the credentials Secret in MAO's
+# format (`<server>.username`, which ours reads too), the user data, and for MAO the cluster's
+# Infrastructure (platform VSphere) with its cloud config (the vCenter's port, insecure: vcsim's
+# certificate is self-signed).
+openshift_setup() {
+	k get namespace "$NS_MAPI" >/dev/null 2>&1 || k create namespace "$NS_MAPI" >/dev/null
+	k apply -f - >/dev/null <<YAML || die "cannot create the Secrets"
+apiVersion: v1
+kind: Secret
+metadata: {name: vsphere-credentials, namespace: $NS_MAPI}
+stringData: {127.0.0.1.username: bench, 127.0.0.1.password: bench}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: worker-user-data, namespace: $NS_MAPI}
+stringData: {userData: '{"ignition":{"version":"3.2.0"}}'}
+YAML
+	[ "$1" = mao ] || return 0
+	k apply -f - >/dev/null <<YAML || die "cannot create the Infrastructure and its cloud config"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cloud-provider-config, namespace: openshift-config}
+data:
+  config: |
+    [Global]
+    secret-name = "vsphere-creds"
+    secret-namespace = "kube-system"
+    insecure-flag = "1"
+
+    [Workspace]
+    server = "127.0.0.1"
+    datacenter = "DC0"
+    default-datastore = "LocalDS_0"
+    folder = "/DC0/vm"
+
+    [VirtualCenter "127.0.0.1"]
+    datacenters = "DC0"
+    port = "$VC_PORT"
+---
+apiVersion: config.openshift.io/v1
+kind: Infrastructure
+metadata: {name: cluster}
+spec:
+  cloudConfig: {name: cloud-provider-config, key: config}
+  platformSpec: {type: VSphere}
+YAML
+	k patch infrastructure cluster --subresource=status --type=merge \
+		-p '{"status":{"infrastructureName":"bench","platform":"VSphere","platformStatus":{"type":"VSphere"},"controlPlaneTopology":"HighlyAvailable","infrastructureTopology":"HighlyAvailable","apiServerURL":"https://127.0.0.1:6443","apiServerInternalURI":"https://127.0.0.1:6443","etcdDiscoveryDomain":""}}' \
+		>/dev/null || die "cannot set the Infrastructure's status"
+}
+
+# machines_manifest N: N Machines cloned from vcsim's DC0_H0_VM0 with a complete workspace,
+# round-robin over the compute clusters' pools (3 of them).
+machines_manifest() {
+	local i
+	for ((i = 0; i < $1; i++)); do
+		cat <<YAML
+---
+apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: bench-$i
+  namespace: $NS_MAPI
+  labels: {machine.openshift.io/cluster-api-cluster: bench, machine.openshift.io/cluster-api-machine-role: worker, machine.openshift.io/cluster-api-machine-type: worker}
+spec:
+  providerSpec:
+    value:
+      apiVersion: machine.openshift.io/v1beta1
+      kind: VSphereMachineProviderSpec
+      template: DC0_H0_VM0
+      numCPUs: 2
+      numCoresPerSocket: 1
+      memoryMiB: 2048
+      diskGiB: 10
+      network: {devices: [{networkName: VM Network}]}
+      userDataSecret: {name: worker-user-data}
+      credentialsSecret: {name: vsphere-credentials}
+      workspace: {server: 127.0.0.1, datacenter: DC0, datastore: LocalDS_0, folder: /DC0/vm, resourcePool: /DC0/host/DC0_C$((i % 3))/Resources}
+YAML
+	done
+}
+
+# machines_in PHASES: how many Machines are in one of PHASES (a jq array); "failed: NAME" when
+# one went Failed (neither controller leaves that phase).
+machines_in() {
+	k get machines.machine.openshift.io -n "$NS_MAPI" -o json |
+		jq -r --argjson p "$1" '([.items[] | select(.status.phase == "Failed") | .metadata.name] | first) as $f
+			| if $f then "failed: \($f)" else [.items[] | select(.status.phase as $x | $p | index($x))] | length end'
+}
+machines_count() { k get machines.machine.openshift.io -n "$NS_MAPI" -o json | jq '.items | length'; }
+
+mao_up() {
+	# The operator's arguments for this container (--v=3, --namespace), ports on loopback; no
+	# leader election, as the others. Its --kubeconfig is controller-runtime's.
+	env -u KUBERNETES_SERVICE_HOST \
+		"$MAO_DIR/machine-controller-manager" --kubeconfig "$SA_KUBECONFIG" --namespace "$NS_MAPI" \
+		--metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-addr "127.0.0.1:$HEALTH_PORT" --v=3 \
+		</dev/null >>"$run/controller.log" 2>&1 &
+	MAO_READY='Starting workers'
+}
+
+# wait_machines WHAT LIMIT COUNT-COMMAND: until the command prints the wanted number; prints
+# progress. Returns 1 after LIMIT seconds.
+wait_count() {
+	local want="$1" limit="$2" start=$SECONDS n last=-1
+	shift 2
+	while :; do
+		n="$("$@")"
+		[ "$n" = "$last" ] || log "  $n (want $want) after $((SECONDS - start)) s"
+		last="$n"
+		[ "$n" != "$want" ] || return 0
+		[[ "$n" != failed* ]] || return 1
+		[ $((SECONDS - start)) -lt "$limit" ] || return 1
+		sleep 0.5
+	done
+}
+
+bench_openshift() { # N IMPL
+	local n="$1" impl="$2" fail=""
+	run_begin openshift "$n" "$impl" 3 tls
+	openshift_setup "$impl"
+
+	log "  $n Machines: apply → Provisioned (VM cloned and powered on)"
+	phase_begin
+	machines_manifest "$n" | k apply -f - >/dev/null || die "kubectl apply of the Machines failed"
+	wait_count "$n" 900 machines_in '["Provisioned","Running"]' ||
+		fail="$(machines_in '["Provisioned","Running"]' | sed 's/^\([0-9]*\)$/\1 of '"$n"' Provisioned after 900 s/')"
+	P_T1="$(now)"
+	phase_end openshift "$n" "$impl" "create → Provisioned" "$fail"
+
+	controller_down
+	phase_begin
+	controller_up "$impl"
+	fail=""
+	wait_quiet 600 || fail="still calling vCenter after 600 s"
+	phase_end openshift "$n" "$impl" "restart resync" "$fail"
+
+	log "  deleting the $n Machines"
+	phase_begin
+	k delete machines.machine.openshift.io -n "$NS_MAPI" --all --wait=false >/dev/null || die "kubectl delete failed"
+	fail=""
+	wait_count 0 900 machines_count || fail="Machines left after 900 s"
+	P_T1="$(now)"
+	phase_end openshift "$n" "$impl" "delete → gone" "$fail"
+	run_end
+}
 
 # --- run ----------------------------------------------------------------------------------------
 for r in ${rows//,/ }; do
