@@ -14,11 +14,11 @@
 //! ```
 //!
 //! It writes `http://127.0.0.1:PORT` (the proxy) as the first line of FILE, then keeps
-//! rewriting FILE's second line with the busy time in milliseconds, until its stdin closes.
+//! rewriting FILE's second line with the busy time in milliseconds, until it is killed or the
+//! script that started it is gone.
 #[path = "support/latency_proxy.rs"]
 mod latency_proxy;
 
-use std::io::Read;
 use std::time::Duration;
 
 use latency_proxy::LatencyProxy;
@@ -48,15 +48,9 @@ fn proxy() {
         std::fs::rename(&tmp, &state).expect("state file rename");
     };
     write(Duration::ZERO);
-    // Stop when the script closes our stdin (or dies): a reader thread flips a flag.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = done.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        flag.store(true, std::sync::atomic::Ordering::SeqCst);
-    });
-    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+    // The script kills it; should the script die first, it is reparented: stop then.
+    let parent = std::os::unix::process::parent_id();
+    while std::os::unix::process::parent_id() == parent {
         write(proxy.busy());
         std::thread::sleep(Duration::from_millis(50));
     }
