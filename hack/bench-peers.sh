@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--delay-ms) delay_ms="$2"; shift 2 ;;
 	--release) profile=release; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
