@@ -43,6 +43,7 @@ profile=debug
 keep=""
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--rows | --zone-sizes | --machine-sizes | --delay-ms) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
 	--rows) rows="$2"; shift 2 ;;
 	--zone-sizes) zone_sizes="$2"; shift 2 ;;
 	--machine-sizes) machine_sizes="$2"; shift 2 ;;
@@ -60,6 +61,7 @@ done
 
 command -v jq >/dev/null 2>&1 || ensure_apt_packages jq
 command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
+command -v python3 >/dev/null 2>&1 || ensure_apt_packages python3 # free_port
 
 # --- what runs ----------------------------------------------------------------------------------
 log "building or finding: vcsim, kube-apiserver, Cluster API, CAPV, MAO, vsphere-provider ($profile), the proxy"
