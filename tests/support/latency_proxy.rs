@@ -24,10 +24,21 @@ use tokio::time::Instant;
 /// What clients sent, one buffer per connection.
 type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
 
+/// The union of the delay windows of every chunk sent (`[arrival, arrival + delay)`): with a
+/// delay per request, busy time ÷ delay is how many round trips the client made one after the
+/// other (the sequential depth), whatever ran alongside. `until` is the end of the last window.
+#[derive(Default)]
+struct BusyClock {
+    until: Option<Instant>,
+    busy: Duration,
+}
+type Busy = Arc<Mutex<BusyClock>>;
+
 /// A running proxy; it stops when dropped.
 pub struct LatencyProxy {
     addr: SocketAddr,
     sent: Sent,
+    busy: Busy,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -47,6 +58,8 @@ impl LatencyProxy {
 
     fn run(upstream: SocketAddr, delay: Duration, record: Option<Sent>) -> LatencyProxy {
         let sent = record.clone().unwrap_or_default();
+        let busy = Busy::default();
+        let busy_clock = busy.clone();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("proxy address");
@@ -65,13 +78,14 @@ impl LatencyProxy {
                             continue;
                         };
                         let record = record.clone();
+                        let busy = busy_clock.clone();
                         tokio::spawn(async move {
                             // The handshake's round trip.
                             tokio::time::sleep(delay).await;
                             if let Ok(server) = TcpStream::connect(upstream).await {
                                 let _ = client.set_nodelay(true);
                                 let _ = server.set_nodelay(true);
-                                pipe(client, server, delay, record).await;
+                                pipe(client, server, delay, record, busy).await;
                             }
                         });
                     }
@@ -85,6 +99,7 @@ impl LatencyProxy {
         LatencyProxy {
             addr,
             sent,
+            busy,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -121,6 +136,12 @@ impl LatencyProxy {
         out
     }
 
+    /// How long, so far, at least one request was on its way through the proxy (see
+    /// `BusyClock`). Divided by the delay: the sequential depth of what clients sent.
+    pub fn busy(&self) -> Duration {
+        self.busy.lock().unwrap().busy
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -147,7 +168,13 @@ impl Drop for LatencyProxy {
 
 /// Client → server delayed (each chunk sent `delay` after it arrived, and kept in a buffer of
 /// the connection's own in `record`), server → client at once.
-async fn pipe(client: TcpStream, server: TcpStream, delay: Duration, record: Option<Sent>) {
+async fn pipe(
+    client: TcpStream,
+    server: TcpStream,
+    delay: Duration,
+    record: Option<Sent>,
+    busy: Busy,
+) {
     let kept = record.map(|r| {
         let slot = {
             let mut all = r.lock().unwrap();
@@ -168,10 +195,16 @@ async fn pipe(client: TcpStream, server: TcpStream, delay: Duration, record: Opt
                     if let Some((r, slot)) = &kept {
                         r.lock().unwrap()[*slot].extend_from_slice(&buf[..n]);
                     }
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
+                    let due = {
+                        let mut clock = busy.lock().unwrap();
+                        let now = Instant::now();
+                        let due = now + delay;
+                        let from = clock.until.map_or(now, |u| u.max(now));
+                        clock.busy += due.saturating_duration_since(from);
+                        clock.until = Some(due);
+                        due
+                    };
+                    if tx.send((due, buf[..n].to_vec())).is_err() {
                         break;
                     }
                 }
