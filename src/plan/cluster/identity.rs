@@ -10,14 +10,24 @@
 //! * v1beta2 `Available` (reasons `Available`, `SecretNotAvailable`, `SecretAlreadyInUse`,
 //!   `SettingSecretOwnerReferenceFailed`, `Deleting`) and `Paused` (the `cluster.x-k8s.io/paused`
 //!   annotation; an identity belongs to no Cluster, so nothing else pauses it).
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::api::capi_core::PAUSED_ANNOTATION;
 use crate::api::cluster_identity::VSphereClusterIdentityStatus;
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, common, identity, identity_v1beta1,
     severity,
 };
 use crate::api::deployment_zone::V1Beta2Status;
+
+/// Why the identity is paused, if it is: its `cluster.x-k8s.io/paused` annotation (it belongs
+/// to no Cluster, so that is the only way; CAPV's `EnsurePausedCondition` without a Cluster).
+pub fn paused(meta: &ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+        .then(|| format!("VSphereClusterIdentity has the annotation {PAUSED_ANNOTATION}"))
+}
 
 /// What became of the identity's Secret this pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -263,6 +273,14 @@ mod tests {
             v2(&s, "Available").reason,
             "SettingSecretOwnerReferenceFailed"
         );
+    }
+
+    #[test]
+    fn only_the_annotation_pauses_an_identity() {
+        let mut meta = ObjectMeta::default();
+        assert_eq!(paused(&meta), None);
+        meta.annotations = Some([(PAUSED_ANNOTATION.to_string(), String::new())].into());
+        assert!(paused(&meta).unwrap().contains(PAUSED_ANNOTATION));
     }
 
     #[test]
