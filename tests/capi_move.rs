@@ -17,7 +17,12 @@
 //!   namespace with `--include-crd --include-namespace`), leaving Cluster API's.
 //!
 //! The zones are cluster-scoped and not part of a cluster's move hierarchy (as with CAPV): the
-//! admin creates them on the target first, as the test does.
+//! admin creates them on the target first, as the test does. A VSphereClusterIdentity is: its
+//! CRD is labelled `clusterctl.cluster.x-k8s.io/move-hierarchy` and it owns its Secret (in the
+//! provider's namespace), so both must arrive on the target, where the provider owns the Secret
+//! for the target's identity (a new UID) and reports it available. clusterctl copies a global
+//! hierarchy and deletes nothing of it from the source, whose identity is deleted (releasing its
+//! Secret) before `clusterctl delete`.
 //!
 //! Gated on `CAPI_BIN_DIR` and `WORKLOAD_SIM_BIN` (hack/test.sh sets both).
 #[path = "support/admin_setup.rs"]
@@ -36,16 +41,61 @@ mod vcsim;
 mod workload_sim;
 
 use std::collections::BTreeMap;
+
+use base64::Engine;
 use std::time::{Duration, Instant};
 
 use capi::{apply_retrying, capi_bin_dir, clusterctl, free_port, get, text};
 use capi_world::{
     ADMIN, CLUSTERS, MACHINES, World, ZONES, generate, list, readback, until_or, world_with, zonal,
 };
-use realapi::ControlPlane;
+use realapi::{ControlPlane, SA_NAMESPACE};
+use serde_json::{Value, json};
 use workload_sim::WorkloadSim;
 
 const CLUSTER: &str = "mv";
+/// The moved VSphereClusterIdentity and its Secret (in the provider's namespace).
+const IDENTITY: &str = "mv-identity";
+
+/// An object as JSON, `None` when absent.
+fn get_opt(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let kind = realapi::at_v1beta1(args[0]);
+    let mut all = vec!["get", kind.as_str()];
+    all.extend_from_slice(&args[1..]);
+    all.extend(["-o", "json", "--ignore-not-found"]);
+    let text = cp.kubectl(ADMIN, &all).ok().stdout;
+    (!text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
+}
+
+/// The identity [`IDENTITY`]'s uid once its Secret carries its owner reference (that uid) and
+/// CAPV's Secret finalizer, and the identity is `Available`.
+fn identity_owns_its_secret(cp: &ControlPlane) -> Result<String, String> {
+    let identity = get_opt(cp, &["vsphereclusteridentity", IDENTITY]).ok_or("no identity")?;
+    let uid = identity["metadata"]["uid"].as_str().unwrap_or_default();
+    let secret = get_opt(cp, &["secret", IDENTITY, "-n", SA_NAMESPACE]).ok_or("no Secret")?;
+    let owned = secret["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|r| r["kind"] == "VSphereClusterIdentity" && r["name"] == IDENTITY && r["uid"] == uid);
+    let finalized = secret["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| {
+            f.iter()
+                .any(|f| f == "vspherecluster/infrastructure.cluster.x-k8s.io")
+        });
+    let available = identity["status"]["v1beta2"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Available" && c["status"] == "True");
+    (owned && finalized && available)
+        .then(|| uid.to_string())
+        .ok_or(format!(
+            "identity {} / Secret {}",
+            identity["status"], secret["metadata"]
+        ))
+}
 
 /// The Machines of `ns` on `cp`, Running with a Node: `name → providerID`, once all `n` are.
 fn running(cp: &ControlPlane, ns: &str, n: usize) -> Result<BTreeMap<String, String>, String> {
@@ -131,6 +181,31 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
         "capi_move: cluster up at {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    // The admin's identity and its Secret, owned on the source.
+    apply_retrying(
+        w.cp,
+        &list(vec![
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": IDENTITY, "namespace": SA_NAMESPACE},
+                "type": "Opaque",
+                "stringData": {"username": "moved-user", "password": "placeholder"}
+            }),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "kind": "VSphereClusterIdentity",
+                "metadata": {"name": IDENTITY},
+                "spec": {"secretName": IDENTITY, "allowedNamespaces": {"selector": {}}}
+            }),
+        ]),
+    );
+    let source_uid = until_or(
+        "the identity owning its Secret on the source",
+        Duration::from_secs(60),
+        logs,
+        async || identity_owns_its_secret(w.cp),
+    )
+    .await;
 
     // The target: its own API server, `clusterctl init`, the managers, and the zones an admin
     // creates there (they are not part of the move).
@@ -176,6 +251,33 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
         assert_eq!(on(w.cp), 0, "{kind} left on the source");
         assert!(on(target.cp) > 0, "no {kind} on the target");
     }
+
+    // The identity and its Secret arrived; the target's provider owns the Secret for the
+    // target's identity, and the Secret's credentials are the ones moved.
+    let target_uid = until_or(
+        "the identity owning its Secret on the target",
+        Duration::from_secs(120),
+        both_logs,
+        async || identity_owns_its_secret(target.cp),
+    )
+    .await;
+    assert_ne!(
+        target_uid, source_uid,
+        "the target's identity is its own object"
+    );
+    let moved = get(target.cp, &["secret", IDENTITY, "-n", SA_NAMESPACE]);
+    assert_eq!(
+        moved["data"]["username"],
+        base64::engine::general_purpose::STANDARD.encode("moved-user"),
+        "the moved Secret's data"
+    );
+    // A global hierarchy is copied, not moved: the source keeps its identity and Secret, still
+    // the source identity's (released when it is deleted below).
+    assert_eq!(
+        identity_owns_its_secret(w.cp),
+        Ok(source_uid),
+        "the source's identity and Secret"
+    );
 
     // The target runs the same machines on the same VMs.
     let infra = || {
@@ -226,12 +328,16 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
     // CRDs that still hold objects): their deletion touches nothing in vCenter, which the
     // target's zones share. Then `clusterctl delete` takes the CRDs and the namespace, and
     // leaves Cluster API's.
-    for kind in ["vspheredeploymentzones", "vspherefailuredomains"] {
+    for kind in [
+        "vspheredeploymentzones",
+        "vspherefailuredomains",
+        "vsphereclusteridentities",
+    ] {
         w.cp.kubectl(ADMIN, &["delete", kind, "--all", "--wait=false"])
             .ok();
     }
     until_or(
-        "the source's zones gone",
+        "the source's zones and identity gone",
         Duration::from_secs(60),
         both_logs,
         async || {
@@ -240,6 +346,10 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
                 .map(Vec::len)
                 .unwrap_or(0)
                 + get(w.cp, &["vspherefailuredomain"])["items"]
+                    .as_array()
+                    .map(Vec::len)
+                    .unwrap_or(0)
+                + get(w.cp, &["vsphereclusteridentity"])["items"]
                     .as_array()
                     .map(Vec::len)
                     .unwrap_or(0);

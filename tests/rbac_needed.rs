@@ -84,6 +84,36 @@ const WITNESSES: &[(&str, &str, &str)] = &[
         "get_logged(&api, &identity.name, \"VSphereClusterIdentity\")",
     ),
     (
+        "list infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
+        "src/controllers/runtime.rs",
+        "watch_kind::<VSphereClusterIdentity",
+    ),
+    (
+        "watch infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
+        "src/controllers/runtime.rs",
+        "watch_kind::<VSphereClusterIdentity",
+    ),
+    (
+        "patch infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
+        "src/controllers/cluster_identity.rs",
+        "set_finalizers(&api, &name, rv, &with_ours)",
+    ),
+    (
+        "patch infrastructure.cluster.x-k8s.io/vsphereclusteridentities/status",
+        "src/controllers/cluster_identity.rs",
+        ".patch_status(",
+    ),
+    (
+        "get core/secrets",
+        "src/controllers/cluster_identity.rs",
+        "secrets.get_metadata(secret_name)",
+    ),
+    (
+        "patch core/secrets",
+        "src/controllers/cluster_identity.rs",
+        ".patch_metadata(secret_name, &PatchParams::default(), &Patch::Merge(&body))",
+    ),
+    (
         "get core/secrets",
         "src/controllers/credentials.rs",
         "get_logged(&api, name, \"credentialsSecret\")",
@@ -107,7 +137,7 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     (
         "get cluster.x-k8s.io/machines",
         "src/controllers/capi_machine.rs",
-        "get_opt::<CapiMachine>(ctx, &ns, &owner.api_version, \"Machine\", &owner.name)",
+        "get_opt::<CapiMachine>(ctx, &ns, CORE_API_VERSION, \"Machine\", &owner.name)",
     ),
     (
         "list cluster.x-k8s.io/machines",
@@ -445,7 +475,7 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     (
         "patch infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
         "src/controllers/storage_migration.rs",
-        ".patch_metadata(&object.name_any()",
+        ".patch_metadata(",
     ),
     (
         "list infrastructure.cluster.x-k8s.io/vspheremachinetemplates",
@@ -455,7 +485,7 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     (
         "patch infrastructure.cluster.x-k8s.io/vspheremachinetemplates",
         "src/controllers/storage_migration.rs",
-        ".patch_metadata(&object.name_any()",
+        ".patch_metadata(",
     ),
     (
         "list infrastructure.cluster.x-k8s.io/vsphereclustertemplates",
@@ -465,7 +495,7 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     (
         "patch infrastructure.cluster.x-k8s.io/vsphereclustertemplates",
         "src/controllers/storage_migration.rs",
-        ".patch_metadata(&object.name_any()",
+        ".patch_metadata(",
     ),
     // The storage migration's own CRDs (resourceNames: ours only).
     (

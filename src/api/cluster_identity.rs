@@ -6,9 +6,10 @@
 //!
 //! The fields are those of cluster-api-provider-vsphere v1.15.0
 //! `apis/v1beta1/vsphereclusteridentity_types.go`, so upstream manifests apply unchanged.
-//! Unlike CAPV, no controller maintains `status.ready`: a VSphereCluster naming the identity
-//! checks the Secret itself each time it reconciles (see `plan::credentials`), and says in
-//! its own conditions what is wrong.
+//! As with CAPV, the identity controller (`controllers::cluster_identity`) makes the Secret the
+//! identity's own (owner reference and finalizer, so `clusterctl move` takes it along) and
+//! maintains `status` (`plan::cluster::identity`); a VSphereCluster naming the identity still
+//! checks the Secret itself each time it reconciles (see `plan::credentials`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
@@ -17,6 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::conditions::CapiCondition;
 use super::deployment_zone::V1Beta2Status;
+
+/// CAPV's finalizer on a VSphereClusterIdentity (`VSphereClusterIdentityFinalizer`): the
+/// identity outlives its deletion until its Secret's finalizer is released.
+pub const IDENTITY_FINALIZER: &str = "vsphereclusteridentity/infrastructure.cluster.x-k8s.io";
 
 /// VSphereClusterIdentitySpec contains a secret reference and a group of allowed namespaces.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -56,7 +61,7 @@ pub struct AllowedNamespaces {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereClusterIdentityStatus {
-    /// Ready (not maintained by this provider; see the module documentation).
+    /// Ready is true when the VSphereClusterIdentity's Secret is its own and can be used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     /// Conditions defines current service state of the VSphereCluster.

@@ -267,6 +267,35 @@ pub mod common {
     pub const NOT_PAUSED_REASON: &str = "NotPaused";
 }
 
+/// VSphereClusterIdentity conditions, v1beta1 style (`status.conditions`; CAPV v1.15
+/// `condition_consts.go`). `Ready` summarizes `CredentialsAvailable`.
+pub mod identity_v1beta1 {
+    /// The Secret exists and is the identity's own (CAPV's `CredentialsAvailableV1Beta1Condition`).
+    pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
+    /// Reason (Warning): the Secret cannot be read.
+    pub const SECRET_NOT_AVAILABLE: &str = "SecretNotAvailable";
+    /// Reason (Error): another VSphereCluster or VSphereClusterIdentity owns the Secret. CAPV's
+    /// `SecretAlreadyInUseV1Beta1Reason`, whose value is `SecretInUse`.
+    pub const SECRET_IN_USE: &str = "SecretInUse";
+    /// Reason (Warning): the owner reference or finalizer could not be written to the Secret.
+    pub const SECRET_OWNER_REFERENCE_FAILED: &str = "SecretOwnerReferenceFailed";
+}
+
+/// VSphereClusterIdentity conditions, v1beta2 style (`status.v1beta2.conditions` at v1beta1,
+/// `status.conditions` at v1beta2; CAPV's `VSphereClusterIdentity*` constants). Its `Available`
+/// reasons besides these are `common::AVAILABLE_REASON` and `common::DELETING_REASON`; `Paused`
+/// is `common::PAUSED`.
+pub mod identity {
+    /// The identity's Secret can be used (`VSphereClusterIdentityAvailableCondition`).
+    pub const AVAILABLE: &str = "Available";
+    /// Reason: the Secret cannot be read.
+    pub const SECRET_NOT_AVAILABLE: &str = "SecretNotAvailable";
+    /// Reason: another VSphereCluster or VSphereClusterIdentity owns the Secret.
+    pub const SECRET_ALREADY_IN_USE: &str = "SecretAlreadyInUse";
+    /// Reason: the owner reference or finalizer could not be written to the Secret.
+    pub const SETTING_SECRET_OWNER_REFERENCE_FAILED: &str = "SettingSecretOwnerReferenceFailed";
+}
+
 /// VSphereDeploymentZone conditions, v1beta1 style (`status.conditions`). Every False reason has
 /// severity Error.
 pub mod zone_v1beta1 {

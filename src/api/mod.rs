@@ -65,6 +65,10 @@ pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
 
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// The CRD label that makes `clusterctl move` move every object of the kind with everything
+/// it owns (`clusterctl.cluster.x-k8s.io/move-hierarchy`, cluster-api
+/// cmd/clusterctl/api/v1alpha3/labels.go). Set on VSphereClusterIdentity's CRD.
+pub const MOVE_HIERARCHY_LABEL: &str = "clusterctl.cluster.x-k8s.io/move-hierarchy";
 /// `machine.openshift.io`.
 pub const MACHINE_GROUP: &str = "machine.openshift.io";
 
@@ -232,7 +236,18 @@ impl Kind {
             Kind::MachineHealthCheck => MachineHealthCheck::crd(),
             Kind::ControlPlaneMachineSet => ControlPlaneMachineSet::crd(),
         };
-        contract::with_contract_label(normalize_crd(raw))
+        let mut crd = contract::with_contract_label(normalize_crd(raw));
+        if self == Kind::VSphereClusterIdentity {
+            // `clusterctl move` moves a cluster-scoped object only through owner references to
+            // a Cluster's hierarchy, and nothing owns an identity: the label makes it (and the
+            // Secret it owns) a hierarchy root of its own, as the clusterctl provider contract
+            // suggests for ClusterIdentity kinds.
+            crd.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(MOVE_HIERARCHY_LABEL.to_string(), String::new());
+        }
+        crd
     }
 
     /// The file name of this kind's CRD in `crds/` (`<group>_<plural>.yaml`, as controller-gen

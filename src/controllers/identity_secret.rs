@@ -10,7 +10,7 @@ use super::patch::is_not_found;
 use super::{Context, Error};
 use crate::api::VSphereCluster;
 use crate::api::vsphere_cluster::VSphereIdentityKind;
-use crate::plan::cluster::identity_secret::{Edit, Owner, plan};
+use crate::plan::cluster::identity_secret::{Edit, Owner, OwnerKind, plan};
 
 /// Makes the cluster's identity Secret its own, or (`released`) lets it go. A cluster without
 /// a Secret identity, or whose Secret is missing (the vCenter check says so), has nothing to do.
@@ -36,6 +36,7 @@ pub async fn reconcile(
     };
     let api_version = VSphereCluster::api_version(&());
     let owner = Owner {
+        kind: OwnerKind::VSphereCluster,
         api_version: &api_version,
         name: &cluster.name_any(),
         uid: cluster.metadata.uid.as_deref().unwrap_or_default(),

@@ -5,6 +5,8 @@
 //! * [`zone`] — VSphereDeploymentZone (also woken by VSphereFailureDomain changes): verify and
 //!   autoConfigure in vCenter, status, the failure domain's owner reference, deletion.
 //! * [`cluster`] — VSphereCluster (woken by zone changes): publish ready zones as failure domains.
+//! * [`cluster_identity`] — VSphereClusterIdentity: its Secret made its own (owner reference,
+//!   finalizer), its status, its release on deletion.
 //! * [`machine`] — OpenShift Machines, and Cluster API VSphereVMs through their stand-ins: one
 //!   sweep per vCenter for both kinds.
 //! * [`capi_machine`] — VSphereMachine (woken by its VSphereVM): resolve into a VSphereVM,
@@ -32,6 +34,7 @@ pub mod backoff;
 pub mod cache;
 pub mod capi_machine;
 pub mod cluster;
+pub mod cluster_identity;
 pub mod context;
 pub mod cpms;
 pub mod credentials;

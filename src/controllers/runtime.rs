@@ -13,15 +13,17 @@ use super::cache::Cache;
 use super::stores::Stores;
 use super::watch::{skip_status_only_changes, watch_kind};
 use super::{
-    Context, Health, Shared, Shutdown, capi_machine, cluster, cpms, entry, leader, machine, mhc,
-    storage_migration, zone,
+    Context, Health, Shared, Shutdown, capi_machine, cluster, cluster_identity, cpms, entry,
+    leader, machine, mhc, storage_migration, zone,
 };
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
-use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
+use crate::api::{
+    Machine, VSphereCluster, VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
+};
 
 /// After shutdown, how long in-flight reconciles get to finish before they are aborted: within
 /// the pod's 30 s grace period, leaving time to release the lease and log out of vCenter.
@@ -69,7 +71,7 @@ impl Drop for Unsynced {
     }
 }
 
-/// Run the zone and cluster controllers until `shutdown`, then let in-flight reconciles finish
+/// Run the controllers (zones, clusters, identities, machines, sets, checks) until `shutdown`, then let in-flight reconciles finish
 /// (at most [`DRAIN_TIMEOUT`]). The controllers start once every cache has its initial list;
 /// `shared.health` is marked synced then. Dropping the future aborts everything at once.
 pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
@@ -103,6 +105,10 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (vm_deleted, deleted_vms) = futures::channel::mpsc::unbounded();
     let (vm_store, [vm_trigger, vm_to_machines]) =
         watch_kind::<VSphereVM, 2>(&client, Some(vm_deleted), &mut tasks);
+    // Identities: their controller reads nothing but the identity and its Secret (by name), so
+    // their cache is not one of `Stores` (no other reconcile waits for it).
+    let (identity_store, [identity_trigger]) =
+        watch_kind::<VSphereClusterIdentity, 1>(&client, None, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
@@ -278,6 +284,18 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         &shutdown,
     );
 
+    let identity_controller = entry::run(
+        cluster_identity::CONTROLLER,
+        Controller::for_shared_stream(
+            skip_status_only_changes(identity_trigger, identity_store.clone()),
+            identity_store,
+        ),
+        cluster_identity::reconcile,
+        cluster_identity::error_policy,
+        ctx.clone(),
+        &shutdown,
+    );
+
     tracing::info!("controllers started");
     // Objects stored as v1beta1 by an earlier release are rewritten once per term (a no-op
     // after the first, one read per CRD).
@@ -291,7 +309,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
             vm_controller,
             vsm_controller,
             set_controller,
-            check_controller
+            check_controller,
+            identity_controller
         );
     };
     if !drain_within(controllers, shutdown, DRAIN_TIMEOUT).await {

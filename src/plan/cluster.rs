@@ -5,6 +5,7 @@
 //! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
 //! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
 //! `vcenter::model::endpoint::same_server`), where CAPV compared strings.
+pub mod identity;
 pub mod identity_secret;
 pub mod lifecycle;
 
