@@ -712,16 +712,27 @@ async fn capv_cluster_template_reaches_a_provisioned_control_plane_machine_in_it
     assert_provisioned(w, &ns, &cp_name, "10.2.0.10").await;
 
     // The worker: CABPK holds its join (no initialized control plane), so it waits for
-    // bootstrap data and nothing is cloned for it.
-    let workers = w.get(&[
-        "machines.v1beta1.cluster.x-k8s.io",
-        "-n",
-        &ns,
-        "-l",
-        "!cluster.x-k8s.io/control-plane",
-    ]);
-    let workers = workers["items"].as_array().unwrap();
-    assert_eq!(workers.len(), 1, "{workers:?}");
+    // bootstrap data and nothing is cloned for it. Its MachineSet may still be making it.
+    let workers = w
+        .until(
+            "the MachineDeployment's one worker Machine",
+            Duration::from_secs(60),
+            async || {
+                let list = w.get(&[
+                    "machines.v1beta1.cluster.x-k8s.io",
+                    "-n",
+                    &ns,
+                    "-l",
+                    "!cluster.x-k8s.io/control-plane",
+                ]);
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                match items.len() {
+                    1 => Ok(items),
+                    _ => Err(format!("worker Machines: {items:?}")),
+                }
+            },
+        )
+        .await;
     assert!(
         workers[0]["spec"]["bootstrap"]["dataSecretName"].is_null(),
         "{}",
