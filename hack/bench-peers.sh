@@ -14,7 +14,9 @@
 #              (so KCP's machines after the first can join); phases: kubectl apply -> the first
 #              control plane Machine provisioned (providerID set, infrastructure provisioned),
 #              apply -> all 6 provisioned (counted from the same apply), then the resync of
-#              the restarted infrastructure controller. No control plane rollout (not written).
+#              the restarted infrastructure controller, then a control plane rollout (a new
+#              VSphereMachineTemplate, numCPUs 4: KCP replaces the 3 machines one at a time ->
+#              3 new ones provisioned and the old ones gone).
 #
 #   hack/bench-peers.sh [--rows zones,openshift,capi] [--zone-sizes "3 100"]
 #                       [--machine-sizes "3 30"] [--delay-ms 10] [--release] [--keep]
@@ -39,7 +41,8 @@
 # polls vcsim, reports guest IPs) are subtracted from vcsim's counters (it counts them itself,
 # GET /vcenter-calls of its debug API).
 # Builds what it needs (cached): CAPV and MAO (hack/peers/build.sh), vcsim, kube-apiserver,
-# Cluster API's CRDs (hack/capi/build.sh), this crate. Progress on stderr, the table on stdout.
+# Cluster API (hack/capi/build.sh: its CRDs, managers, clusterctl), the workload simulator
+# (hack/workload-sim/build.sh, capi row only), this crate. Progress on stderr, the table on stdout.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -776,8 +779,18 @@ capi_provisioned() {
 		jq '[.items[] | select(.spec.providerID != null and .status.initialization.infrastructureProvisioned == true)] | length'
 }
 
+# capi_rolled OLD: the control plane Machines not named in OLD (a list of names) that are
+# provisioned, or "N new, M in all" while there are not exactly 3 control plane Machines.
+capi_rolled() {
+	k get machines.cluster.x-k8s.io -n "$NS_CAPI" -l cluster.x-k8s.io/control-plane -o json |
+		jq -r --arg old "$1" '($old | split(" ")) as $o
+			| [.items[] | select(.metadata.name as $n | $o | index($n) | not)] as $new
+			| ([$new[] | select(.spec.providerID != null and .status.initialization.infrastructureProvisioned == true)] | length) as $p
+			| if (.items | length) == 3 then $p else "\($p) new, \(.items | length) in all" end'
+}
+
 bench_capi() { # IMPL
-	local impl="$1" fail="" ep size="3+3"
+	local impl="$1" fail="" ep size="3+3" old
 	run_begin capi "$size" "$impl" 3 tls
 	capi_up
 	ep="$(free_port)"
@@ -805,6 +818,22 @@ bench_capi() { # IMPL
 	fail=""
 	wait_quiet 300 || fail="still calling vCenter after 300 s"
 	phase_end capi "$size" "$impl" "restart resync" "$fail"
+
+	# The rollout of tests/capi_workload_cluster.rs: a copy of the control plane's template with
+	# numCPUs 4, KCP pointed at it; it replaces the three machines one at a time (maxSurge 1).
+	log "  control plane rollout (new VSphereMachineTemplate, numCPUs 4) → 3 new machines provisioned, the old ones gone"
+	old="$(k get machines.cluster.x-k8s.io -n "$NS_CAPI" -l cluster.x-k8s.io/control-plane -o jsonpath='{.items[*].metadata.name}')"
+	phase_begin
+	k get vspheremachinetemplates.v1beta2.infrastructure.cluster.x-k8s.io bench -n "$NS_CAPI" -o json |
+		jq --arg ns "$NS_CAPI" '.metadata = {name: "bench-cpu4", namespace: $ns} | .spec.template.spec.numCPUs = 4' |
+		k apply -f - >/dev/null || die "cannot create the VSphereMachineTemplate bench-cpu4"
+	k patch kubeadmcontrolplanes.controlplane.cluster.x-k8s.io bench -n "$NS_CAPI" --type merge \
+		-p '{"spec":{"machineTemplate":{"spec":{"infrastructureRef":{"apiGroup":"infrastructure.cluster.x-k8s.io","kind":"VSphereMachineTemplate","name":"bench-cpu4"}}}}}' \
+		>/dev/null || die "cannot point the KubeadmControlPlane at bench-cpu4"
+	fail=""
+	wait_count 3 900 capi_rolled "$old" || fail="$(capi_rolled "$old") after 900 s"
+	settle 120
+	phase_end capi "$size" "$impl" "control plane rollout" "$fail"
 	run_end
 }
 
