@@ -9,8 +9,9 @@
 #              created (-> Provisioned, VM powered on), resynced (restart), deleted;
 #   capi       CAPV v1.16.1 vs us under Cluster API v1.14.2's own managers (core, kubeadm
 #              bootstrap, kubeadm control plane, as processes): CAPV v1.17's default cluster
-#              template (tests/fixtures/capv/v1.17, v1beta2) with 3 control plane machines and
-#              3 workers, no failure domains for either, the guests played by hack/workload-sim
+#              template (tests/fixtures/capv/v1.17, v1beta2; storagePolicyName dropped for
+#              both: vcsim serves no /pbm) with 3 control plane machines and 3 workers, no
+#              failure domains for either, the guests played by hack/workload-sim
 #              (so KCP's machines after the first can join); phases: kubectl apply -> the first
 #              control plane Machine provisioned (providerID set, infrastructure provisioned),
 #              apply -> all 6 provisioned (counted from the same apply), then the resync of
@@ -20,6 +21,7 @@
 #
 #   hack/bench-peers.sh [--rows zones,openshift,capi] [--zone-sizes "3 100"]
 #                       [--machine-sizes "3 30"] [--delay-ms 10] [--release] [--keep]
+# (the defaults shown; the capi row has one size, 3+3).
 #
 # Every run gets a fresh kube-apiserver + etcd (hack/kube/up.sh, audit log of the controller's
 # ServiceAccount) and a fresh vcsim of the same layout, reached through the delaying proxy of
@@ -48,7 +50,7 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 cd "$REPO_ROOT"
 
-rows="zones,openshift"
+rows="zones,openshift,capi"
 zone_sizes="3 100"
 machine_sizes="3 30"
 delay_ms=10
@@ -63,7 +65,7 @@ while [ $# -gt 0 ]; do
 	--delay-ms) delay_ms="$2"; shift 2 ;;
 	--release) profile=release; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
