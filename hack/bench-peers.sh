@@ -437,11 +437,25 @@ run_begin() {
 	HEALTH_PORT="$(free_port)"
 	controller_up "$3" first
 }
+# stop_pid PID: SIGTERM, then SIGKILL after 10 s. vcsim's shutdown (httptest.Server.Close)
+# waits without end for a connection a handler still holds (seen once after CAPV's rollout:
+# "blocked in Close after 5 seconds, waiting for connections").
+stop_pid() {
+	local i
+	kill "$1" 2>/dev/null || return 0
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
 run_end() {
 	controller_down
 	capi_down
-	[ -z "$PROXY_PID" ] || kill "$PROXY_PID" 2>/dev/null || true
-	[ -z "$VCSIM_PID" ] || kill "$VCSIM_PID" 2>/dev/null || true
+	[ -z "$PROXY_PID" ] || stop_pid "$PROXY_PID"
+	[ -z "$VCSIM_PID" ] || stop_pid "$VCSIM_PID"
 	wait 2>/dev/null || true
 	PROXY_PID=""
 	VCSIM_PID=""
