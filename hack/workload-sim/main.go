@@ -201,7 +201,7 @@ func run(ctx context.Context, o options, lg logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--debug-addr: %w", err)
 	}
-	debug := &http.Server{Handler: inmemoryapi.NewDebugHandler(mgr, lg, mux), ReadHeaderTimeout: 10 * time.Second}
+	debug := &http.Server{Handler: withCalls(inmemoryapi.NewDebugHandler(mgr, lg, mux)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = debug.Serve(dl) }()
 	defer debug.Close()
 

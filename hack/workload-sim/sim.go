@@ -82,7 +82,7 @@ func (s *sim) connect(ctx context.Context) error {
 	if s.c != nil {
 		return nil
 	}
-	c, err := govmomi.NewClient(ctx, s.u, true)
+	c, err := newCountedClient(ctx, s.u, true)
 	if err != nil {
 		return fmt.Errorf("vCenter %s: %w", redact(s.u), err)
 	}
