@@ -3,10 +3,8 @@
 //
 // Why v1.14.2: v1.14 is the current CAPI minor (v1.10, the previous pin, is end of life since
 // 2026-04), and v1.14.2 is the newest patch the Go module proxy serves here (v1.14.3+ are refused).
-// CAPI v1.14 stores its core objects at v1beta2 and still runs providers that implement only the
-// v1beta1 contract, as ours does today (CRD label cluster.x-k8s.io/v1beta1, metadata.yaml contract
-// v1beta1): the tests exercise that compatibility path until the provider moves to v1beta2. See
-// README.md.
+// CAPI v1.14 stores its core objects at v1beta2 and reads providers of either contract; ours
+// carries both contract labels and serves (and stores) infrastructure v1beta2. See README.md.
 module vsphere-provider.local/hack/capi
 
 // CAPI v1.14.2 says go 1.26.0 (hack/capi/build.sh sets GOTOOLCHAIN=local: Go 1.26 at
