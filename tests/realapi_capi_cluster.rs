@@ -376,61 +376,18 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
         c["status"]["ready"] == true
     })
     .await;
-    // CAPI's cluster controller would now say the infrastructure is ready (stand-in).
-    cp.kubectl(
-        ADMIN,
-        &[
-            "patch",
-            "cluster.cluster.x-k8s.io",
-            "c1",
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"initialization":{"infrastructureProvisioned":true}}}"#,
-        ],
-    )
-    .ok();
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
-            "spec": {
-                "clusterName": "c1", "failureDomain": zone,
-                "bootstrap": {"dataSecretName": "m1-bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
-            }
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
-    let machine_uid =
-        get_json(cp, "machine.cluster.x-k8s.io", &ns, "m1").unwrap()["metadata"]["uid"]
-            .as_str()
-            .unwrap()
-            .to_string();
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
-            "metadata": {"name": "m1", "namespace": ns,
-                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
-                // What CAPI's machine controller sets (stand-in).
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                    "name": "m1", "uid": machine_uid, "controller": true}]},
-            // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers
-            // the VM off, as a guest with VMware Tools would).
-            "spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
-                "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
-                "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
+    // CAPI's cluster and machine controllers would now say the infrastructure is ready and
+    // make the Machine and its VSphereMachine (stand-ins).
+    // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers the VM
+    // off, as a guest with VMware Tools would).
+    capi_machine_m1(
+        cp,
+        &ns,
+        &zone,
+        json!({"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+            "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
+            "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}),
+    );
 
     // The VSphereVM, and its VM in vcsim under the VSphereVM's UID, powered on in the zone.
     let machine_status = || {

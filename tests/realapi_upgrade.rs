@@ -208,59 +208,16 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     })
     .await;
     // CAPI's cluster and machine controllers (stand-ins, see the module documentation).
-    cp.kubectl(
-        ADMIN,
-        &[
-            "patch",
-            "cluster.cluster.x-k8s.io",
-            "c1",
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"initialization":{"infrastructureProvisioned":true}}}"#,
-        ],
-    )
-    .ok();
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
-            "spec": {
-                "clusterName": "c1", "failureDomain": zone,
-                "bootstrap": {"dataSecretName": "m1-bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
-            }
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
-    let machine_uid =
-        get_json(cp, "machine.cluster.x-k8s.io", &ns, "m1").unwrap()["metadata"]["uid"]
-            .as_str()
-            .unwrap()
-            .to_string();
-    cp.apply_text(
-        ADMIN,
-        &json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
-            "metadata": {"name": "m1", "namespace": ns,
-                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                    "name": "m1", "uid": machine_uid, "controller": true}]},
-            // A v1beta1 Duration v1beta2 holds as seconds, and a v1beta1-only failure domain.
-            "spec": {"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
-                "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
-                "failureDomain": zone,
-                "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}
-        })
-        .to_string(),
-        None,
-    )
-    .ok();
+    // A v1beta1 Duration v1beta2 holds as seconds, and a v1beta1-only failure domain.
+    capi_machine_m1(
+        cp,
+        &ns,
+        &zone,
+        json!({"template": "DC0_H0_VM0", "numCPUs": 2, "memoryMiB": 2048,
+            "powerOffMode": "trySoft", "guestSoftPowerOffTimeout": "10m",
+            "failureDomain": zone,
+            "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}),
+    );
     let vm = eventually(
         "the VM",
         Duration::from_secs(90),

@@ -325,3 +325,59 @@ pub fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<V
     let text = out.ok().stdout;
     (!text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap())
 }
+
+/// What CAPI's cluster and machine controllers would write for machine `m1` of Cluster `c1` in
+/// `zone` (stand-ins; each user's module documentation says so): the Cluster's infrastructure
+/// provisioned, the Machine `m1` (bootstrap Secret `m1-bootstrap`), and the VSphereMachine `m1`
+/// (v1beta1, `spec` as given) owned by it.
+pub fn capi_machine_m1(cp: &ControlPlane, ns: &str, zone: &str, spec: Value) {
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "cluster.cluster.x-k8s.io",
+            "c1",
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"initialization":{"infrastructureProvisioned":true}}}"#,
+        ],
+    )
+    .ok();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+            "spec": {
+                "clusterName": "c1", "failureDomain": zone,
+                "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
+            }
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+    let machine_uid =
+        get_json(cp, "machine.cluster.x-k8s.io", ns, "m1").unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    cp.apply_text(
+        ADMIN,
+        &json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+            "metadata": {"name": "m1", "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                    "name": "m1", "uid": machine_uid, "controller": true}]},
+            "spec": spec
+        })
+        .to_string(),
+        None,
+    )
+    .ok();
+}

@@ -1075,28 +1075,7 @@ impl ControlPlane {
                 "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca},
             },
         }}});
-        for kind in vsphere_provider::api::Kind::ALL {
-            if !kind
-                .api_version()
-                .starts_with(vsphere_provider::api::INFRA_GROUP)
-            {
-                continue;
-            }
-            let name = format!("{}.{}", kind.plural(), vsphere_provider::api::INFRA_GROUP);
-            self.kubectl(
-                &Identity::Admin,
-                &[
-                    "patch",
-                    "crd",
-                    &name,
-                    "--type=merge",
-                    "-p",
-                    &conversion.to_string(),
-                ],
-            )
-            .check()?;
-        }
-        Ok(())
+        self.patch_infrastructure_crds("merge", &conversion.to_string())
     }
 
     /// Sets our CRDs' conversion back to `None`, before an installer that brings its own webhook
@@ -1105,6 +1084,15 @@ impl ControlPlane {
     /// installer's manager then converts ([`ControlPlane::conversion_to`] its port).
     #[allow(dead_code)]
     pub fn conversion_to_installer(&self) -> Result<(), String> {
+        self.patch_infrastructure_crds(
+            "json",
+            r#"[{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]"#,
+        )
+    }
+
+    /// `kubectl patch crd NAME --type=TYPE -p PATCH` of every infrastructure CRD of ours.
+    fn patch_infrastructure_crds(&self, patch_type: &str, patch: &str) -> Result<(), String> {
+        let patch_type = format!("--type={patch_type}");
         for kind in vsphere_provider::api::Kind::ALL {
             if !kind
                 .api_version()
@@ -1115,14 +1103,7 @@ impl ControlPlane {
             let name = format!("{}.{}", kind.plural(), vsphere_provider::api::INFRA_GROUP);
             self.kubectl(
                 &Identity::Admin,
-                &[
-                    "patch",
-                    "crd",
-                    &name,
-                    "--type=json",
-                    "-p",
-                    r#"[{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]"#,
-                ],
+                &["patch", "crd", &name, &patch_type, "-p", patch],
             )
             .check()?;
         }
