@@ -26,8 +26,9 @@ pub(crate) const INVALID_LOGIN_MEMORY: Duration = Duration::from_secs(60);
 
 /// Bounded retry of transient transport failures (connection refused while vCenter restarts,
 /// HTTP 502/503/504, a dropped connection on a read). Each wait is jittered (between half and
-/// all of [`RetryPolicy::delay`]) so clients failing together do not retry together, and the
-/// whole call with its retries is bounded by [`ClientOptions::retry_deadline`].
+/// all of [`RetryPolicy::delay`]) so clients failing together do not retry together, and no
+/// retry starts past [`ClientOptions::retry_deadline`] (the last attempt may still be in flight
+/// then: cutting it short would leave a write's outcome unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Total attempts, including the first.
