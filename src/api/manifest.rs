@@ -259,7 +259,9 @@ pub fn object_type(api_version: &str, kind: &str) -> ObjectType {
     if api_version == "v1" && kind == "Node" {
         return ObjectType::Node;
     }
-    if api_version == super::infrastructure::API_VERSION && kind == super::infrastructure::KIND {
+    if api_version == super::openshift_config::v1::infrastructure::API_VERSION
+        && kind == super::openshift_config::v1::infrastructure::KIND
+    {
         return ObjectType::Infrastructure;
     }
     use super::ipam;

@@ -22,25 +22,28 @@
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
 
-pub mod capi_core;
-pub mod cluster_identity;
+pub mod cluster_api;
 pub mod conditions;
 pub mod contract;
-pub mod control_plane_machine_set;
-pub mod conversion;
-pub mod deployment_zone;
-pub mod failure_domain;
-pub mod health_values;
 pub mod infrastructure;
-pub mod ipam;
-pub mod machine;
-pub mod machine_health_check;
-pub mod machine_status;
 pub mod manifest;
+pub mod openshift_config;
+pub mod openshift_machine;
 pub mod v1beta2;
-pub mod vsphere_cluster;
-pub mod vsphere_cluster_template;
-pub mod vsphere_machine;
+
+// The modules' former flat paths (`api::failure_domain`, `api::machine`, …), which the
+// planners, controllers and tests name.
+pub use cluster_api::{capi_core, ipam};
+pub use infrastructure::conversion;
+pub use infrastructure::v1beta1::{
+    vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
+    vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
+    vsphere_machine,
+};
+pub use openshift_machine::v1::control_plane_machine_set;
+pub use openshift_machine::v1beta1::{
+    health_values, machine, machine_health_check, machine_status,
+};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -54,11 +57,11 @@ pub use deployment_zone::{
     VSphereDeploymentZone, VSphereDeploymentZoneSpec, VSphereDeploymentZoneStatus,
 };
 pub use failure_domain::{VSphereFailureDomain, VSphereFailureDomainSpec};
-pub use infrastructure::Infrastructure;
 pub use machine::{Machine, MachineSpec, MachineStatus, VSphereMachineProviderSpec};
 pub use machine_health_check::{
     MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus,
 };
+pub use openshift_config::v1::infrastructure::Infrastructure;
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
 pub use vsphere_cluster_template::{VSphereClusterTemplate, VSphereClusterTemplateSpec};
 pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};

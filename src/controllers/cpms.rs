@@ -25,7 +25,7 @@ use super::context::now;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::{CPMS_FINALIZER, ControlPlaneMachineSet};
-use crate::api::infrastructure::{CLUSTER, Infrastructure};
+use crate::api::openshift_config::v1::infrastructure::{CLUSTER, Infrastructure};
 use crate::plan::cpms::domains::{domain_states, node_states, servers};
 use crate::plan::cpms::{CpmsInput, plan};
 use crate::plan::credentials::Principal;

@@ -13,7 +13,7 @@ use super::cluster::LocalCluster;
 use super::store::key;
 use crate::api::Machine;
 use crate::api::control_plane_machine_set::CPMS_FINALIZER;
-use crate::api::infrastructure::CLUSTER;
+use crate::api::openshift_config::v1::infrastructure::CLUSTER;
 use crate::plan::cpms::domains::{domain_states, node_states};
 use crate::plan::cpms::naming::recovered_names;
 use crate::plan::cpms::{CpmsInput, plan};

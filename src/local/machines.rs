@@ -366,7 +366,9 @@ type Group = (
 /// Every server the machine sets' domains name, as the manifests name it.
 fn set_servers(cluster: &LocalCluster) -> BTreeSet<String> {
     let s = cluster.lock();
-    let infra = s.infrastructures.get(crate::api::infrastructure::CLUSTER);
+    let infra = s
+        .infrastructures
+        .get(crate::api::openshift_config::v1::infrastructure::CLUSTER);
     s.machine_sets
         .values()
         .flat_map(|c| servers(c, &s.zones, infra))

@@ -7,8 +7,10 @@
 //! Pure: every path is resolved against one inventory snapshot into an absolute inventory path,
 //! so "is this machine in its domain" stays a plain comparison (`plan::cpms::spec::domain_of`).
 //! A failure names the Infrastructure field and, when nothing matched, the candidates.
-use crate::api::infrastructure::{Infrastructure, VSpherePlatformFailureDomainSpec};
 use crate::api::machine::Workspace;
+use crate::api::openshift_config::v1::infrastructure::{
+    Infrastructure, VSpherePlatformFailureDomainSpec,
+};
 use crate::plan::cpms::spec::clean_path;
 use crate::plan::placement::{ConfigError, ZoneFill};
 use crate::vcenter::model::inventory::{Entity, Inventory, LookupError, Wanted};

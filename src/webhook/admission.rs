@@ -97,11 +97,11 @@ pub fn admit_layers(
             );
             if ty == ObjectType::Infrastructure
                 && let Some(name) = outcome.object["metadata"]["name"].as_str()
-                && name != crate::api::infrastructure::CLUSTER
+                && name != crate::api::openshift_config::v1::infrastructure::CLUSTER
             {
                 outcome.warnings.push(format!(
                     "metadata.name: only the Infrastructure named {:?} is read (this one is {name:?})",
-                    crate::api::infrastructure::CLUSTER
+                    crate::api::openshift_config::v1::infrastructure::CLUSTER
                 ));
             }
             outcome.errors = errors;
@@ -197,8 +197,8 @@ fn unknown_type_error(api_version: &str, kind_name: &str) -> FieldError {
                     Value::String("v1/Node".into()),
                     Value::String(format!(
                         "{}/{}",
-                        crate::api::infrastructure::API_VERSION,
-                        crate::api::infrastructure::KIND
+                        crate::api::openshift_config::v1::infrastructure::API_VERSION,
+                        crate::api::openshift_config::v1::infrastructure::KIND
                     )),
                     Value::String(format!("{}/{}", ipam::POOL_API_VERSION, ipam::POOL_KIND)),
                     Value::String(format!(

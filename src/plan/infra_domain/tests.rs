@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::infrastructure::{HostGroup, ZoneAffinity};
+use crate::api::openshift_config::v1::infrastructure::{HostGroup, ZoneAffinity};
 use crate::plan::cpms::spec::inject;
 use crate::vcenter::model::inventory::tests::record;
 
@@ -86,10 +86,12 @@ fn fixture_infra() -> Infrastructure {
 }
 
 fn with_status(mut i: Infrastructure, name: &str) -> Infrastructure {
-    i.status = Some(crate::api::infrastructure::InfrastructureStatus {
-        infrastructure_name: Some(name.into()),
-        ..Default::default()
-    });
+    i.status = Some(
+        crate::api::openshift_config::v1::infrastructure::InfrastructureStatus {
+            infrastructure_name: Some(name.into()),
+            ..Default::default()
+        },
+    );
     i
 }
 

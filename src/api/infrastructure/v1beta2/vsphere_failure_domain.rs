@@ -6,7 +6,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{DhcpOverrides, IpPoolReference};
-use crate::api::failure_domain::FailureDomainType;
 
 /// VSphereFailureDomainSpec defines the desired state of VSphereFailureDomain.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -164,4 +163,56 @@ pub struct NetworkConfiguration {
     #[schemars(length(max = 128))]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub addresses_from_pools: Option<Vec<IpPoolReference>>,
+}
+
+/// What a region or zone tag is attached to (the default, Datacenter, is only for building
+/// values in code; the field is required).
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    JsonSchema,
+)]
+pub enum FailureDomainType {
+    /// A datacenter.
+    #[default]
+    Datacenter,
+    /// A compute cluster.
+    ComputeCluster,
+    /// The hosts of a host group.
+    HostGroup,
+}
+
+impl FailureDomainType {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureDomainType::Datacenter => "Datacenter",
+            FailureDomainType::ComputeCluster => "ComputeCluster",
+            FailureDomainType::HostGroup => "HostGroup",
+        }
+    }
+
+    /// How wide the failure domain is: Datacenter (3) ⊃ ComputeCluster (2) ⊃ HostGroup (1).
+    pub fn breadth(self) -> u8 {
+        match self {
+            FailureDomainType::Datacenter => 3,
+            FailureDomainType::ComputeCluster => 2,
+            FailureDomainType::HostGroup => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for FailureDomainType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

@@ -103,7 +103,7 @@ pub struct VSphereVmNaming {
 pub struct MachineAddress {
     /// type of the address.
     #[serde(rename = "type")]
-    pub type_: crate::api::vsphere_machine::MachineAddressType,
+    pub type_: MachineAddressType,
     /// address itself.
     #[schemars(length(min = 1, max = 256))]
     pub address: String,
@@ -132,4 +132,23 @@ pub struct VSphereMachineStatus {
     /// deprecated: the v1beta1 conditions and failure fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedFailureStatus>,
+}
+
+/// The Cluster API address types.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MachineAddressType {
+    /// Hostname.
+    Hostname,
+    /// ExternalIP.
+    #[serde(rename = "ExternalIP")]
+    ExternalIp,
+    /// InternalIP.
+    #[serde(rename = "InternalIP")]
+    InternalIp,
+    /// ExternalDNS.
+    #[serde(rename = "ExternalDNS")]
+    ExternalDns,
+    /// InternalDNS.
+    #[serde(rename = "InternalDNS")]
+    InternalDns,
 }

@@ -12,8 +12,8 @@ use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::conditions::MetaCondition;
-use super::machine::{CLUSTER_ID_LABEL, MACHINE_ROLE_LABEL, MACHINE_TYPE_LABEL, MachineSpec};
+use crate::api::conditions::MetaCondition;
+use crate::api::machine::{CLUSTER_ID_LABEL, MACHINE_ROLE_LABEL, MACHINE_TYPE_LABEL, MachineSpec};
 
 /// Finalizer the CPMS operator puts on the ControlPlaneMachineSet.
 pub const CPMS_FINALIZER: &str = "controlplanemachineset.machine.openshift.io";

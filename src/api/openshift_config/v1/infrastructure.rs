@@ -210,18 +210,3 @@ mod tests {
         assert_eq!(serde_json::to_value(&i).unwrap(), v);
     }
 }
-
-/// The `infrastructure.cluster.x-k8s.io` versions (Cluster API's infrastructure group, not
-/// OpenShift's config kind above) grow here, one directory per version; the v1beta1 types move
-/// in from `src/api/` once nothing else is being edited there.
-pub mod v1beta2;
-
-/// The version this provider's typed objects are written against: the planners, the
-/// controllers' requests, the admission rules and local mode all see v1beta1 Rust types. The
-/// API server stores [`STORAGE_API_VERSION`] and converts through our webhook at the edge.
-pub const TYPED_API_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
-
-/// The version the API server stores every `infrastructure.cluster.x-k8s.io` kind in, as CAPV
-/// v1.16+ does: v1beta2. Objects stored as v1beta1 by earlier releases are rewritten by the
-/// manager's storage migration ([`crate::controllers::storage_migration`]).
-pub const STORAGE_API_VERSION: &str = v1beta2::API_VERSION;

@@ -20,9 +20,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::conditions::CapiCondition;
-use super::deployment_zone::V1Beta2Status;
-use super::failure_domain::DhcpOverrides;
+use crate::api::conditions::CapiCondition;
+use crate::api::deployment_zone::V1Beta2Status;
+use crate::api::failure_domain::DhcpOverrides;
 
 /// Finalizer CAPV puts on every VSphereMachine.
 pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s.io";
@@ -333,24 +333,7 @@ pub struct VSphereVmNamingStrategy {
     pub template: Option<String>,
 }
 
-/// The Cluster API address types.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum MachineAddressType {
-    /// Hostname.
-    Hostname,
-    /// ExternalIP.
-    #[serde(rename = "ExternalIP")]
-    ExternalIp,
-    /// InternalIP.
-    #[serde(rename = "InternalIP")]
-    InternalIp,
-    /// ExternalDNS.
-    #[serde(rename = "ExternalDNS")]
-    ExternalDns,
-    /// InternalDNS.
-    #[serde(rename = "InternalDNS")]
-    InternalDns,
-}
+pub use crate::api::infrastructure::v1beta2::vsphere_machine::MachineAddressType;
 
 /// MachineAddress contains information for the node's address.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -587,7 +570,7 @@ pub struct VSphereVMStatus {
     /// UUID, the phase and conditions), in the shape of an OpenShift Machine's status. The
     /// fields above are derived from it for CAPV's readers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::preserve_unknown_object")]
     pub actuator_state: Option<serde_json::Value>,
 }
 

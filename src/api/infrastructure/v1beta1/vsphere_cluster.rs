@@ -13,8 +13,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::conditions::CapiCondition;
-use super::deployment_zone::V1Beta2Status;
+use crate::api::conditions::CapiCondition;
+use crate::api::deployment_zone::V1Beta2Status;
 
 /// Finalizer CAPV puts on every VSphereCluster.
 pub const CLUSTER_FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";

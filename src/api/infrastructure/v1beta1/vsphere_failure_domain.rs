@@ -88,57 +88,7 @@ pub struct FailureDomain {
     pub auto_configure: Option<bool>,
 }
 
-/// What a region or zone tag is attached to (the default, Datacenter, is only for building
-/// values in code; the field is required).
-#[derive(
-    Serialize,
-    Deserialize,
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    JsonSchema,
-)]
-pub enum FailureDomainType {
-    /// A datacenter.
-    #[default]
-    Datacenter,
-    /// A compute cluster.
-    ComputeCluster,
-    /// The hosts of a host group.
-    HostGroup,
-}
-
-impl FailureDomainType {
-    /// The JSON value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureDomainType::Datacenter => "Datacenter",
-            FailureDomainType::ComputeCluster => "ComputeCluster",
-            FailureDomainType::HostGroup => "HostGroup",
-        }
-    }
-
-    /// How wide the failure domain is: Datacenter (3) ⊃ ComputeCluster (2) ⊃ HostGroup (1).
-    pub fn breadth(self) -> u8 {
-        match self {
-            FailureDomainType::Datacenter => 3,
-            FailureDomainType::ComputeCluster => 2,
-            FailureDomainType::HostGroup => 1,
-        }
-    }
-}
-
-impl std::fmt::Display for FailureDomainType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::api::infrastructure::v1beta2::vsphere_failure_domain::FailureDomainType;
 
 /// Topology describes a given failure domain using vSphere constructs
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -15,7 +15,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::conditions::CapiCondition;
+use crate::api::conditions::CapiCondition;
 
 /// Finalizer the machine controller puts on every Machine.
 pub const MACHINE_FINALIZER: &str = "machine.machine.openshift.io";
@@ -212,7 +212,7 @@ pub struct LifecycleHook {
 pub struct ProviderSpec {
     /// value is an inlined, serialized representation of the resource configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::preserve_unknown_object")]
     pub value: Option<serde_json::Value>,
 }
 
@@ -239,7 +239,7 @@ pub struct MachineStatus {
     pub error_message: Option<String>,
     /// providerStatus details a Provider-specific status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::preserve_unknown_object")]
     pub provider_status: Option<serde_json::Value>,
     /// addresses is a list of addresses assigned to the machine.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -318,7 +318,7 @@ pub struct VSphereMachineProviderSpec {
     pub kind: Option<String>,
     /// Object metadata (unused; upstream manifests carry `creationTimestamp: null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::api::preserve_unknown_object")]
     pub metadata: Option<serde_json::Value>,
     /// userDataSecret contains a local reference to a secret that contains the UserData to apply
     /// to the instance
@@ -589,7 +589,7 @@ impl VSphereMachineProviderSpec {
 
     /// The JSON schema used to check a provider spec (generated like the CRD schemas).
     pub fn schema() -> serde_json::Value {
-        super::structural_schema_for::<VSphereMachineProviderSpec>()
+        crate::api::structural_schema_for::<VSphereMachineProviderSpec>()
     }
 }
 

@@ -1,7 +1,7 @@
 //! `VSphereClusterTemplate` (`infrastructure.cluster.x-k8s.io/v1beta1`, namespaced): the
 //! InfraClusterTemplate a ClusterClass names. The topology controller creates a VSphereCluster
 //! from `spec.template.spec` for each Cluster of the class. CAPV serves it in v1beta1 and
-//! v1beta2; its v1beta2 is in [`super::infrastructure::v1beta2::vsphere_cluster_template`].
+//! v1beta2; its v1beta2 is in [`crate::api::infrastructure::v1beta2::vsphere_cluster_template`].
 
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -36,8 +36,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Kind;
-use super::infrastructure::{TYPED_API_VERSION, v1beta2::API_VERSION as V1BETA2};
+use super::{TYPED_API_VERSION, v1beta2::API_VERSION as V1BETA2};
+use crate::api::Kind;
 
 /// The annotation that keeps, per source `apiVersion`, what the object's current version
 /// cannot hold.

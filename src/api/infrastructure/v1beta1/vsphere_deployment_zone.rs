@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::conditions::{CapiCondition, MetaCondition};
+use crate::api::conditions::{CapiCondition, MetaCondition};
 
 /// Finalizer CAPV puts on every zone.
 pub const ZONE_FINALIZER: &str = "vspheredeploymentzone.infrastructure.cluster.x-k8s.io";

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{LocalObjectReference, TypedLocalObjectReference
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::conditions::CapiCondition;
+use crate::api::conditions::CapiCondition;
 
 /// `ipam.cluster.x-k8s.io`.
 pub const IPAM_GROUP: &str = "ipam.cluster.x-k8s.io";
@@ -99,7 +99,7 @@ impl IpAddressClaim {
             .conditions
             .as_ref()?
             .iter()
-            .find(|c| c.status == super::conditions::STATUS_FALSE)
+            .find(|c| c.status == crate::api::conditions::STATUS_FALSE)
             .and_then(|c| c.message.as_deref())
     }
 }

@@ -10,7 +10,7 @@ use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::conditions::CapiCondition;
+use crate::api::conditions::CapiCondition;
 
 /// Annotation whose presence pauses a MachineHealthCheck.
 pub const MHC_PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";

@@ -6,7 +6,7 @@
 //! our extra precision goes into messages, never into new reasons.
 use serde::{Deserialize, Serialize};
 
-use super::conditions::MetaCondition;
+use crate::api::conditions::MetaCondition;
 
 /// `apiVersion` of the provider status.
 pub const PROVIDER_STATUS_API_VERSION: &str = "machine.openshift.io/v1beta1";
@@ -58,7 +58,7 @@ impl VSphereMachineProviderStatus {
 }
 
 /// Machine condition types and reasons (machine-api-operator `pkg/apis/machine/v1beta1`): the
-/// shared ones of [`super::conditions::machine`], plus the provider status's own.
+/// shared ones of [`crate::api::conditions::machine`], plus the provider status's own.
 pub mod condition {
     pub use crate::api::conditions::machine::*;
     /// The provider status condition upstream records for creation.

@@ -1,0 +1,3 @@
+//! `config.openshift.io/v1`.
+
+pub mod infrastructure;

@@ -1,0 +1,3 @@
+//! `machine.openshift.io/v1`: ControlPlaneMachineSet.
+
+pub mod control_plane_machine_set;
