@@ -81,12 +81,12 @@ fn zones(
                 thumbprint: None,
                 identity_ref: None,
                 server: Some("127.0.0.1".into()),
-                failure_domain: Some(name.clone()),
+                failure_domain: name.clone(),
                 control_plane: None,
-                placement_constraint: PlacementConstraint {
+                placement_constraint: Some(PlacementConstraint {
                     resource_pool: Some(format!("DC0_C{i}_RP1")),
                     folder: Some("vm".into()),
-                },
+                }),
             },
         ));
     }

@@ -220,8 +220,7 @@ async fn deletion_blocked_by_a_machine_keeps_the_finalizer_and_names_the_machine
             zone_of(api, "a").filter(|z| {
                 z.status
                     .as_ref()
-                    .and_then(|s| s.v1beta2.as_ref())
-                    .and_then(|v| v.conditions.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|c| c.iter().any(|c| c.reason == "Deleting"))
             })
         })
@@ -230,7 +229,7 @@ async fn deletion_blocked_by_a_machine_keeps_the_finalizer_and_names_the_machine
         has_finalizer(&z),
         "the finalizer stays while machines use the zone"
     );
-    let conditions = z.status.unwrap().v1beta2.unwrap().conditions.unwrap();
+    let conditions = z.status.unwrap().conditions.unwrap();
     let deleting: Vec<_> = conditions
         .iter()
         .filter(|c| c.reason == "Deleting")
@@ -496,8 +495,7 @@ async fn no_zone_is_reconciled_before_the_machines_are_listed() {
             zone_of(api, "a").filter(|z| {
                 z.status
                     .as_ref()
-                    .and_then(|s| s.v1beta2.as_ref())
-                    .and_then(|v| v.conditions.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|c| {
                         c.iter().any(|c| {
                             c.reason == "Deleting"

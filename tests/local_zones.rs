@@ -166,8 +166,13 @@ spec:
 
 fn zone_condition(run: &Run, zone: &str, t: &str) -> (String, String, String) {
     let z = &run.store.zones[zone];
-    let c = find_capi(z.status.as_ref().unwrap().conditions.as_deref().unwrap(), t)
-        .unwrap_or_else(|| panic!("zone {zone} has no {t} condition"));
+    let c = find_capi(
+        vsphere_provider::api::v1beta2::DeprecatedStatus::v1beta1_conditions(
+            &z.status.as_ref().unwrap().deprecated,
+        ),
+        t,
+    )
+    .unwrap_or_else(|| panic!("zone {zone} has no {t} condition"));
     (
         c.status.clone(),
         c.reason.clone().unwrap_or_default(),
@@ -268,13 +273,7 @@ async fn datacenter_and_compute_cluster_zones_verify_without_changes() {
         ] {
             assert_eq!(zone_condition(&run, z, t).0, "True", "{z} {t}");
         }
-        let v2 = run.store.zones[z]
-            .status
-            .as_ref()
-            .unwrap()
-            .v1beta2
-            .as_ref()
-            .unwrap();
+        let v2 = run.store.zones[z].status.as_ref().unwrap();
         let fdv = find_meta(v2.conditions.as_deref().unwrap(), "FailureDomainValidated").unwrap();
         assert_eq!(
             (fdv.status.as_str(), fdv.reason.as_str()),
@@ -870,8 +869,7 @@ async fn every_misconfiguration_names_the_object_and_causes_no_hot_loop() {
     let v2 = run.store.zones["wrongcat"]
         .status
         .as_ref()
-        .and_then(|s| s.v1beta2.as_ref())
-        .and_then(|v| v.conditions.as_deref())
+        .and_then(|s| s.conditions.as_deref())
         .and_then(|c| c.iter().find(|c| c.type_ == "FailureDomainValidated"))
         .map(|c| (c.status.clone(), c.reason.clone()))
         .unwrap();

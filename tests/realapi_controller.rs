@@ -291,8 +291,11 @@ async fn assert_zones_ready_and_published(
 /// One manager at a time: they share the leader Lease, and the webhooks are cluster-wide.
 static ONE_MANAGER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A v1beta1 condition of a zone read at v1beta2 (the hub keeps them for v1beta1 readers under
+/// `status.deprecated.v1beta1`).
 fn condition(status: &Value, type_: &str) -> Option<String> {
-    status["conditions"]
+    status
+        .pointer("/deprecated/v1beta1/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)

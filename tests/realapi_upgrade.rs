@@ -4,11 +4,14 @@
 //! The previous release stored every infrastructure kind as v1beta1 and served v1beta2 without a
 //! conversion webhook; its CRDs are tests/fixtures/crds/previous (crds/ of that release,
 //! verbatim). This release stores v1beta2 and converts through its webhook. The test:
-//! 1. installs the previous CRDs and, on them, reconciles a zone, a Cluster API cluster and a
-//!    machine to ready (a VM powered on in the zone), plus a VSphereMachineTemplate, a
-//!    VSphereClusterTemplate and a VSphereClusterIdentity. The controllers are this release's,
-//!    standing in for the previous manager: at v1beta1 they write what it wrote, and the
-//!    storage migration they run must leave CRDs that still store v1beta1 alone;
+//! 1. installs the previous CRDs, on which this release's manager refuses to start (it writes
+//!    zones at v1beta2, which those CRDs would store unconverted), and, on them, reconciles a
+//!    zone, a Cluster API cluster and a machine to ready (a VM powered on in the zone), plus a
+//!    VSphereMachineTemplate, a VSphereClusterTemplate and a VSphereClusterIdentity. The
+//!    controllers are this release's, standing in for the previous manager, with our
+//!    conversion webhook added to the previous CRDs so that what they write at v1beta2 is
+//!    stored as the v1beta1 the previous manager wrote; the storage migration they run must
+//!    leave CRDs that still store v1beta1 alone;
 //! 2. reads every object's bytes in etcd: v1beta1;
 //! 3. upgrades the CRDs (crds/ and the conversion webhook, as `kubectl apply -k config/crd`);
 //!    every object reads back at v1beta1 unchanged, and at v1beta2 with the contract's fields;
@@ -41,6 +44,7 @@ use realapi::{ControlPlane, Identity, control_plane};
 use serde_json::{Value, json};
 use vcsim::Vcsim;
 use vsphere_provider::api::{INFRA_GROUP, Kind};
+use vsphere_provider::controllers::startup::{self, NotServed};
 use vsphere_provider::controllers::storage_migration::{self, Outcome};
 use vsphere_provider::vcenter::stats::CallKind;
 
@@ -158,6 +162,26 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
         assert_eq!(stores, [&json!("v1beta1")], "{kind}: the previous CRDs");
         assert_ne!(crd["spec"]["conversion"]["strategy"], "Webhook", "{kind}");
     }
+    // This release's manager against the previous CRDs waits for the upgrade and says why: it
+    // writes zones at v1beta2, which those CRDs would store unconverted as v1beta1.
+    let sa = cp.client(&Identity::Controller).await;
+    let refused = startup::check(&sa, "test").await.unwrap_err();
+    assert!(
+        matches!(&refused, NotServed::CrdOlderThanManager { kind, writes, .. }
+            if kind == "VSphereFailureDomain" && writes == "v1beta2"),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("kubectl apply -k config/crd"),
+        "{refused}"
+    );
+    // The stand-in previous manager is this release's (module documentation). Its zones are
+    // typed at v1beta2, so the previous CRDs get our conversion webhook (storage stays
+    // v1beta1): the webhook stores those writes as the v1beta1 zones the previous release
+    // wrote.
+    cp.conversion_to(cp.conversion_port).unwrap();
+    startup::check(&sa, "test").await.unwrap();
+
     let ns = cp.namespace("upgrade");
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let (user, password) = sim.credentials();
@@ -270,7 +294,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     for o in &objects {
         assert_eq!(
             stored_as(cp, o).await,
-            Kind::VSphereCluster.api_version(),
+            "infrastructure.cluster.x-k8s.io/v1beta1",
             "{o:?}"
         );
     }
@@ -306,7 +330,6 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     assert!(machine["spec"].get("failureDomain").is_none(), "{machine}");
 
     // 4. Storage migration: all kinds but VSphereMachine directly, as the controller.
-    let sa = cp.client(&Identity::Controller).await;
     for kind in infrastructure_kinds() {
         if kind == Kind::VSphereMachine {
             continue;

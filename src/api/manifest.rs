@@ -191,10 +191,10 @@ impl LoadedObject {
         object_type(self.api_version(), self.kind())
     }
 
-    /// The typed object, in the storage version (v1beta2 objects are converted to v1beta1).
-    /// Fields the types do not know are dropped.
+    /// The typed object, at the version of its kind's Rust type (a manifest at the other served
+    /// version is converted first). Fields the types do not know are dropped.
     pub fn typed(&self) -> Result<Object, serde_json::Error> {
-        let v = super::v1beta2::to_v1beta1(&self.value);
+        let v = super::conversion::to_typed(&self.value);
         Ok(match self.object_type() {
             ObjectType::Served(Kind::VSphereFailureDomain) => {
                 Object::FailureDomain(serde_json::from_value(v)?)

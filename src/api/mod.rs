@@ -37,8 +37,11 @@ pub use cluster_api::{capi_core, ipam};
 pub use infrastructure::conversion;
 pub use infrastructure::v1beta1::{
     vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
-    vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
     vsphere_machine,
+};
+// Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
+pub use infrastructure::v1beta2::{
+    vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -135,12 +138,13 @@ impl Kind {
         }
     }
 
-    /// `group/version`.
+    /// The `group/version` of this kind's Rust type, which the planners, the controllers'
+    /// requests, admission rules and local mode work on: the hub (v1beta2) for the kinds moved
+    /// onto it, v1beta1 for the others (docs/dev/hub-types.md moves them kind by kind).
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::VSphereFailureDomain
-            | Kind::VSphereDeploymentZone
-            | Kind::VSphereCluster
+            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone => infrastructure::HUB,
+            Kind::VSphereCluster
             | Kind::VSphereClusterIdentity
             | Kind::VSphereMachine
             | Kind::VSphereMachineTemplate
@@ -176,28 +180,25 @@ impl Kind {
         )
     }
 
-    /// Every `group/version` this kind is served at; the first is the one the controllers use
-    /// ([`Kind::api_version`]), not necessarily the storage version ([`Kind::storage_version`]). Every infrastructure kind is also served as v1beta2, as CAPV v1.16+
-    /// serves it ([`infrastructure::v1beta2`]).
+    /// Every `group/version` this kind is served at, oldest first (the CRD's order). Every
+    /// infrastructure kind is served as v1beta1 (deprecated) and v1beta2, as CAPV v1.16+
+    /// serves them.
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
             Kind::Machine => &["machine.openshift.io/v1beta1"],
             Kind::MachineHealthCheck => &["machine.openshift.io/v1beta1"],
             Kind::ControlPlaneMachineSet => &["machine.openshift.io/v1"],
-            _ => &[
-                infrastructure::TYPED_API_VERSION,
-                infrastructure::v1beta2::API_VERSION,
-            ],
+            _ => &[infrastructure::V1BETA1, infrastructure::HUB],
         }
     }
 
-    /// The `group/version` the API server stores this kind in: v1beta2 for the infrastructure
-    /// kinds (converted by our webhook), the only served version for the others.
+    /// The `group/version` the API server stores this kind in: the hub (v1beta2) for the
+    /// infrastructure kinds, the only served version for the others.
     pub fn storage_version(self) -> &'static str {
-        if self.api_version() == infrastructure::TYPED_API_VERSION {
-            infrastructure::STORAGE_API_VERSION
-        } else {
-            self.api_version()
+        match self.api_versions() {
+            [_, .., hub] => hub,
+            [only] => only,
+            [] => self.api_version(),
         }
     }
 
@@ -211,28 +212,35 @@ impl Kind {
     /// The generated CRD for this kind (normalized, with the Cluster API contract label for
     /// the infrastructure group, as written to `crds/`).
     pub fn crd(self) -> CustomResourceDefinition {
-        use infrastructure::v1beta2 as v2;
+        use infrastructure::{v1beta1 as v1, v1beta2 as v2};
         let raw = match self {
-            Kind::VSphereFailureDomain => {
-                merge(VSphereFailureDomain::crd(), v2::VSphereFailureDomain::crd())
-            }
+            Kind::VSphereFailureDomain => merge(
+                v1::vsphere_failure_domain::VSphereFailureDomain::crd(),
+                v2::VSphereFailureDomain::crd(),
+            ),
             Kind::VSphereDeploymentZone => merge(
-                VSphereDeploymentZone::crd(),
+                v1::vsphere_deployment_zone::VSphereDeploymentZone::crd(),
                 v2::VSphereDeploymentZone::crd(),
             ),
-            Kind::VSphereCluster => merge(VSphereCluster::crd(), v2::VSphereCluster::crd()),
+            Kind::VSphereCluster => merge(
+                v1::vsphere_cluster::VSphereCluster::crd(),
+                v2::VSphereCluster::crd(),
+            ),
             Kind::VSphereClusterIdentity => merge(
-                VSphereClusterIdentity::crd(),
+                v1::vsphere_cluster_identity::VSphereClusterIdentity::crd(),
                 v2::VSphereClusterIdentity::crd(),
             ),
-            Kind::VSphereMachine => merge(VSphereMachine::crd(), v2::VSphereMachine::crd()),
+            Kind::VSphereMachine => merge(
+                v1::vsphere_machine::VSphereMachine::crd(),
+                v2::VSphereMachine::crd(),
+            ),
             Kind::VSphereMachineTemplate => merge(
-                VSphereMachineTemplate::crd(),
+                v1::vsphere_machine::VSphereMachineTemplate::crd(),
                 v2::VSphereMachineTemplate::crd(),
             ),
-            Kind::VSphereVM => merge(VSphereVM::crd(), v2::VSphereVM::crd()),
+            Kind::VSphereVM => merge(v1::vsphere_machine::VSphereVM::crd(), v2::VSphereVM::crd()),
             Kind::VSphereClusterTemplate => merge(
-                VSphereClusterTemplate::crd(),
+                v1::vsphere_cluster_template::VSphereClusterTemplate::crd(),
                 v2::VSphereClusterTemplate::crd(),
             ),
             Kind::Machine => Machine::crd(),
@@ -435,10 +443,14 @@ mod tests {
                     "Cluster"
                 }
             );
-            assert_eq!(
-                format!("{}/{}", crd.spec.group, crd.spec.versions[0].name),
-                k.api_version()
-            );
+            let served: Vec<String> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| format!("{}/{}", crd.spec.group, v.name))
+                .collect();
+            assert_eq!(served, k.api_versions(), "{k}");
+            assert!(served.contains(&k.api_version().to_string()), "{k}");
         }
         assert_eq!(
             Kind::from_type(

@@ -96,8 +96,8 @@ impl Verdict {
                 (api_version, "") => format!("{api_version} (no kind)"),
                 (api_version, kind) => format!("{api_version}/{kind}"),
             },
-            // Name the version when it is not the storage version (v1beta2 zones).
-            ObjectType::Served(k) if self.object.api_version() != k.api_version() => {
+            // Name the version when it is not the kind's first (v1beta2 beside v1beta1).
+            ObjectType::Served(k) if self.object.api_version() != k.api_versions()[0] => {
                 let version = self
                     .object
                     .api_version()
@@ -209,7 +209,7 @@ pub fn check_all(objects: Vec<LoadedObject>, ctx: &Ctx) -> Vec<Verdict> {
             ObjectType::Served(Kind::VSphereDeploymentZone) if !fds.is_empty() => {
                 if let Ok(z) =
                     serde_json::from_value::<VSphereDeploymentZone>(v.outcome.object.clone())
-                    && let Some(fd) = z.spec.failure_domain.as_deref()
+                    && let Some(fd) = z.spec.failure_domain_name()
                     && !fds.iter().any(|n| n == fd)
                 {
                     v.outcome.warnings.push(format!(

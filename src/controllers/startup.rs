@@ -15,6 +15,9 @@ use kube::Api;
 use kube::api::ListParams;
 
 use super::Shutdown;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use crate::api::Kind;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::{Machine, VSphereCluster, VSphereDeploymentZone, VSphereFailureDomain};
@@ -41,6 +44,20 @@ pub enum NotServed {
         plural: String,
         group: String,
         kind: String,
+    },
+    /// The kind's CRD stores another version than the manager writes, with no conversion
+    /// webhook to convert between them ([`crate::plan::storage_version::writable`]).
+    #[error(
+        "the CustomResourceDefinition {crd} stores {stores} and has no conversion webhook, but \
+         this manager writes {kind} at {writes}: the API server would store those writes \
+         unconverted; apply this release's CRDs with their conversion webhook \
+         (`kubectl apply -k config/crd`) first"
+    )]
+    CrdOlderThanManager {
+        crd: String,
+        stores: String,
+        kind: String,
+        writes: String,
     },
     /// The server refused to list the kind to this identity.
     #[error(
@@ -128,7 +145,60 @@ pub async fn check(client: &kube::Client, server: &str) -> Result<(), NotServed>
     served::<ControlPlaneMachineSet>(client, server).await?;
     served::<MachineHealthCheck>(client, server).await?;
     served::<Node>(client, server).await?;
+    for kind in Kind::ALL.into_iter().filter(|k| k.api_versions().len() > 1) {
+        stores_what_we_write(client, server, kind).await?;
+    }
     Ok(())
+}
+
+/// The kind's CRD takes the manager's writes as they are meant ([`NotServed::CrdOlderThanManager`]).
+async fn stores_what_we_write(
+    client: &kube::Client,
+    server: &str,
+    kind: Kind,
+) -> Result<(), NotServed> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crate::controllers::storage_migration::crd_name(kind);
+    let crd = match tokio::time::timeout(CHECK_TIMEOUT, crds.get(&name)).await {
+        Ok(Ok(crd)) => crd,
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+            let (group, _) = kind.api_version().split_once('/').unwrap_or_default();
+            return Err(NotServed::MissingCrd {
+                plural: kind.plural().into(),
+                group: group.into(),
+                kind: kind.name().into(),
+            });
+        }
+        Ok(Err(e)) => return Err(classify::<CustomResourceDefinition>(server, &e)),
+        Err(_) => {
+            return Err(NotServed::Unreachable {
+                server: server.to_string(),
+                error: format!("no answer within {CHECK_TIMEOUT:?}"),
+            });
+        }
+    };
+    let stores = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.as_str());
+    let converts = crd
+        .spec
+        .conversion
+        .as_ref()
+        .is_some_and(|c| c.strategy == "Webhook");
+    let writes = kind.api_version().rsplit('/').next().unwrap_or_default();
+    if crate::plan::storage_version::writable(stores, converts, writes) {
+        Ok(())
+    } else {
+        Err(NotServed::CrdOlderThanManager {
+            crd: name,
+            stores: stores.unwrap_or("no version").into(),
+            kind: kind.name().into(),
+            writes: writes.into(),
+        })
+    }
 }
 
 /// The wait after the `failures`-th failed check in a row (1-based): 1 s, 2 s, 4 s … 30 s.

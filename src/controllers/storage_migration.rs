@@ -44,12 +44,11 @@ pub struct Migrated {
     pub skipped: usize,
 }
 
-/// Migrates every kind whose storage version is not the one the controllers use, until each is
-/// done or `shutdown`.
+/// Migrates every kind served at more than one version (objects an earlier release stored at
+/// another one may exist, whichever version the controllers' types are), until each is done
+/// or `shutdown`.
 pub async fn run(client: Client, shutdown: Shutdown) {
-    let kinds = Kind::ALL
-        .into_iter()
-        .filter(|k| k.storage_version() != k.api_version());
+    let kinds = Kind::ALL.into_iter().filter(|k| k.api_versions().len() > 1);
     for kind in kinds {
         let mut wait = RETRY_BASE;
         loop {

@@ -281,8 +281,7 @@ pub async fn run(
             Err(msg) => {
                 let fd = z
                     .spec
-                    .failure_domain
-                    .as_ref()
+                    .failure_domain_name()
                     .and_then(|n| store.failure_domains.get(n));
                 report
                     .verdicts
@@ -311,8 +310,7 @@ pub async fn run(
                 for z in &zones {
                     let fd = z
                         .spec
-                        .failure_domain
-                        .as_ref()
+                        .failure_domain_name()
                         .and_then(|n| store.failure_domains.get(n));
                     report.verdicts.insert(
                         z.metadata.name.clone().unwrap_or_default(),
@@ -350,8 +348,7 @@ pub async fn run(
             let z = z.clone();
             if let Some(fd) = z
                 .spec
-                .failure_domain
-                .as_ref()
+                .failure_domain_name()
                 .and_then(|n| store.failure_domains.get_mut(n))
                 && let Some(refs) = with_owner(fd, &z)
             {

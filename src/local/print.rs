@@ -56,7 +56,7 @@ pub fn tables(store: &Store, report: &Report) -> String {
                 Some(false) => "False".into(),
                 None => "Unknown".into(),
             },
-            z.spec.failure_domain.clone().unwrap_or_default(),
+            z.spec.failure_domain.clone(),
             z.spec.server.clone().unwrap_or_default(),
             reason,
             message,

@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
 };
-use crate::api::deployment_zone::V1Beta2Status;
 use crate::api::deployment_zone::VSphereDeploymentZone;
+use crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status;
 use crate::api::vsphere_cluster::{FailureDomainSpec, VSphereCluster, VSphereClusterStatus};
 use crate::vcenter::model::endpoint::same_server;
 
@@ -265,7 +265,7 @@ mod tests {
             name,
             VSphereDeploymentZoneSpec {
                 server: Some(server.into()),
-                failure_domain: Some(name.into()),
+                failure_domain: name.into(),
                 control_plane: cp,
                 ..VSphereDeploymentZoneSpec::default()
             },

@@ -109,7 +109,7 @@ pub fn zone_fill(
 ) -> Result<ZoneFill, ConfigError> {
     let zname = zone.metadata.name.clone().unwrap_or_default();
     let zfield = |f: &str| format!("VSphereDeploymentZone {zname} {f}");
-    let fd_name = zone.spec.failure_domain.clone().unwrap_or_default();
+    let fd_name = zone.spec.failure_domain.clone();
     let Some(fd) = fd else {
         return Err(err(
             &zfield("spec.failureDomain"),
@@ -128,7 +128,7 @@ pub fn zone_fill(
         ),
         _ => None,
     };
-    let pool = match (&zone.spec.placement_constraint.resource_pool, cluster) {
+    let pool = match (zone.spec.resource_pool(), cluster) {
         (Some(p), scope) if !p.is_empty() => inv
             .find(
                 Wanted::ResourcePool,
@@ -159,7 +159,7 @@ pub fn zone_fill(
             ));
         }
     };
-    let folder = match &zone.spec.placement_constraint.folder {
+    let folder = match zone.spec.folder() {
         Some(f) if !f.is_empty() => inv
             .find(Wanted::Folder, f, Some(&dc.moref))
             .map_err(|e| err(&zfield("spec.placementConstraint.folder"), e.to_string()))?
@@ -576,12 +576,12 @@ mod tests {
                 thumbprint: None,
                 identity_ref: None,
                 server: Some("vc.example.com".into()),
-                failure_domain: Some("fd-a".into()),
+                failure_domain: "fd-a".into(),
                 control_plane: None,
-                placement_constraint: PlacementConstraint {
+                placement_constraint: Some(PlacementConstraint {
                     resource_pool: pool.map(str::to_string),
                     folder: folder.map(str::to_string),
-                },
+                }),
             },
         )
     }

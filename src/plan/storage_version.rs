@@ -48,6 +48,15 @@ pub fn decide(stored_versions: &[String], crd_stores: Option<&str>, storage: &st
     }
 }
 
+/// Whether the manager may write a kind at `writes` (a version name) to a CRD that stores
+/// `crd_stores` and converts through a webhook or not. Without a webhook the API server does
+/// not convert: it stores what it is sent relabelled as the storage version, so a v1beta2 zone
+/// written to the previous release's CRDs (which store v1beta1) would be stored as a v1beta1
+/// zone with v1beta2's fields, pruned and broken. The CRDs come first in an upgrade.
+pub fn writable(crd_stores: Option<&str>, converts: bool, writes: &str) -> bool {
+    converts || crd_stores == Some(writes)
+}
+
 /// What a rewrite of one object came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rewrite {
@@ -76,6 +85,20 @@ impl Rewrite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crd_without_conversion_takes_only_the_version_it_stores() {
+        // This release's CRDs (v1beta2 stored, webhook) take writes at either version.
+        assert!(writable(Some("v1beta2"), true, "v1beta1"));
+        assert!(writable(Some("v1beta2"), true, "v1beta2"));
+        // The previous release's CRDs (v1beta1 stored, no webhook): a hub-typed manager must
+        // wait for this release's CRDs.
+        assert!(!writable(Some("v1beta1"), false, "v1beta2"));
+        assert!(writable(Some("v1beta1"), false, "v1beta1"));
+        // crds/ applied without config/crd's webhook.
+        assert!(!writable(Some("v1beta2"), false, "v1beta1"));
+        assert!(!writable(None, false, "v1beta2"));
+    }
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

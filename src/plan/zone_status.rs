@@ -7,10 +7,9 @@ use super::zone::{Check, ZoneVerdict};
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, severity, zone, zone_v1beta1,
 };
-use crate::api::deployment_zone::{
-    V1Beta2Status, VSphereDeploymentZone, VSphereDeploymentZoneStatus,
-};
+use crate::api::deployment_zone::{VSphereDeploymentZone, VSphereDeploymentZoneStatus};
 use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use crate::api::machine::Machine;
 use crate::vcenter::model::endpoint::same_server;
 
@@ -41,12 +40,10 @@ pub fn apply_zone_status(
     now: &Time,
 ) -> bool {
     let before = status.clone();
-    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
-    let mut meta: Vec<MetaCondition> = status
-        .v1beta2
-        .as_mut()
-        .and_then(|v| v.conditions.take())
-        .unwrap_or_default();
+    let mut capi: Vec<CapiCondition> = std::mem::take(DeprecatedStatus::v1beta1_conditions_mut(
+        &mut status.deprecated,
+    ));
+    let mut meta: Vec<MetaCondition> = status.conditions.take().unwrap_or_default();
     for (check, (t1, t2, ok_reason)) in [
         (&verdict.vcenter, VCENTER),
         (&verdict.placement, PLACEMENT),
@@ -118,10 +115,8 @@ pub fn apply_zone_status(
         }
     }
     status.ready = Some(verdict.ready());
-    status.conditions = Some(capi);
-    status.v1beta2 = Some(V1Beta2Status {
-        conditions: Some(meta),
-    });
+    *DeprecatedStatus::v1beta1_conditions_mut(&mut status.deprecated) = capi;
+    status.conditions = Some(meta);
     *status != before
 }
 
@@ -132,8 +127,7 @@ pub fn apply_deleting(
     now: &Time,
     message: &str,
 ) {
-    let v2 = status.v1beta2.get_or_insert_with(V1Beta2Status::default);
-    let meta = v2.conditions.get_or_insert_with(Vec::new);
+    let meta = status.conditions.get_or_insert_with(Vec::new);
     for t in [
         zone::VCENTER_AVAILABLE,
         zone::PLACEMENT_CONSTRAINT_READY,
@@ -312,11 +306,7 @@ fn workspace_in_zone(m: &Machine, dz: &VSphereDeploymentZone, fd: &VSphereFailur
     let dc_ok = same_path(&field("datacenter"), &fd.spec.topology.datacenter);
     let pool = field("resourcePool");
     let pool_ok = match (
-        dz.spec
-            .placement_constraint
-            .resource_pool
-            .as_deref()
-            .filter(|s| !s.is_empty()),
+        dz.spec.resource_pool().filter(|s| !s.is_empty()),
         fd.spec.topology.compute_cluster.as_deref(),
     ) {
         (Some(rp), _) => same_path(&pool, rp),
@@ -351,7 +341,7 @@ mod tests {
 
     #[test]
     fn machines_match_the_zone_cluster_by_path_components() {
-        use crate::api::deployment_zone::{PlacementConstraint, VSphereDeploymentZoneSpec};
+        use crate::api::deployment_zone::VSphereDeploymentZoneSpec;
         use crate::api::failure_domain::{
             FailureDomain, FailureDomainType, Topology, VSphereFailureDomainSpec,
         };
@@ -361,9 +351,9 @@ mod tests {
                 thumbprint: None,
                 identity_ref: None,
                 server: Some("vc".into()),
-                failure_domain: Some("fd".into()),
+                failure_domain: "fd".into(),
                 control_plane: None,
-                placement_constraint: PlacementConstraint::default(),
+                placement_constraint: None,
             },
         );
         let side = |t| FailureDomain {

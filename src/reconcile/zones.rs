@@ -140,7 +140,7 @@ pub async fn reconcile_server(
     tags: &mut TagCatalog,
     dry_run: bool,
 ) -> ServerRun {
-    let fd_of = |z: &VSphereDeploymentZone| z.spec.failure_domain.as_ref().and_then(|n| fds.get(n));
+    let fd_of = |z: &VSphereDeploymentZone| z.spec.failure_domain_name().and_then(|n| fds.get(n));
     let mut sweep = ZoneSweep {
         zones: zones.iter().map(|z| (*z, fd_of(z))).collect(),
         covers: zones.iter().filter_map(|z| fd_of(z)).collect(),

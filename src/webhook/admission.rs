@@ -337,6 +337,10 @@ fn validate_layers(
     };
     let mut rules = Vec::new();
     match run_rules(kind, new, old, ctx, layers, &mut rules, &mut warnings) {
+        // What the rules miss in an absent spec is the spec itself.
+        Ok(()) if spec_missing && !rules.is_empty() => {
+            rules = vec![FieldError::required("spec", "")];
+        }
         Ok(()) => {}
         Err(_) if spec_missing => {
             if !schema_paths.contains("spec") {
@@ -349,13 +353,13 @@ fn validate_layers(
         Err(e) if errors.is_empty() => errors.push(FieldError::invalid_type("spec", "object", format!("cannot decode: {e}"))),
         Err(_) => {}
     }
-    let at_v1beta2 = api_version == crate::api::v1beta2::API_VERSION;
+    let converted = api_version != kind.api_version() && kind.api_versions().len() > 1;
     errors.extend(
         rules
             .into_iter()
             .map(|e| {
-                if at_v1beta2 {
-                    at_request_version(e, new)
+                if converted {
+                    at_request_version(e, api_version, new)
                 } else {
                     e
                 }
@@ -367,11 +371,11 @@ fn validate_layers(
     (errors, warnings)
 }
 
-/// A rule's error, found on the storage version, as the v1beta2 request `request` reads: the
-/// field under its v1beta2 name, and the value the user wrote there (`60`, not the `"1m0s"` it
+/// A rule's error, found on the kind's Rust type, as the request `request` at `version` reads:
+/// the field under its name there, and the value the user wrote (`60`, not the `"1m0s"` it
 /// converts to).
-fn at_request_version(mut e: FieldError, request: &Value) -> FieldError {
-    let path = crate::api::conversion::field_path_at_v1beta2(&e.path);
+fn at_request_version(mut e: FieldError, version: &str, request: &Value) -> FieldError {
+    let path = crate::api::conversion::field_path_at(version, &e.path);
     if path != e.path {
         if e.value.is_some()
             && let Some(v) = value_at(request, &path)
@@ -410,9 +414,10 @@ fn run_rules(
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<String>,
 ) -> Result<(), serde_json::Error> {
-    // The rules are written against the storage version; other served versions convert to it.
-    let new = &crate::api::v1beta2::to_v1beta1(new);
-    let old_converted = old.map(crate::api::v1beta2::to_v1beta1);
+    let request = new;
+    // The rules are written against the kind's Rust type; other served versions convert to it.
+    let new = &crate::api::conversion::to_typed(new);
+    let old_converted = old.map(crate::api::conversion::to_typed);
     let old = old_converted.as_ref();
     // CRD layer: the CEL rules (only ControlPlaneMachineSet has any).
     if kind == Kind::ControlPlaneMachineSet {
@@ -440,6 +445,7 @@ fn run_rules(
                 Some(o) => errors.extend(super::deployment_zone::validate_update(&o, &n, ctx)),
                 None => errors.extend(super::deployment_zone::validate_create(&n, ctx)),
             }
+            errors.extend(super::deployment_zone::validate_placement(request));
         }
         Kind::VSphereCluster => {
             let n: VSphereCluster = decode(new)?;
@@ -630,7 +636,7 @@ mod tests {
 
     #[test]
     fn errors_on_a_v1beta2_request_name_its_own_fields() {
-        // The rules read the storage version (v1beta1); a v1beta2 user must be told about the
+        // The rules read VSphereMachine's Rust type (v1beta1); a v1beta2 user must be told about the
         // fields they wrote, under their names and with their values.
         let template = |api_version: &str, spec: Value| {
             json!({"apiVersion": api_version, "kind": "VSphereMachineTemplate",

@@ -46,7 +46,7 @@ pub fn validate_create(zone: &VSphereDeploymentZone, ctx: &Ctx) -> Vec<FieldErro
     {
         errors.push(FieldError::invalid_str("spec.thumbprint", t, reason));
     }
-    match spec.failure_domain.as_deref() {
+    match spec.failure_domain_name() {
         None | Some("") => errors.push(FieldError::required(
             "spec.failureDomain",
             "must name a VSphereFailureDomain",
@@ -65,24 +65,30 @@ pub fn validate_create(zone: &VSphereDeploymentZone, ctx: &Ctx) -> Vec<FieldErro
             }
         }
     }
-    let pc = &spec.placement_constraint;
-    if pc.resource_pool.is_none() && pc.folder.is_none() {
+    errors
+}
+
+/// The placement constraint as the request wrote it: at least one of `resourcePool` and
+/// `folder`, neither empty. Judged on the request's JSON, not the typed zone: an empty string
+/// is valid at v1beta1 but has no place at v1beta2 (minLength 1), so converting a v1beta1
+/// request to the zone's type drops it, and the user would be told the wrong thing.
+pub fn validate_placement(request: &Value) -> Vec<FieldError> {
+    let pc = request.pointer("/spec/placementConstraint");
+    let field = |name: &str| pc.and_then(|pc| pc.get(name)).filter(|v| !v.is_null());
+    let mut errors = Vec::new();
+    if field("resourcePool").is_none() && field("folder").is_none() {
         errors.push(FieldError::required(
             "spec.placementConstraint",
             "must set resourcePool, folder or both",
         ));
     }
-    if pc.resource_pool.as_deref() == Some("") {
-        errors.push(FieldError::required(
-            "spec.placementConstraint.resourcePool",
-            "cannot be empty if set",
-        ));
-    }
-    if pc.folder.as_deref() == Some("") {
-        errors.push(FieldError::required(
-            "spec.placementConstraint.folder",
-            "cannot be empty if set",
-        ));
+    for name in ["resourcePool", "folder"] {
+        if field(name).and_then(Value::as_str) == Some("") {
+            errors.push(FieldError::required(
+                &format!("spec.placementConstraint.{name}"),
+                "cannot be empty if set",
+            ));
+        }
     }
     errors
 }
@@ -123,12 +129,12 @@ mod tests {
                 thumbprint: None,
                 identity_ref: None,
                 server: server.map(Into::into),
-                failure_domain: fd.map(Into::into),
+                failure_domain: fd.map(Into::into).unwrap_or_default(),
                 control_plane: None,
-                placement_constraint: PlacementConstraint {
+                placement_constraint: Some(PlacementConstraint {
                     resource_pool: rp.map(Into::into),
                     folder: folder.map(Into::into),
-                },
+                }),
             },
         )
     }
@@ -194,27 +200,28 @@ mod tests {
 
     #[test]
     fn placement_constraint_required_and_non_empty() {
-        let e = validate_create(&zone(Some("vc"), Some("a"), None, None), &Ctx::default());
+        let request = |pc: Value| serde_json::json!({"spec": {"placementConstraint": pc}});
         assert_eq!(
-            shown(&e),
+            shown(&validate_placement(&serde_json::json!({"spec": {}}))),
             ["spec.placementConstraint: Required value: must set resourcePool, folder or both"]
         );
-        let e = validate_create(
-            &zone(Some("vc"), Some("a"), Some(""), Some("vm")),
-            &Ctx::default(),
+        assert_eq!(
+            shown(&validate_placement(&request(serde_json::json!({})))),
+            ["spec.placementConstraint: Required value: must set resourcePool, folder or both"]
         );
         assert_eq!(
-            shown(&e),
+            shown(&validate_placement(&request(
+                serde_json::json!({"resourcePool": "", "folder": "vm"})
+            ))),
             ["spec.placementConstraint.resourcePool: Required value: cannot be empty if set"]
         );
-        let e = validate_create(
-            &zone(Some("vc"), Some("a"), Some("rp"), Some("")),
-            &Ctx::default(),
-        );
         assert_eq!(
-            shown(&e),
+            shown(&validate_placement(&request(
+                serde_json::json!({"resourcePool": "rp", "folder": ""})
+            ))),
             ["spec.placementConstraint.folder: Required value: cannot be empty if set"]
         );
+        assert!(validate_placement(&request(serde_json::json!({"folder": "vm"}))).is_empty());
     }
 
     #[test]
@@ -256,10 +263,13 @@ mod tests {
     fn failure_domain_immutable() {
         let old = good();
         let mut new = good();
-        new.spec.placement_constraint.folder = Some("other".into());
+        new.spec.placement_constraint = Some(PlacementConstraint {
+            folder: Some("other".into()),
+            ..Default::default()
+        });
         new.spec.server = Some("vc2.example.com".into());
         assert!(validate_update(&old, &new, &Ctx::default()).is_empty());
-        new.spec.failure_domain = Some("zone-b".into());
+        new.spec.failure_domain = "zone-b".into();
         assert_eq!(
             shown(&validate_update(&old, &new, &Ctx::default())),
             ["spec.failureDomain: Invalid value: \"zone-b\": field is immutable"]

@@ -80,12 +80,13 @@ pub enum Endpoint {
     Mutate,
 }
 
-/// The URL path of a kind's endpoint (controller-runtime's convention).
+/// The URL path of a kind's endpoint (controller-runtime's convention), named after the kind's
+/// oldest served version. The path is only a name (each endpoint admits every served version),
+/// so it stays put when the Rust types move to another version: the webhook configurations
+/// installed in clusters keep pointing at it.
 pub fn path(kind: Kind, endpoint: Endpoint) -> String {
-    let (group, version) = kind
-        .api_version()
-        .split_once('/')
-        .unwrap_or(("", kind.api_version()));
+    let oldest = kind.api_versions()[0];
+    let (group, version) = oldest.split_once('/').unwrap_or(("", oldest));
     let prefix = match endpoint {
         Endpoint::Validate => "validate",
         Endpoint::Mutate => "mutate",

@@ -32,7 +32,7 @@ fn failure_domains_on_server(
             .server
             .as_deref()
             .is_some_and(|s| same_server(s, server));
-        let Some(name) = z.spec.failure_domain.as_deref().filter(|_| on_server) else {
+        let Some(name) = z.spec.failure_domain_name().filter(|_| on_server) else {
             continue;
         };
         if let Some(Ok(fd)) = ctx.stores.failure_domains.get(None, name) {

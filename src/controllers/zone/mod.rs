@@ -46,10 +46,7 @@ pub fn zones_using(
 ) -> Vec<ObjectRef<DeserializeGuard<VSphereDeploymentZone>>> {
     zones
         .iter()
-        .filter(|z| {
-            z.0.as_ref()
-                .is_ok_and(|z| z.spec.failure_domain.as_deref() == Some(fd_name))
-        })
+        .filter(|z| z.0.as_ref().is_ok_and(|z| z.spec.failure_domain == fd_name))
         .map(|z| ObjectRef::from_obj(z.as_ref()))
         .collect()
 }
@@ -119,7 +116,7 @@ fn failure_domain_of(
     zone: &VSphereDeploymentZone,
     ctx: &Context,
 ) -> Result<Option<VSphereFailureDomain>, Error> {
-    let Some(name) = zone.spec.failure_domain.as_deref() else {
+    let Some(name) = zone.spec.failure_domain_name() else {
         return Ok(None);
     };
     match ctx.stores.failure_domains.get(None, name) {
@@ -160,7 +157,7 @@ mod tests {
         Arc::new(VSphereDeploymentZone::new(
             name,
             VSphereDeploymentZoneSpec {
-                failure_domain: Some(fd.into()),
+                failure_domain: fd.into(),
                 ..VSphereDeploymentZoneSpec::default()
             },
         ))

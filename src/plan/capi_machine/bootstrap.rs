@@ -19,7 +19,7 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Map, Value, json};
 
-use crate::api::failure_domain::DhcpOverrides;
+use crate::api::infrastructure::v1beta1::vsphere_failure_domain::DhcpOverrides;
 use crate::api::vsphere_machine::{NetworkDeviceSpec, NetworkRouteSpec};
 use crate::plan::machine::user_data::Payload;
 

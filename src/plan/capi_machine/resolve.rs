@@ -42,6 +42,7 @@ use super::naming;
 use crate::api::capi_core::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CapiCluster, CapiMachine};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{NetworkConfiguration, VSphereFailureDomain};
+use crate::api::infrastructure::v1beta1::vsphere_failure_domain as v1beta1;
 use crate::api::machine::{self as mapi, VSphereMachineProviderSpec, Workspace};
 use crate::api::vsphere_cluster::VSphereCluster;
 use crate::api::vsphere_machine::{
@@ -189,7 +190,7 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
                 ),
             );
         }
-        let fd_name = zone.spec.failure_domain.clone().unwrap_or_default();
+        let fd_name = zone.spec.failure_domain.clone();
         let Some(fd) = input.failure_domains.get(&fd_name) else {
             return wait(
                 reason::WAITING_FOR_FAILURE_DOMAIN,
@@ -302,11 +303,10 @@ pub fn apply_failure_domain(
     }
     let topo = &fd.spec.topology;
     spec.datacenter = Some(topo.datacenter.clone());
-    let pc = &zone.spec.placement_constraint;
-    if let Some(f) = given(&pc.folder) {
+    if let Some(f) = zone.spec.folder().filter(|f| !f.trim().is_empty()) {
         spec.folder = Some(f.to_string());
     }
-    if let Some(p) = given(&pc.resource_pool) {
+    if let Some(p) = zone.spec.resource_pool().filter(|p| !p.trim().is_empty()) {
         spec.resource_pool = Some(p.to_string());
     } else if let Some(c) = given(&topo.compute_cluster)
         && given(&spec.resource_pool).is_none()
@@ -365,18 +365,21 @@ fn merge_configuration(d: &mut NetworkDeviceSpec, nc: &NetworkConfiguration) {
     };
     set(&mut d.nameservers, &nc.nameservers);
     set(&mut d.search_domains, &nc.search_domains);
-    if nc.dhcp4_overrides.is_some() {
-        d.dhcp4_overrides.clone_from(&nc.dhcp4_overrides);
+    if let Some(o) = &nc.dhcp4_overrides {
+        d.dhcp4_overrides = Some(o.into());
     }
-    if nc.dhcp6_overrides.is_some() {
-        d.dhcp6_overrides.clone_from(&nc.dhcp6_overrides);
+    if let Some(o) = &nc.dhcp6_overrides {
+        d.dhcp6_overrides = Some(o.into());
     }
     if nc
         .addresses_from_pools
         .as_ref()
         .is_some_and(|a| !a.is_empty())
     {
-        d.addresses_from_pools.clone_from(&nc.addresses_from_pools);
+        d.addresses_from_pools = nc
+            .addresses_from_pools
+            .as_ref()
+            .map(|pools| pools.iter().map(v1beta1::pool_reference).collect());
     }
 }
 

@@ -18,7 +18,7 @@ use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, common, identity, identity_v1beta1,
     severity,
 };
-use crate::api::deployment_zone::V1Beta2Status;
+use crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status;
 
 /// Why the identity is paused, if it is: its `cluster.x-k8s.io/paused` annotation (it belongs
 /// to no Cluster, so that is the only way; CAPV's `EnsurePausedCondition` without a Cluster).

@@ -702,16 +702,18 @@ mod tests {
     fn skipped_zones_hold_the_v1beta2_ready_false_but_not_status_ready() {
         // CAPV: v1beta2 Ready summarizes FailureDomainsReady too; v1beta1 Ready only vCenter.
         let mut s = VSphereClusterStatus {
-            v1beta2: Some(crate::api::deployment_zone::V1Beta2Status {
-                conditions: Some(vec![MetaCondition {
-                    type_: "FailureDomainsReady".into(),
-                    status: "False".into(),
-                    reason: "NotReady".into(),
-                    message: "one or more failure domains are not ready (z2)".into(),
-                    observed_generation: None,
-                    last_transition_time: now(),
-                }]),
-            }),
+            v1beta2: Some(
+                crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status {
+                    conditions: Some(vec![MetaCondition {
+                        type_: "FailureDomainsReady".into(),
+                        status: "False".into(),
+                        reason: "NotReady".into(),
+                        message: "one or more failure domains are not ready (z2)".into(),
+                        observed_generation: None,
+                        last_transition_time: now(),
+                    }]),
+                },
+            ),
             ..VSphereClusterStatus::default()
         };
         apply(&mut s, &Stage::Connected(Ok("8.0.3".into())), None, &now());

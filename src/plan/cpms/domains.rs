@@ -29,7 +29,7 @@ pub fn domain_states(
     let mut out = Domains::default();
     for name in cpms.spec.vsphere_failure_domains() {
         if let Some(z) = zones.get(name) {
-            let fd = z.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+            let fd = z.spec.failure_domain_name().and_then(|f| fds.get(f));
             let server = z.spec.server.as_deref().unwrap_or_default();
             // Why a zone does not resolve is kept (as for Infrastructure domains): the set's
             // events name it instead of a machine silently not being placed.

@@ -200,6 +200,7 @@ pub fn unresolved_identity_refs<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::infrastructure::v1beta2::common as hub;
     use crate::api::vsphere_cluster::{VSphereClusterSpec, VSphereIdentityReference};
     use k8s_openapi::ByteString;
     use kube::api::ObjectMeta;
@@ -595,8 +596,8 @@ mod tests {
     #[test]
     fn a_zone_acts_as_its_own_identity_from_the_controllers_namespace_only() {
         let mut z = crate::api::VSphereDeploymentZone::new("zone-a", Default::default());
-        z.spec.identity_ref = Some(VSphereIdentityReference {
-            kind: VSphereIdentityKind::Secret,
+        z.spec.identity_ref = Some(hub::VSphereIdentityReference {
+            kind: hub::VSphereIdentityKind::Secret,
             name: "zone-creds".into(),
         });
         let p = principal::for_zone(&z);
@@ -760,8 +761,8 @@ mod tests {
         );
         // A zone may name any identity (zones are admin-owned; allowedNamespaces is for tenants).
         let mut z = crate::api::VSphereDeploymentZone::new("z", Default::default());
-        z.spec.identity_ref = Some(VSphereIdentityReference {
-            kind: VSphereIdentityKind::VSphereClusterIdentity,
+        z.spec.identity_ref = Some(hub::VSphereIdentityReference {
+            kind: hub::VSphereIdentityKind::VSphereClusterIdentity,
             name: "nobody".into(),
         });
         let id = resolve(

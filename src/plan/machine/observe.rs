@@ -87,14 +87,14 @@ pub fn machine_placement(
                     placement::DEPLOYMENT_ZONE_LABEL
                 ));
             };
-            if let Some(f) = zone.spec.failure_domain.as_ref()
+            if let Some(f) = zone.spec.failure_domain_name()
                 && !fds.contains_key(f)
             {
                 return pending(format!(
                     "VSphereFailureDomain {f:?} of VSphereDeploymentZone {zname:?} not found"
                 ));
             }
-            let fd = zone.spec.failure_domain.as_ref().and_then(|f| fds.get(f));
+            let fd = zone.spec.failure_domain_name().and_then(|f| fds.get(f));
             match placement::zone_fill(zone, fd, inv) {
                 Ok(fill) => {
                     let labels = (fill.region.clone(), fill.zone.clone());

@@ -43,7 +43,7 @@ pub fn plan_zone_against(
         placement_refs: None,
         failures: Vec::new(),
     };
-    let fd_name = dz.spec.failure_domain.clone().unwrap_or_default();
+    let fd_name = dz.spec.failure_domain.clone();
     let Some(fd) = fd else {
         v.failure_domain_missing = true;
         v.failure_domain = Check::failed(
@@ -110,10 +110,9 @@ pub fn plan_zone_against(
         && cluster.is_none();
 
     // Placement constraint: pool scoped to the cluster when there is one.
-    let pc = &dz.spec.placement_constraint;
     let mut placement_failures: Vec<(&'static str, &'static str, String)> = Vec::new();
     let mut pool: Option<&Entity> = None;
-    if let Some(rp) = pc.resource_pool.as_deref().filter(|s| !s.is_empty()) {
+    if let Some(rp) = dz.spec.resource_pool().filter(|s| !s.is_empty()) {
         let scope = cluster.map(|c| &c.moref).unwrap_or(&dc.moref);
         match inv.find(Wanted::ResourcePool, rp, Some(scope)) {
             Ok(p) => pool = Some(p),
@@ -157,7 +156,7 @@ pub fn plan_zone_against(
     // network folder of the same name.
     let vm_folder = inv.at_path(&format!("{}/vm", dc.path));
     let folder_scope = vm_folder.map(|f| &f.moref).unwrap_or(&dc.moref);
-    let folder = match pc.folder.as_deref().filter(|s| !s.is_empty()) {
+    let folder = match dz.spec.folder().filter(|s| !s.is_empty()) {
         // `vm`, `capi`, `vm/capi` and `/DC0/vm/capi` all resolve within the vm folder.
         Some(f) => match inv.find(Wanted::Folder, f, Some(folder_scope)) {
             Ok(folder) => Some(folder),

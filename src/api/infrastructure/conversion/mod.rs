@@ -122,6 +122,41 @@ pub fn field_path_at_v1beta2(path: &str) -> String {
         .join(".")
 }
 
+/// `object` at the version of its kind's Rust type ([`Kind::api_version`]), for the edges that
+/// decode what a user or another version wrote (admission rules, the manifest loader). Objects
+/// of kinds not served here come back unchanged, and so does one that cannot be converted:
+/// decoding it then says what is wrong ([`convert`] names the field).
+pub fn to_typed(object: &Value) -> Value {
+    let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
+    match Kind::from_type(text("apiVersion"), text("kind")) {
+        Some(kind) if text("apiVersion") != kind.api_version() => {
+            convert(object, kind.api_version()).unwrap_or_else(|_| object.clone())
+        }
+        _ => object.clone(),
+    }
+}
+
+/// A field path as it reads at `version`, for a path found on the other served version of
+/// the kind (`spec.template.spec.guestSoftPowerOffTimeout` at v1beta1 is
+/// `…guestSoftPowerOffTimeoutSeconds` at v1beta2): what an error about a request at `version`
+/// must name when the rules that found it read another one. Fields both versions name alike
+/// come back unchanged.
+pub fn field_path_at(version: &str, path: &str) -> String {
+    if version == V1BETA2 {
+        return field_path_at_v1beta2(path);
+    }
+    path.split('.')
+        .map(|segment| {
+            let (name, rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+            match machine::RENAMED.iter().find(|(_, new)| *new == name) {
+                Some((old, _)) => format!("{old}{rest}"),
+                None => segment.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// Converts `object` to `desired` (a `group/version`), keeping what the target version cannot
 /// hold in [`CONVERSION_DATA`] and restoring what an earlier conversion kept there.
 pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> {

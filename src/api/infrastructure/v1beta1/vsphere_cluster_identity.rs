@@ -16,8 +16,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::vsphere_deployment_zone::V1Beta2Status;
 use crate::api::conditions::CapiCondition;
-use crate::api::deployment_zone::V1Beta2Status;
 
 /// CAPV's finalizer on a VSphereClusterIdentity (`VSphereClusterIdentityFinalizer`): the
 /// identity outlives its deletion until its Secret's finalizer is released.

@@ -11,9 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::conditions::{CapiCondition, MetaCondition};
 
-/// Finalizer CAPV puts on every zone.
-pub const ZONE_FINALIZER: &str = "vspheredeploymentzone.infrastructure.cluster.x-k8s.io";
-
 /// VSphereDeploymentZoneSpec defines the desired state of VSphereDeploymentZone.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -126,11 +123,4 @@ pub struct V1Beta2Status {
     #[schemars(length(max = 32))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<MetaCondition>>,
-}
-
-impl VSphereDeploymentZoneSpec {
-    /// `controlPlane`, defaulting to true as upstream does.
-    pub fn is_control_plane(&self) -> bool {
-        self.control_plane.unwrap_or(true)
-    }
 }

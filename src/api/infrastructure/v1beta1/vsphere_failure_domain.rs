@@ -188,18 +188,31 @@ pub struct DhcpOverrides {
     pub use_routes: Option<String>,
 }
 
-impl VSphereFailureDomainSpec {
-    /// The networks machines in this failure domain use, in order: `networks`, else the names of
-    /// `networkConfigurations`.
-    pub fn network_names(&self) -> Vec<&str> {
-        if let Some(n) = &self.topology.networks {
-            return n.iter().map(String::as_str).collect();
+/// The hub's overrides in v1beta1's shape, for the v1beta1 VSphereVM a failure domain's
+/// network configuration is copied into (until VSphereMachine moves onto the hub).
+impl From<&super::super::v1beta2::common::DhcpOverrides> for DhcpOverrides {
+    fn from(o: &super::super::v1beta2::common::DhcpOverrides) -> Self {
+        DhcpOverrides {
+            hostname: o.hostname.clone(),
+            route_metric: o.route_metric.map(i64::from),
+            send_hostname: o.send_hostname,
+            use_dns: o.use_dns,
+            use_domains: o.use_domains.clone(),
+            use_hostname: o.use_hostname,
+            use_mtu: o.use_mtu,
+            use_ntp: o.use_ntp,
+            use_routes: o.use_routes.clone(),
         }
-        self.topology
-            .network_configurations
-            .iter()
-            .flatten()
-            .map(|c| c.network_name.as_str())
-            .collect()
+    }
+}
+
+/// A hub pool reference in v1beta1's shape (the group becomes optional).
+pub fn pool_reference(
+    p: &super::super::v1beta2::common::IpPoolReference,
+) -> TypedLocalObjectReference {
+    TypedLocalObjectReference {
+        api_group: Some(p.api_group.clone()),
+        kind: p.kind.clone(),
+        name: p.name.clone(),
     }
 }

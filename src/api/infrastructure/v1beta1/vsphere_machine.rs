@@ -20,9 +20,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::vsphere_deployment_zone::V1Beta2Status;
+use super::vsphere_failure_domain::DhcpOverrides;
 use crate::api::conditions::CapiCondition;
-use crate::api::deployment_zone::V1Beta2Status;
-use crate::api::failure_domain::DhcpOverrides;
 
 /// Finalizer CAPV puts on every VSphereMachine.
 pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s.io";

@@ -18,6 +18,26 @@ pub struct DeprecatedStatus {
     pub v1beta1: Option<DeprecatedV1Beta1Status>,
 }
 
+impl DeprecatedStatus {
+    /// `deprecated.v1beta1.conditions` of a status, created empty where absent: where a planner
+    /// keeps the v1beta1 conditions it still writes for v1beta1 readers.
+    pub fn v1beta1_conditions_mut(this: &mut Option<Self>) -> &mut Vec<CapiCondition> {
+        this.get_or_insert_with(Default::default)
+            .v1beta1
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new)
+    }
+
+    /// `deprecated.v1beta1.conditions` of a status (empty where absent).
+    pub fn v1beta1_conditions(this: &Option<Self>) -> &[CapiCondition] {
+        this.as_ref()
+            .and_then(|d| d.v1beta1.as_ref())
+            .and_then(|v| v.conditions.as_deref())
+            .unwrap_or_default()
+    }
+}
+
 /// `status.deprecated.v1beta1`, as the kinds without terminal failures have it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct DeprecatedV1Beta1Status {
@@ -49,6 +69,31 @@ pub struct DeprecatedV1Beta1FailureStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 10240))]
     pub failure_message: Option<String>,
+}
+
+/// Adds `field` to an object schema's `required` list and drops the default schemars gives it:
+/// for a field whose Rust type decodes absent as empty (`serde(default)`, which schemars reads
+/// as optional with a default) so that objects stored before the field was required still
+/// decode, while the CRD requires it as CAPV's does.
+pub(crate) fn require(schema: &mut schemars::Schema, field: &str) {
+    if let Some(obj) = schema.as_object_mut() {
+        if let Some(property) = obj
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(field))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            property.remove("default");
+        }
+        let required = obj
+            .entry("required")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let Some(list) = required.as_array_mut()
+            && !list.iter().any(|f| f == field)
+        {
+            list.push(field.into());
+            list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+    }
 }
 
 /// metav1 conditions are keyed by type (`listType=map`), at most 32 per object.

@@ -5,7 +5,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{Conditions, DeprecatedStatus};
+use super::common::{Conditions, DeprecatedStatus, require};
+
+/// Finalizer CAPV puts on every zone.
+pub const ZONE_FINALIZER: &str = "vspheredeploymentzone.infrastructure.cluster.x-k8s.io";
 
 /// VSphereDeploymentZoneSpec defines the desired state of VSphereDeploymentZone.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -53,6 +56,7 @@ use super::common::{Conditions, DeprecatedStatus};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = require_failure_domain)]
 pub struct VSphereDeploymentZoneSpec {
     /// server is the address of the vSphere endpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,6 +73,10 @@ pub struct VSphereDeploymentZoneSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_ref: Option<super::common::VSphereIdentityReference>,
     /// failureDomain is the name of the VSphereFailureDomain used for this VSphereDeploymentZone
+    // Required by the schema, but absent decodes as "": a zone written at v1beta1 (where it
+    // was optional) is stored as it was, and must still get a condition saying what is missing
+    // rather than be skipped as undecodable.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 253))]
     pub failure_domain: String,
     /// controlPlane determines if this failure domain is suitable for use by control plane machines.
@@ -110,4 +118,62 @@ pub struct VSphereDeploymentZoneStatus {
     /// deprecated groups all the status fields that are deprecated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedStatus>,
+}
+
+/// The schema requires `failureDomain`, whatever the Rust decoding tolerates.
+fn require_failure_domain(schema: &mut schemars::Schema) {
+    require(schema, "failureDomain");
+}
+
+impl VSphereDeploymentZoneSpec {
+    /// The VSphereFailureDomain's name; `None` when unset (only a zone written at v1beta1,
+    /// where the field was optional, can lack it).
+    pub fn failure_domain_name(&self) -> Option<&str> {
+        Some(self.failure_domain.as_str()).filter(|n| !n.is_empty())
+    }
+
+    /// `placementConstraint.resourcePool`.
+    pub fn resource_pool(&self) -> Option<&str> {
+        self.placement_constraint.as_ref()?.resource_pool.as_deref()
+    }
+
+    /// `placementConstraint.folder`.
+    pub fn folder(&self) -> Option<&str> {
+        self.placement_constraint.as_ref()?.folder.as_deref()
+    }
+
+    /// `controlPlane`, defaulting to true as upstream does.
+    pub fn is_control_plane(&self) -> bool {
+        self.control_plane.unwrap_or(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Kind;
+
+    #[test]
+    fn a_zone_stored_without_failure_domain_still_decodes_but_the_schema_requires_it() {
+        // Written at v1beta1 (optional there), stored converted: the planner must still see
+        // it to say what is missing.
+        let z: VSphereDeploymentZone = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "VSphereDeploymentZone",
+            "metadata": {"name": "z"},
+            "spec": {"server": "vc"}
+        }))
+        .unwrap();
+        assert_eq!(z.spec.failure_domain_name(), None);
+        assert_eq!(z.spec.resource_pool(), None);
+        let spec = &Kind::VSphereDeploymentZone.schema_for(super::super::API_VERSION)["properties"]
+            ["spec"];
+        assert!(
+            spec["required"]
+                .as_array()
+                .unwrap()
+                .contains(&"failureDomain".into())
+        );
+        assert!(spec["properties"]["failureDomain"].get("default").is_none());
+    }
 }

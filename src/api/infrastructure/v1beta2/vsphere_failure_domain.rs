@@ -216,3 +216,19 @@ impl std::fmt::Display for FailureDomainType {
         f.write_str(self.as_str())
     }
 }
+
+impl VSphereFailureDomainSpec {
+    /// The networks machines in this failure domain use, in order: `networks`, else the names of
+    /// `networkConfigurations`.
+    pub fn network_names(&self) -> Vec<&str> {
+        if let Some(n) = &self.topology.networks {
+            return n.iter().map(String::as_str).collect();
+        }
+        self.topology
+            .network_configurations
+            .iter()
+            .flatten()
+            .map(|c| c.network_name.as_str())
+            .collect()
+    }
+}

@@ -189,12 +189,12 @@ pub(super) fn dz(pool: Option<&str>, folder: Option<&str>) -> VSphereDeploymentZ
             thumbprint: None,
             identity_ref: None,
             server: Some("vc".into()),
-            failure_domain: Some("fd".into()),
+            failure_domain: "fd".into(),
             control_plane: None,
-            placement_constraint: PlacementConstraint {
+            placement_constraint: Some(PlacementConstraint {
                 resource_pool: pool.map(str::to_string),
                 folder: folder.map(str::to_string),
-            },
+            }),
         },
     )
 }

@@ -12,6 +12,7 @@ use super::host_groups::{groups, hg_fd, hg_world, rule};
 use super::*;
 use crate::api::conditions::{STATUS_FALSE, STATUS_TRUE};
 use crate::api::deployment_zone::VSphereDeploymentZoneStatus;
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use crate::plan::failure::Failure;
 use crate::plan::zone_status::{apply_deleting, apply_zone_status};
 
@@ -419,7 +420,7 @@ fn conditions_of(
     status: &VSphereDeploymentZoneStatus,
 ) -> Vec<(&'static str, String, String, String)> {
     let mut out = Vec::new();
-    for c in status.conditions.iter().flatten() {
+    for c in DeprecatedStatus::v1beta1_conditions(&status.deprecated) {
         out.push((
             V1,
             c.type_.clone(),
@@ -427,11 +428,7 @@ fn conditions_of(
             c.reason.clone().unwrap_or_default(),
         ));
     }
-    for c in status
-        .v1beta2
-        .iter()
-        .flat_map(|v| v.conditions.iter().flatten())
-    {
+    for c in status.conditions.iter().flatten() {
         out.push((V2, c.type_.clone(), c.status.clone(), c.reason.clone()));
     }
     out
