@@ -85,7 +85,7 @@ pub fn validate_placement(request: &Value) -> Vec<FieldError> {
     for name in ["resourcePool", "folder"] {
         if field(name).and_then(Value::as_str) == Some("") {
             errors.push(FieldError::required(
-                &format!("spec.placementConstraint.{name}"),
+                format!("spec.placementConstraint.{name}"),
                 "cannot be empty if set",
             ));
         }
