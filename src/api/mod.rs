@@ -35,13 +35,11 @@ pub mod v1beta2;
 // planners, controllers and tests name.
 pub use cluster_api::{capi_core, ipam};
 pub use infrastructure::conversion;
-pub use infrastructure::v1beta1::{
-    vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
-    vsphere_machine,
-};
+pub use infrastructure::v1beta1::{vsphere_cluster, vsphere_cluster_template, vsphere_machine};
 // Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
 pub use infrastructure::v1beta2::{
-    vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
+    vsphere_cluster_identity as cluster_identity, vsphere_deployment_zone as deployment_zone,
+    vsphere_failure_domain as failure_domain,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -143,9 +141,10 @@ impl Kind {
     /// onto it, v1beta1 for the others (docs/dev/hub-types.md moves them kind by kind).
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::VSphereFailureDomain | Kind::VSphereDeploymentZone => infrastructure::HUB,
+            Kind::VSphereFailureDomain
+            | Kind::VSphereDeploymentZone
+            | Kind::VSphereClusterIdentity => infrastructure::HUB,
             Kind::VSphereCluster
-            | Kind::VSphereClusterIdentity
             | Kind::VSphereMachine
             | Kind::VSphereMachineTemplate
             | Kind::VSphereVM

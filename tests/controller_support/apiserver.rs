@@ -877,8 +877,9 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
                     namespace: t.namespace.clone(),
                     name: name.clone(),
                 };
-                match api.inner.lock().unwrap().objects.get(&key) {
-                    Some(v) => ok_json(StatusCode::OK, v),
+                let stored = api.inner.lock().unwrap().objects.get(&key).cloned();
+                match stored.or_else(|| installed_crd(&t.resource, name)) {
+                    Some(v) => ok_json(StatusCode::OK, &v),
                     None => status(404, "NotFound", &format!("{} {name} not found", t.resource)),
                 }
             }
@@ -894,6 +895,27 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
         status: response.status().as_u16(),
     });
     response
+}
+
+/// This crate's CRD `name` as `kubectl apply -k config/crd` installs it (with the conversion
+/// webhook), unless a test stored its own: the manager reads the CRDs of its multi-version
+/// kinds before it starts (`controllers::startup`). A stand-in for the real API server's CRDs,
+/// which the realapi tests install.
+fn installed_crd(resource: &str, name: &str) -> Option<Value> {
+    if resource != "apiextensions.k8s.io/v1/customresourcedefinitions" {
+        return None;
+    }
+    let kind = vsphere_provider::api::Kind::ALL
+        .into_iter()
+        .find(|k| format!("{}.{}", k.plural(), k.crd().spec.group) == name)?;
+    let mut crd = serde_json::to_value(kind.crd()).ok()?;
+    if kind.api_versions().len() > 1 {
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": "vsphere-provider-system",
+                "name": "vsphere-provider-webhook-service", "path": "/convert"}}}});
+    }
+    Some(crd)
 }
 
 impl FakeApiServer {

@@ -96,8 +96,11 @@ pub fn at_v1beta1(kind: &str) -> String {
         })
         .find(|k| lower == k.name().to_ascii_lowercase() || lower == k.plural())
         .map(|k| {
-            let (group, version) = k.api_version().split_once('/').unwrap();
-            format!("{}.{version}.{group}", k.plural())
+            format!(
+                "{}.v1beta1.{}",
+                k.plural(),
+                vsphere_provider::api::INFRA_GROUP
+            )
         })
         .unwrap_or_else(|| kind.to_string())
 }

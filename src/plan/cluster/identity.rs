@@ -18,7 +18,7 @@ use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, common, identity, identity_v1beta1,
     severity,
 };
-use crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status;
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
 
 /// Why the identity is paused, if it is: its `cluster.x-k8s.io/paused` annotation (it belongs
 /// to no Cluster, so that is the only way; CAPV's `EnsurePausedCondition` without a Cluster).
@@ -62,12 +62,13 @@ pub fn status(
     now: &Time,
 ) -> VSphereClusterIdentityStatus {
     let mut out = current.cloned().unwrap_or_default();
-    let mut v1: Vec<CapiCondition> = out.conditions.take().unwrap_or_default();
-    let mut v2: Vec<MetaCondition> = out
-        .v1beta2
+    let mut v1: Vec<CapiCondition> = out
+        .deprecated
         .take()
+        .and_then(|d| d.v1beta1)
         .and_then(|v| v.conditions)
         .unwrap_or_default();
+    let mut v2: Vec<MetaCondition> = out.conditions.take().unwrap_or_default();
     let paused = match phase {
         Phase::Paused(why) => {
             ConditionUpdate::true_reason(common::PAUSED, common::PAUSED_REASON, why.as_str())
@@ -97,10 +98,10 @@ pub fn status(
             }
         }
     }
-    out.conditions = (!v1.is_empty()).then_some(v1);
-    out.v1beta2 = Some(V1Beta2Status {
-        conditions: Some(v2),
-    });
+    if !v1.is_empty() {
+        *DeprecatedStatus::v1beta1_conditions_mut(&mut out.deprecated) = v1;
+    }
+    out.conditions = Some(v2);
     out
 }
 
@@ -162,16 +163,13 @@ mod tests {
     }
 
     fn v2(s: &VSphereClusterIdentityStatus, type_: &str) -> MetaCondition {
-        find_meta(
-            s.v1beta2.as_ref().unwrap().conditions.as_ref().unwrap(),
-            type_,
-        )
-        .unwrap()
-        .clone()
+        find_meta(s.conditions.as_ref().unwrap(), type_)
+            .unwrap()
+            .clone()
     }
 
     fn v1(s: &VSphereClusterIdentityStatus, type_: &str) -> CapiCondition {
-        find_capi(s.conditions.as_ref().unwrap(), type_)
+        find_capi(DeprecatedStatus::v1beta1_conditions(&s.deprecated), type_)
             .unwrap()
             .clone()
     }
@@ -292,7 +290,8 @@ mod tests {
             (a.status.as_str(), a.reason.as_str()),
             ("False", "Deleting")
         );
-        assert_eq!(deleting.conditions, ready.conditions);
+        // The v1beta1 conditions stay as they were.
+        assert_eq!(deleting.deprecated, ready.deprecated);
         assert_eq!(deleting.ready, Some(true));
         let paused = status(
             Some(&ready),

@@ -122,7 +122,9 @@ pub fn cluster_identity(
                 .find(|n| n.metadata.name.as_deref() == Some(ns.as_str()))
                 .and_then(|n| n.metadata.labels.clone())
                 .unwrap_or_default();
-            if !selector::matches(&allowed.selector, &labels) {
+            // An absent selector is the empty one, which selects every namespace (v1beta1's
+            // `selector: {}`, which it converts from).
+            if !selector::matches(&allowed.selector.clone().unwrap_or_default(), &labels) {
                 return Err(format!(
                     "VSphereCluster {cname}: VSphereClusterIdentity {} does not allow namespace {ns}: its labels do not match spec.allowedNamespaces.selector",
                     r.name

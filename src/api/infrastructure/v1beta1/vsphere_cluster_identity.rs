@@ -19,10 +19,6 @@ use serde::{Deserialize, Serialize};
 use super::vsphere_deployment_zone::V1Beta2Status;
 use crate::api::conditions::CapiCondition;
 
-/// CAPV's finalizer on a VSphereClusterIdentity (`VSphereClusterIdentityFinalizer`): the
-/// identity outlives its deletion until its Secret's finalizer is released.
-pub const IDENTITY_FINALIZER: &str = "vsphereclusteridentity/infrastructure.cluster.x-k8s.io";
-
 /// VSphereClusterIdentitySpec contains a secret reference and a group of allowed namespaces.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

@@ -5,7 +5,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{Conditions, DeprecatedStatus};
+use super::common::{Conditions, DeprecatedStatus, require};
+
+/// CAPV's finalizer on an identity (and, by the identity controller, on its Secret).
+pub const IDENTITY_FINALIZER: &str = "vsphereclusteridentity/infrastructure.cluster.x-k8s.io";
 
 /// VSphereClusterIdentitySpec: a Secret an administrator lends to chosen namespaces.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -21,8 +24,12 @@ use super::common::{Conditions, DeprecatedStatus};
     derive = "PartialEq"
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = require_secret_name)]
 pub struct VSphereClusterIdentitySpec {
     /// secretName: the Secret in the manager's namespace.
+    // Required by the schema, but absent decodes as "" (optional at v1beta1, where objects
+    // stored converted may lack it): the controller then says the Secret is not available.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: String,
     /// allowedNamespaces that may use the identity (unset: none).
@@ -53,4 +60,9 @@ pub struct VSphereClusterIdentityStatus {
     /// deprecated: the v1beta1 conditions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedStatus>,
+}
+
+/// The schema requires `secretName`, whatever the Rust decoding tolerates.
+fn require_secret_name(schema: &mut schemars::Schema) {
+    require(schema, "secretName");
 }
