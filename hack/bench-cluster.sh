@@ -17,8 +17,11 @@
 # Layout: vcsim with ZONES compute clusters of one host and one pool each; ZONES failure domains
 # (autoConfigure: the controller tags vCenter itself) and deployment zones, one per cluster; a
 # VSphereCluster publishing them all; a CPMS of 3 over zone-0..2, then MACHINES-3 Machines placed
-# round-robin by zone name. No webhooks (they are calls from the API server to the controller,
-# not the controller's requests), so the CRDs are crds/ (no conversion webhook). What is simulated: vCenter (vcsim) and the kubelets: this script
+# round-robin by zone name. The CRDs are config/crd's, with their conversion webhook served by
+# the controller (the API server stores v1beta2 and the controller writes some kinds at
+# v1beta1: without the webhook those writes would be stored unconverted, and the controller
+# refuses to start); no admission webhooks (calls from the API server to the controller, not the
+# controller's requests). What is simulated: vCenter (vcsim) and the kubelets: this script
 # registers a Node with each Machine's providerID and posts Ready=True (simulate_kubelets in
 # hack/lib.sh), polling every 0.5 s, so the CPMS time includes up to 0.5 s of that.
 # Exits non-zero when the idle window or the restart resync wrote anything but the Lease.
@@ -189,12 +192,24 @@ wait_running() {
 	done
 }
 
+# start_controller: controller_start with the conversion webhook served, and config/crd's
+# conversion pointed at it (its address changes with each start).
+start_controller() {
+	local addr
+	controller_start "$work/controller.log" --webhook-addr 127.0.0.1:0 --webhook-cert-dir "$work/certs"
+	addr="$(sed -n 's/.*admission webhooks listening.*addr=\([0-9.:]*\).*/\1/p' "$work/controller.log" | tail -n1)"
+	[ -n "$addr" ] || die "the controller did not say where its webhooks listen"
+	apply_conversion "$addr" 2>/dev/null
+}
+
 # --- run ----------------------------------------------------------------------------------------
 log "API server with the audit log of $SA_USER"
-kube_up "$work/kube" crds --audit-user "$SA_USER"
+kube_up "$work/kube" config/crd --audit-user "$SA_USER"
 log "vcsim with $zones compute clusters"
 vcsim_start "$work" -cluster "$zones" -host 1 -pool 1 -vm 1
-controller_start "$work/controller.log"
+command -v openssl >/dev/null 2>&1 || ensure_apt_packages openssl
+webhook_cert "$work/certs"
+start_controller
 log "controller pid $CONTROLLER_PID ($profile build): $(memory)"
 
 k create namespace "$NS" >/dev/null
@@ -297,7 +312,7 @@ by_resource "$m0" "$m1" >&2
 log "restart: the controller stopped (SIGTERM) and started again: every object reconciled once"
 controller_stop
 m0="$(mark)"
-controller_start "$work/controller.log"
+start_controller
 restart_pid="$CONTROLLER_PID"
 sleep 60
 m1="$(mark)"
