@@ -1,12 +1,12 @@
 //! Custom resource types (kube-derive + schemars), condition constants and helpers, and the
 //! manifest loader. No network I/O here (the loader reads files).
 //!
-//! | group/version | kind | scope |
+//! | group/version of the Rust type | kind | scope |
 //! |---|---|---|
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereFailureDomain`] | cluster |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereDeploymentZone`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereFailureDomain`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterIdentity`] | cluster |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterIdentity`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
@@ -15,9 +15,9 @@
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
 //!
-//! Every `infrastructure.cluster.x-k8s.io` kind is also served as v1beta2
-//! ([`infrastructure::v1beta2`]), which is the storage version; the Rust types above are
-//! v1beta1's, which the planners and controllers work on.
+//! Every `infrastructure.cluster.x-k8s.io` kind is served at v1beta1 (deprecated) and v1beta2
+//! (stored, the hub: [`infrastructure::v1beta2`]); the planners and controllers work on the
+//! Rust type above ([`Kind::api_version`]), the hub for the kinds moved onto it so far.
 
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
