@@ -391,3 +391,85 @@ pub fn error_policy(vsm: Arc<VSphereMachine>, error: &Error, ctx: Arc<Context>) 
     tracing::warn!(error = %error, ?delay, "VSphereMachine reconcile failed; retrying");
     Action::requeue(delay)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn guard<K: serde::de::DeserializeOwned>(v: serde_json::Value) -> DeserializeGuard<K> {
+        DeserializeGuard(Ok(serde_json::from_value(v).unwrap()))
+    }
+
+    fn cluster(status: serde_json::Value, paused: bool) -> DeserializeGuard<CapiCluster> {
+        guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1"},
+            "spec": {"paused": paused}, "status": status
+        }))
+    }
+
+    #[test]
+    fn only_what_a_pass_reads_of_a_cluster_wakes_its_machines() {
+        let base = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true}}),
+            false,
+        );
+        let f = cluster_fingerprint(&base);
+        let churn = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true},
+                "conditions": [{"type": "Available", "status": "False"}], "phase": "Provisioned"}),
+            false,
+        );
+        assert_eq!(
+            cluster_fingerprint(&churn),
+            f,
+            "other status changes do not wake"
+        );
+        let paused = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true}}),
+            true,
+        );
+        assert_ne!(cluster_fingerprint(&paused), f);
+        let initialized = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true, "controlPlaneInitialized": true}}),
+            false,
+        );
+        assert_ne!(cluster_fingerprint(&initialized), f);
+    }
+
+    #[test]
+    fn a_machine_wakes_the_vsphere_machine_it_names_and_a_cluster_those_labelled_with_it() {
+        let m: DeserializeGuard<CapiMachine> = guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": "ns"},
+            "spec": {"clusterName": "c1", "infrastructureRef":
+                {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "vm-1"}}
+        }));
+        assert_eq!(
+            infrastructure_of(&m),
+            Some(ObjectRef::new("vm-1").within("ns"))
+        );
+        let other: DeserializeGuard<CapiMachine> = guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m2", "namespace": "ns"},
+            "spec": {"infrastructureRef": {"kind": "DockerMachine", "name": "d"}}
+        }));
+        assert_eq!(infrastructure_of(&other), None);
+        let vsm = |name: &str, ns: &str, cluster: &str| {
+            Arc::new(guard::<VSphereMachine>(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+                "metadata": {"name": name, "namespace": ns,
+                    "labels": {CLUSTER_NAME_LABEL: cluster}},
+                "spec": {"template": "t"}
+            })))
+        };
+        let all = [
+            vsm("a", "ns", "c1"),
+            vsm("b", "ns", "c2"),
+            vsm("c", "other", "c1"),
+        ];
+        let woken = machines_of_cluster(&all, &cluster(json!({}), false));
+        assert_eq!(woken, [ObjectRef::new("a").within("ns")]);
+    }
+}
