@@ -339,6 +339,8 @@ async fn a_publication_on_an_unloaded_zone_cache_changes_nothing() {
         health_checks: Cache::from_objects([]),
         vsphere_machines: Cache::from_objects([]),
         vsphere_vms: Cache::from_objects([]),
+        capi_machines: Cache::from_objects([]),
+        capi_clusters: Cache::from_objects([]),
     };
     let action = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await
@@ -369,6 +371,8 @@ async fn an_undecodable_published_zone_is_not_unpublished() {
         health_checks: Cache::from_objects([]),
         vsphere_machines: Cache::from_objects([]),
         vsphere_vms: Cache::from_objects([]),
+        capi_machines: Cache::from_objects([]),
+        capi_clusters: Cache::from_objects([]),
     };
     let err = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await

@@ -525,6 +525,8 @@ async fn a_reconcile_on_unloaded_caches_changes_nothing_and_comes_back_soon() {
         health_checks: Cache::from_objects([]),
         vsphere_machines: Cache::from_objects([]),
         vsphere_vms: Cache::from_objects([]),
+        capi_machines: Cache::from_objects([]),
+        capi_clusters: Cache::from_objects([]),
     };
     let action = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await
@@ -572,6 +574,8 @@ async fn an_undecodable_machine_blocks_a_zone_deletion() {
         health_checks: Cache::from_objects([]),
         vsphere_machines: Cache::from_objects([]),
         vsphere_vms: Cache::from_objects([]),
+        capi_machines: Cache::from_objects([]),
+        capi_clusters: Cache::from_objects([]),
     };
     let err = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await

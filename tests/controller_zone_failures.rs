@@ -41,6 +41,8 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         health_checks: Cache::from_objects([]),
         vsphere_machines: Cache::from_objects([]),
         vsphere_vms: Cache::from_objects([]),
+        capi_machines: Cache::from_objects([]),
+        capi_clusters: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

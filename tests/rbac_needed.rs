@@ -131,13 +131,28 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     // Cluster API core objects, read.
     (
         "get cluster.x-k8s.io/clusters",
-        "src/controllers/cluster.rs",
-        "dynamic_api(&ctx.client, &ns, &api_version, \"Cluster\")",
+        "src/controllers/pause.rs",
+        "dynamic_api(&ctx.client, ns, CORE_API_VERSION, \"Cluster\")",
     ),
     (
-        "get cluster.x-k8s.io/machines",
-        "src/controllers/capi_machine.rs",
-        "get_opt::<CapiMachine>(ctx, &ns, CORE_API_VERSION, \"Machine\", &owner.name)",
+        "list cluster.x-k8s.io/clusters",
+        "src/controllers/runtime.rs",
+        "watch_optional_kind::<CapiCluster",
+    ),
+    (
+        "watch cluster.x-k8s.io/clusters",
+        "src/controllers/runtime.rs",
+        "watch_optional_kind::<CapiCluster",
+    ),
+    (
+        "list cluster.x-k8s.io/machines",
+        "src/controllers/runtime.rs",
+        "watch_optional_kind::<CapiMachine",
+    ),
+    (
+        "watch cluster.x-k8s.io/machines",
+        "src/controllers/runtime.rs",
+        "watch_optional_kind::<CapiMachine",
     ),
     (
         "list cluster.x-k8s.io/machines",

@@ -357,25 +357,8 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
     let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
     let controllers = Controllers::start(cp).await;
     // (VM groups: tests/capi_machines.rs, under CAPI's controllers.)
-    let bootstrap = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "m1-bootstrap", "namespace": ns},
-        "stringData": {"value": "#cloud-config\nruncmd: [kubeadm join]\n", "format": "cloud-config"}
-    });
-    let zone = apply_zone(cp, &ns, &sim, vec![bootstrap]);
-    let api = owned_cluster(
-        cp,
-        &ns,
-        &sim,
-        json!({"kind": "Secret", "name": "vsphere-credentials"}),
-        true,
-        false,
-    )
-    .await;
-    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
-        c["status"]["ready"] == true
-    })
-    .await;
+    let bootstrap = bootstrap_secret_m1(&ns, "#cloud-config\nruncmd: [kubeadm join]\n");
+    let zone = ready_cluster(cp, &ns, &sim, vec![bootstrap]).await;
     // CAPI's cluster and machine controllers would now say the infrastructure is ready and
     // make the Machine and its VSphereMachine (stand-ins).
     // trySoft: the deletion asks the guest to shut down (vcsim's ShutdownGuest powers the VM
@@ -497,18 +480,7 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
     );
 
     // CAPI deletes the VSphereMachine with its Machine: the VM goes, then both objects.
-    cp.kubectl(
-        ADMIN,
-        &["delete", "vspheremachine", "m1", "-n", &ns, "--wait=false"],
-    )
-    .ok();
-    eventually(
-        "the VSphereMachine gone",
-        Duration::from_secs(90),
-        || async { Some(get_json(cp, "vspheremachine", &ns, "m1")) },
-        Option::is_none,
-    )
-    .await;
+    delete_vsphere_machine_m1(cp, &ns).await;
     assert!(get_json(cp, "vspherevm", &ns, "m1").is_none());
     assert!(
         !readback.vms().await.iter().any(|v| v.name == "m1"),
@@ -516,6 +488,173 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
     );
     // Zones are cluster-scoped: one left behind would be published by the next test's cluster
     // if its vcsim got this one's port.
+    cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
+        .ok();
+    controllers.stop().await;
+}
+
+/// The VSphereMachine's reconciles of a provisioned machine so far (its controller's `ok`
+/// reconciles metric).
+fn vsm_reconciles(controllers: &Controllers) -> u64 {
+    controllers
+        .metrics
+        .encode()
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                r#"vsphere_provider_reconciles_total{controller="vspheremachine",result="ok"}"#,
+            )
+        })
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue #27: the VSphereMachine controller reads Cluster API's Machine and Cluster from
+/// watched caches. A Machine's change wakes its VSphereMachine at once (here the bootstrap
+/// provider's `dataSecretName` appearing: the VSphereVM follows within seconds, not at the
+/// machine's next 10 s look), and the passes of a provisioned machine — woken by its own,
+/// its Machine's and its Cluster's changes — make no request for the Machine, the Cluster or
+/// the bootstrap Secret (the Secret is read only to make the VSphereVM).
+///
+/// Stand-ins as in the test above; the Machine starts with only its bootstrap config, and the
+/// test sets `dataSecretName` (what CAPI's machine controller copies from the bootstrap config),
+/// a label on the Machine and the Cluster's `controlPlaneInitialized` (CAPI's cluster
+/// controller). Requests are those of the controllers' own client, logged as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_change_wakes_its_vsphere_machine_and_provisioned_passes_read_only_caches() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-cached");
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
+    let controllers = Controllers::start(cp).await;
+    let bootstrap = bootstrap_secret_m1(&ns, "#cloud-config\n");
+    let zone = ready_cluster(cp, &ns, &sim, vec![bootstrap]).await;
+    capi_machine_m1_with(
+        cp,
+        &ns,
+        &zone,
+        json!({"template": "DC0_H0_VM0",
+            "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}),
+        None,
+    );
+    eventually(
+        "the VSphereMachine waiting (its status says on what)",
+        Duration::from_secs(60),
+        || async { get_json(cp, "vspheremachine", &ns, "m1") },
+        |v| v["status"]["conditions"].to_string().contains("WaitingFor"),
+    )
+    .await;
+    // Its pass just ran (it wrote that status): its next look is 10 s away.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(get_json(cp, "vspherevm", &ns, "m1").is_none());
+    let set = Instant::now();
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "machine.cluster.x-k8s.io",
+            "m1",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"bootstrap":{"dataSecretName":"m1-bootstrap"}}}"#,
+        ],
+    )
+    .ok();
+    eventually(
+        "the VSphereVM",
+        Duration::from_secs(30),
+        || async { get_json(cp, "vspherevm", &ns, "m1") },
+        |_| true,
+    )
+    .await;
+    let took = set.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the VSphereVM came {took:?} after dataSecretName: woken by a poll, not by the Machine"
+    );
+
+    // Provisioned: the VM on, its guest IP reported, the machine ready.
+    let vm = eventually(
+        "the VM",
+        Duration::from_secs(60),
+        || async { readback.vms().await.into_iter().find(|v| v.name == "m1") },
+        |_| true,
+    )
+    .await;
+    readback.set_guest_ip(&vm.moref, "10.0.0.43").await;
+    eventually(
+        "the VSphereMachine ready",
+        Duration::from_secs(90),
+        || async { get_json(cp, "vspheremachine", &ns, "m1") },
+        |v| v["status"]["ready"] == true,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Its passes, woken by its own change, its Machine's and its Cluster's.
+    let mark = controllers.requests.mark();
+    let before = vsm_reconciles(&controllers);
+    let changes: [&[&str]; 3] = [
+        &[
+            "annotate",
+            "vspheremachine",
+            "m1",
+            "-n",
+            &ns,
+            "example.com/touch=1",
+        ],
+        &[
+            "label",
+            "machine.cluster.x-k8s.io",
+            "m1",
+            "-n",
+            &ns,
+            "example.com/touch=1",
+        ],
+        &[
+            "patch",
+            "cluster.cluster.x-k8s.io",
+            "c1",
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"initialization":{"infrastructureProvisioned":true,"controlPlaneInitialized":true}}}"#,
+        ],
+    ];
+    for change in changes {
+        cp.kubectl(ADMIN, change).ok();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    let woken = vsm_reconciles(&controllers) - before;
+    assert!(woken >= 3, "{woken} passes for 3 changes");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reads: Vec<String> = controllers
+        .requests
+        .since(mark)
+        .into_iter()
+        .filter(|r| {
+            let single = |kind: &str| {
+                r.starts_with(&format!(
+                    "GET /apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/{kind}/"
+                ))
+            };
+            single("machines") || single("clusters") || r.contains("/secrets/m1-bootstrap")
+        })
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "{woken} passes read {reads:#?} (all requests: {:#?})",
+        controllers.requests.since(mark)
+    );
+
+    delete_vsphere_machine_m1(cp, &ns).await;
     cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
         .ok();
     controllers.stop().await;

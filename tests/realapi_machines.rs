@@ -1098,6 +1098,16 @@ async fn at_rest_nothing_but_the_long_poll_reads_vcenter() {
     );
     env.delete_all(&names, Duration::from_secs(120)).await;
     env.manager.assert_never_forbidden();
+    // No Cluster API here (an OpenShift-only install): its kinds are said to be absent once
+    // each, and nothing waited for them.
+    let log = env.manager.log();
+    for kind in ["machines.cluster.x-k8s.io", "clusters.cluster.x-k8s.io"] {
+        let said = log
+            .lines()
+            .filter(|l| l.contains("not served") && l.contains(kind))
+            .count();
+        assert_eq!(said, 1, "{kind} said absent {said} times:\n{log}");
+    }
 }
 
 /// Not a test: the numbers of docs/cost.md "Waiting on vCenter". `BENCH_MACHINES` worker

@@ -189,11 +189,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
 
     // 1. The previous release's world, reconciled to ready.
     let before = Controllers::start(cp).await;
-    let bootstrap = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "m1-bootstrap", "namespace": ns},
-        "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}
-    });
+    let bootstrap = bootstrap_secret_m1(&ns, "#cloud-config\n");
     let templates = [
         json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachineTemplate",
@@ -217,20 +213,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     ];
     let mut more = vec![bootstrap];
     more.extend(templates);
-    let zone = apply_zone(cp, &ns, &sim, more);
-    let api = owned_cluster(
-        cp,
-        &ns,
-        &sim,
-        json!({"kind": "Secret", "name": "vsphere-credentials"}),
-        true,
-        false,
-    )
-    .await;
-    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
-        c["status"]["ready"] == true
-    })
-    .await;
+    let zone = ready_cluster(cp, &ns, &sim, more).await;
     // CAPI's cluster and machine controllers (stand-ins, see the module documentation).
     // A v1beta1 Duration v1beta2 holds as seconds, and a v1beta1-only failure domain.
     capi_machine_m1(
@@ -406,18 +389,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     assert_eq!(vms[0].moref, vm.moref);
 
     // The migrated machine still goes the whole way.
-    cp.kubectl(
-        ADMIN,
-        &["delete", "vspheremachine", "m1", "-n", &ns, "--wait=false"],
-    )
-    .ok();
-    eventually(
-        "the VSphereMachine gone",
-        Duration::from_secs(90),
-        || async { Some(get_json(cp, "vspheremachine", &ns, "m1")) },
-        Option::is_none,
-    )
-    .await;
+    delete_vsphere_machine_m1(cp, &ns).await;
     assert!(
         !readback.vms().await.iter().any(|v| v.name == "m1"),
         "the VM is destroyed"

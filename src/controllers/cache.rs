@@ -9,6 +9,12 @@
 //! A cache also says whether it has its initial list ([`Cache::is_synced`]): reconcilers must
 //! not act on an empty cache that merely has not loaded yet (no Machines is not the same as no
 //! Machines listed yet).
+//!
+//! A kind this provider does not install may not be served at all (Cluster API's Machine and
+//! Cluster on an OpenShift-only install): its cache is then *absent* ([`Cache::is_served`]
+//! false), which counts as loaded — an empty answer that is true — so it holds no controller
+//! back; readers that must not miss an object in the moment the kind appears read it directly
+//! while the cache says absent.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -26,6 +32,8 @@ where
 {
     store: Store<DeserializeGuard<K>>,
     synced: Arc<AtomicBool>,
+    /// The kind was not served at the last look (its watch has not started).
+    absent: Arc<AtomicBool>,
 }
 
 impl<K> Clone for Cache<K>
@@ -36,6 +44,7 @@ where
         Cache {
             store: self.store.clone(),
             synced: self.synced.clone(),
+            absent: self.absent.clone(),
         }
     }
 }
@@ -50,6 +59,7 @@ where
         Cache {
             store,
             synced: Arc::default(),
+            absent: Arc::default(),
         }
     }
 
@@ -65,7 +75,25 @@ where
         Cache {
             store,
             synced: Arc::new(AtomicBool::new(true)),
+            absent: Arc::default(),
         }
+    }
+
+    /// A cache of a kind the API server does not serve: loaded and empty.
+    pub fn absent() -> Self {
+        let c = Self::unsynced();
+        c.set_absent(true);
+        c
+    }
+
+    /// Whether the kind was served at the last look (false: its CRD is not installed, and
+    /// the cache is empty for that reason).
+    pub fn is_served(&self) -> bool {
+        !self.absent.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_absent(&self, absent: bool) {
+        self.absent.store(absent, Ordering::SeqCst);
     }
 
     /// A synced cache holding exactly `objects`.
@@ -84,9 +112,9 @@ where
         self.store.clone()
     }
 
-    /// Whether the initial list is in.
+    /// Whether the initial list is in, or the kind is not served.
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
+        self.synced.load(Ordering::SeqCst) || !self.is_served()
     }
 
     /// Wait for the initial list; false if the watch is gone for good (its writer dropped).
@@ -100,11 +128,34 @@ where
             return true;
         }
         loop {
+            // An optional kind found absent meanwhile is loaded too.
+            if self.is_synced() {
+                return true;
+            }
             match tokio::time::timeout(Duration::from_millis(200), self.store.wait_until_ready())
                 .await
             {
                 Ok(Ok(())) => {
                     self.synced.store(true, Ordering::SeqCst);
+                    return true;
+                }
+                Ok(Err(_)) => return false,
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// For a kind that was absent and whose watch has now started: wait for the initial list,
+    /// then say the cache is loaded and the kind served (in that order, so it never reads as
+    /// loading meanwhile). False if the watch is gone for good.
+    pub(crate) async fn load(&self) -> bool {
+        loop {
+            match tokio::time::timeout(Duration::from_millis(200), self.store.wait_until_ready())
+                .await
+            {
+                Ok(Ok(())) => {
+                    self.synced.store(true, Ordering::SeqCst);
+                    self.set_absent(false);
                     return true;
                 }
                 Ok(Err(_)) => return false,

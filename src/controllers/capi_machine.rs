@@ -5,11 +5,15 @@
 //! ready, addresses, conditions). Deleting a VSphereMachine deletes its VSphereVM and waits for
 //! it (the VM destroyed) before the finalizer goes.
 //!
-//! CAPI's Machine, Cluster and the bootstrap Secret are read directly (one GET each), not
-//! watched: a provider that runs without Cluster API installed must not wait for its CRDs. A
-//! machine waiting on them looks again every [`WAIT_POLL`].
+//! CAPI's Machine and Cluster come from their caches ([`super::Stores`]), and their changes
+//! wake the machine: a Machine's to its VSphereMachine (`spec.infrastructureRef`), a Cluster's
+//! to the VSphereMachines labelled with its name. Where Cluster API is not installed those
+//! caches are absent and hold nothing back. The bootstrap data Secret is read by name, and
+//! only by the pass that makes the VSphereVM ([`machine::bootstrap_secret_to_read`]).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, PostParams};
@@ -19,10 +23,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use super::api_server::dynamic_api;
 use super::context::now;
 use super::{Context, Error, FIELD_MANAGER, NOT_SYNCED_REQUEUE};
-use crate::api::capi_core::{CORE_API_VERSION, CapiCluster, CapiMachine};
+use crate::api::capi_core::{CLUSTER_NAME_LABEL, CapiCluster, CapiMachine};
 use crate::api::vsphere_cluster::VSphereCluster;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
 use crate::plan::capi_machine::machine::{self, Next, VmAction};
@@ -31,8 +34,9 @@ use crate::reconcile::kube_ops::{KubeError, KubeOps};
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "vspheremachine";
 
-/// How often a machine waiting on CAPI (owner, Cluster infrastructure, bootstrap data) or on
-/// its zone looks again.
+/// How often a machine waiting on something that does not wake it looks again: its zone, the
+/// bootstrap Secret the Machine names (not watched), its VSphereVM's provisioning. Changes of
+/// its Machine and Cluster wake it sooner.
 pub const WAIT_POLL: Duration = Duration::from_secs(10);
 
 /// A provisioned machine's periodic look (its VSphereVM's changes wake it sooner).
@@ -49,6 +53,59 @@ pub fn owner_of(
         .flatten()
         .find(|o| o.kind == "VSphereMachine" && o.controller == Some(true))?;
     Some(ObjectRef::new(&owner.name).within(meta.namespace.as_deref().unwrap_or_default()))
+}
+
+/// The VSphereMachine a CAPI Machine event concerns: the one its `spec.infrastructureRef`
+/// names, in its namespace (the reconcile checks the VSphereMachine's owner reference).
+pub fn infrastructure_of(
+    machine: &DeserializeGuard<CapiMachine>,
+) -> Option<ObjectRef<DeserializeGuard<VSphereMachine>>> {
+    let m = machine.0.as_ref().ok()?;
+    let r = m.spec.infrastructure_ref.as_ref()?;
+    (r.kind == "VSphereMachine" && !r.name.is_empty()).then(|| {
+        ObjectRef::new(&r.name).within(m.metadata.namespace.as_deref().unwrap_or_default())
+    })
+}
+
+/// The VSphereMachines a CAPI Cluster event concerns: those of its namespace labelled with its
+/// name (`cluster.x-k8s.io/cluster-name`, which CAPI sets on every infrastructure machine).
+pub fn machines_of_cluster(
+    vsphere_machines: &[Arc<DeserializeGuard<VSphereMachine>>],
+    cluster: &DeserializeGuard<CapiCluster>,
+) -> Vec<ObjectRef<DeserializeGuard<VSphereMachine>>> {
+    let meta = cluster.meta();
+    let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+    vsphere_machines
+        .iter()
+        .filter(|v| {
+            let m = v.meta();
+            m.namespace.as_deref() == ns
+                && m.labels
+                    .as_ref()
+                    .and_then(|l| l.get(CLUSTER_NAME_LABEL))
+                    .map(String::as_str)
+                    == name
+        })
+        .map(|v| ObjectRef::from_obj(v.as_ref()))
+        .collect()
+}
+
+/// What of a Cluster wakes its machines when it changes: its identity, its deletion and what a
+/// pass reads of it ([`machine::cluster_read`]); its other status changes do not.
+pub fn cluster_fingerprint(cluster: &DeserializeGuard<CapiCluster>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = cluster.meta();
+    meta.uid.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
+    match &cluster.0 {
+        Ok(c) => {
+            let (paused, infra, cp, infra_ref) = machine::cluster_read(c);
+            (paused, infra, cp).hash(&mut h);
+            infra_ref.map(|r| r.to_string()).hash(&mut h);
+        }
+        Err(e) => e.error.hash(&mut h),
+    }
+    h.finish()
 }
 
 fn backoff_key(vsm: &VSphereMachine) -> String {
@@ -101,32 +158,26 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
     {
         tracing::debug!(machine = %format!("{ns}/{}", vsm.name_any()), %why, "paused; deletion waits");
         return Ok(Action::requeue(
-            crate::plan::capi_machine::pause::PAUSED_POLL,
+            crate::plan::capi_machine::pause::PAUSED_SAFETY_POLL,
         ));
     }
     let machine = match deleting {
         true => None,
-        false => owner_machine(vsm, ctx).await?,
+        false => owner_machine(vsm, ctx)?,
     };
     let cluster = match &machine {
-        Some(m) => {
-            get_opt::<CapiCluster>(ctx, &ns, CORE_API_VERSION, "Cluster", &m.spec.cluster_name)
-                .await?
-        }
+        Some(m) => super::pause::capi_cluster(ctx, &ns, &m.spec.cluster_name).await?,
         None => None,
     };
     let vsphere_cluster = cluster.as_ref().and_then(|c| infra_cluster(c, ctx));
-    let secret = match machine
-        .as_ref()
-        .and_then(|m| m.spec.bootstrap.data_secret_name.as_deref())
-    {
-        Some(name) if !name.is_empty() => {
+    let secret = match machine::bootstrap_secret_to_read(vsm, machine.as_ref(), existing.as_ref()) {
+        Some(name) => {
             let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
             api.get_opt(name)
                 .await
                 .map_err(|e| KubeError::from_client(format!("get Secret {ns}/{name}"), &e))?
         }
-        _ => None,
+        None => None,
     };
     let now = now();
     let plan = machine::plan(&machine::Input {
@@ -153,7 +204,7 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
     }
     Ok(match plan.next {
         Next::AwaitChange => Action::await_change(),
-        Next::Paused => Action::requeue(crate::plan::capi_machine::pause::PAUSED_POLL),
+        Next::Paused => Action::requeue(crate::plan::capi_machine::pause::PAUSED_SAFETY_POLL),
         Next::Poll => Action::requeue(WAIT_POLL),
         Next::Idle => Action::requeue(IDLE),
     })
@@ -291,8 +342,9 @@ fn capi_version(vsm: &VSphereMachine) -> String {
         .unwrap_or_else(|| "cluster.x-k8s.io/v1beta1".into())
 }
 
-/// The CAPI Machine owning the VSphereMachine, if any (and if Cluster API is installed).
-async fn owner_machine(vsm: &VSphereMachine, ctx: &Context) -> Result<Option<CapiMachine>, Error> {
+/// The CAPI Machine owning the VSphereMachine, from the cache (none where Cluster API is not
+/// installed; once it is, the Machines' arrival in the cache wakes their VSphereMachines).
+fn owner_machine(vsm: &VSphereMachine, ctx: &Context) -> Result<Option<CapiMachine>, Error> {
     let Some(owner) = vsm
         .owner_references()
         .iter()
@@ -301,25 +353,13 @@ async fn owner_machine(vsm: &VSphereMachine, ctx: &Context) -> Result<Option<Cap
         return Ok(None);
     };
     let ns = vsm.namespace().unwrap_or_default();
-    get_opt::<CapiMachine>(ctx, &ns, CORE_API_VERSION, "Machine", &owner.name).await
-}
-
-/// A CAPI object by name, decoded; `None` when it (or its CRD) is not there.
-async fn get_opt<T: serde::de::DeserializeOwned>(
-    ctx: &Context,
-    ns: &str,
-    api_version: &str,
-    kind: &str,
-    name: &str,
-) -> Result<Option<T>, Error> {
-    if name.is_empty() {
-        return Ok(None);
-    }
-    let api = dynamic_api(&ctx.client, ns, api_version, kind);
-    match api.get(name).await {
-        Ok(o) => super::machine::typed(o, kind, ns).map(Some),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(KubeError::from_client(format!("get {kind} {ns}/{name}"), &e).into()),
+    match ctx.stores.capi_machines.get(Some(&ns), &owner.name) {
+        None => Ok(None),
+        Some(Ok(m)) => Ok(Some(m)),
+        Some(Err(why)) => Err(Error::InvalidObject(format!(
+            "Machine {ns}/{}: {why}",
+            owner.name
+        ))),
     }
 }
 
@@ -350,4 +390,86 @@ pub fn error_policy(vsm: Arc<VSphereMachine>, error: &Error, ctx: Arc<Context>) 
     let delay = ctx.backoff.next(&backoff_key(&vsm));
     tracing::warn!(error = %error, ?delay, "VSphereMachine reconcile failed; retrying");
     Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn guard<K: serde::de::DeserializeOwned>(v: serde_json::Value) -> DeserializeGuard<K> {
+        DeserializeGuard(Ok(serde_json::from_value(v).unwrap()))
+    }
+
+    fn cluster(status: serde_json::Value, paused: bool) -> DeserializeGuard<CapiCluster> {
+        guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "c1", "namespace": "ns", "uid": "u1"},
+            "spec": {"paused": paused}, "status": status
+        }))
+    }
+
+    #[test]
+    fn only_what_a_pass_reads_of_a_cluster_wakes_its_machines() {
+        let base = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true}}),
+            false,
+        );
+        let f = cluster_fingerprint(&base);
+        let churn = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true},
+                "conditions": [{"type": "Available", "status": "False"}], "phase": "Provisioned"}),
+            false,
+        );
+        assert_eq!(
+            cluster_fingerprint(&churn),
+            f,
+            "other status changes do not wake"
+        );
+        let paused = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true}}),
+            true,
+        );
+        assert_ne!(cluster_fingerprint(&paused), f);
+        let initialized = cluster(
+            json!({"initialization": {"infrastructureProvisioned": true, "controlPlaneInitialized": true}}),
+            false,
+        );
+        assert_ne!(cluster_fingerprint(&initialized), f);
+    }
+
+    #[test]
+    fn a_machine_wakes_the_vsphere_machine_it_names_and_a_cluster_those_labelled_with_it() {
+        let m: DeserializeGuard<CapiMachine> = guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m1", "namespace": "ns"},
+            "spec": {"clusterName": "c1", "infrastructureRef":
+                {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "vm-1"}}
+        }));
+        assert_eq!(
+            infrastructure_of(&m),
+            Some(ObjectRef::new("vm-1").within("ns"))
+        );
+        let other: DeserializeGuard<CapiMachine> = guard(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m2", "namespace": "ns"},
+            "spec": {"infrastructureRef": {"kind": "DockerMachine", "name": "d"}}
+        }));
+        assert_eq!(infrastructure_of(&other), None);
+        let vsm = |name: &str, ns: &str, cluster: &str| {
+            Arc::new(guard::<VSphereMachine>(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
+                "metadata": {"name": name, "namespace": ns,
+                    "labels": {CLUSTER_NAME_LABEL: cluster}},
+                "spec": {"template": "t"}
+            })))
+        };
+        let all = [
+            vsm("a", "ns", "c1"),
+            vsm("b", "ns", "c2"),
+            vsm("c", "other", "c1"),
+        ];
+        let woken = machines_of_cluster(&all, &cluster(json!({}), false));
+        assert_eq!(woken, [ObjectRef::new("a").within("ns")]);
+    }
 }

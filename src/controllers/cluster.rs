@@ -209,23 +209,23 @@ async fn write_status(
 }
 
 /// The owner Cluster: none referenced, referenced but absent, or found (with why it is
-/// paused). A Cluster API that is not installed reads as absent.
+/// paused). From the Cluster cache (read at v1beta2, which every supported Cluster API serves,
+/// whatever version the owner reference names); a Cluster API that is not installed reads as
+/// absent.
 async fn owner_cluster(cluster: &VSphereCluster, ctx: &Context) -> Result<Owner, Error> {
-    let Some((api_version, name)) = owner_cluster_ref(cluster) else {
+    let Some((_, name)) = owner_cluster_ref(cluster) else {
         return Ok(Owner::None);
     };
     let ns = cluster.namespace().unwrap_or_default();
-    let api = dynamic_api(&ctx.client, &ns, &api_version, "Cluster");
-    match api.get(&name).await {
-        Ok(c) => {
+    match super::pause::capi_cluster(ctx, &ns, &name).await? {
+        Some(c) => {
             let value = serde_json::to_value(&c).unwrap_or_default();
             Ok(Owner::Found {
                 name,
                 paused: lifecycle::cluster_paused(&value),
             })
         }
-        Err(e) if is_not_found(&e) => Ok(Owner::Missing { name }),
-        Err(e) => Err(e.into()),
+        None => Ok(Owner::Missing { name }),
     }
 }
 

@@ -11,13 +11,14 @@ use kube::runtime::controller::Controller;
 
 use super::cache::Cache;
 use super::stores::Stores;
-use super::watch::{skip_status_only_changes, watch_kind};
+use super::watch::{skip_status_only_changes, skip_unchanged, watch_kind, watch_optional_kind};
 use super::{
     Context, Health, Shared, Shutdown, capi_machine, cluster, cluster_identity, cpms, entry,
     leader, machine, mhc, storage_migration, zone,
 };
 use k8s_openapi::api::core::v1::Node;
 
+use crate::api::capi_core::{CapiCluster, CapiMachine};
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
@@ -109,6 +110,12 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     // their cache is not one of `Stores` (no other reconcile waits for it).
     let (identity_store, [identity_trigger]) =
         watch_kind::<VSphereClusterIdentity, 1>(&client, None, &mut tasks);
+    // Cluster API's Machines and Clusters, when Cluster API is installed: what VSphereMachines
+    // are made from, read from these caches rather than fetched on every reconcile.
+    let (capi_machines, [capi_machine_trigger]) =
+        watch_optional_kind::<CapiMachine, 1>(&client, &mut tasks);
+    let (capi_clusters, [capi_cluster_trigger]) =
+        watch_optional_kind::<CapiCluster, 1>(&client, &mut tasks);
 
     let stores = Stores {
         zones: Cache::over(zone_store.clone()),
@@ -120,6 +127,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         health_checks: Cache::over(check_store.clone()),
         vsphere_machines: Cache::over(vsm_store.clone()),
         vsphere_vms: Cache::over(vm_store.clone()),
+        capi_machines: capi_machines.clone(),
+        capi_clusters: capi_clusters.clone(),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's
@@ -220,7 +229,11 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
 
     // A VSphereVM's status (written by the sweep) is what its VSphereMachine reports: every
     // change of it wakes the owner, and so does its deletion (the owner's finalizer waits for it).
+    // Its Machine's changes (bootstrap data ready, failure domain) wake it at once, and so do
+    // its Cluster's that a pass reads (pause, infrastructure ready, control plane initialized;
+    // the Cluster's other status changes are many and do not).
     let vm_events = futures::stream::select(vm_to_machines, deleted_vms);
+    let vsms_for_cluster = stores.vsphere_machines.store();
     let vsm_controller = entry::run(
         capi_machine::CONTROLLER,
         Controller::for_shared_stream(
@@ -229,7 +242,21 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         )
         .watches_shared_stream(vm_events, |vm: Arc<DeserializeGuard<VSphereVM>>| {
             capi_machine::owner_of(&vm)
-        }),
+        })
+        .watches_shared_stream(
+            skip_status_only_changes(capi_machine_trigger, capi_machines.store()),
+            |m: Arc<DeserializeGuard<CapiMachine>>| capi_machine::infrastructure_of(&m),
+        )
+        .watches_shared_stream(
+            skip_unchanged(
+                capi_cluster_trigger,
+                capi_clusters.store(),
+                capi_machine::cluster_fingerprint,
+            ),
+            move |c: Arc<DeserializeGuard<CapiCluster>>| {
+                capi_machine::machines_of_cluster(&vsms_for_cluster.state(), &c)
+            },
+        ),
         capi_machine::reconcile,
         capi_machine::error_policy,
         ctx.clone(),

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 use super::cache::Cache;
+use crate::api::capi_core::{CapiCluster, CapiMachine};
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
@@ -24,6 +25,10 @@ pub struct Stores {
     /// Cluster API machines (ours: their CRDs are installed with the zones').
     pub vsphere_machines: Cache<VSphereMachine>,
     pub vsphere_vms: Cache<VSphereVM>,
+    /// Cluster API's Machines and Clusters (what a VSphereMachine is made from, and the pause):
+    /// absent ([`Cache::is_served`]) where Cluster API is not installed.
+    pub capi_machines: Cache<CapiMachine>,
+    pub capi_clusters: Cache<CapiCluster>,
 }
 
 fn by_name<K: Resource>(objects: Vec<K>) -> std::collections::BTreeMap<String, K> {
@@ -62,7 +67,7 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 9] {
+    pub fn each(&self) -> [&dyn Loading; 11] {
         [
             &self.zones,
             &self.failure_domains,
@@ -73,6 +78,8 @@ impl Stores {
             &self.health_checks,
             &self.vsphere_machines,
             &self.vsphere_vms,
+            &self.capi_machines,
+            &self.capi_clusters,
         ]
     }
 

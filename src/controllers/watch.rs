@@ -2,6 +2,7 @@
 //! own status writes from waking the reconcilers again.
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
@@ -62,10 +63,7 @@ where
 
 pub(super) type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<DeserializeGuard<K>>>;
 
-/// Drive the watch of `api` into `writer` until the task is aborted. Watch errors (API server
-/// restarts, a CRD removed) are logged and retried with the watcher's backoff; an object that
-/// does not decode is cached as such and logged, never failing the list. Deleted objects go to
-/// `deleted` (shared stores tell their subscribers about changes, not deletions).
+/// Drive the watch of `api` into `writer` until the task is aborted (see [`reflect`]).
 fn spawn_reflector<K>(
     api: Api<DeserializeGuard<K>>,
     writer: reflector::store::Writer<DeserializeGuard<K>>,
@@ -74,39 +72,118 @@ fn spawn_reflector<K>(
 ) where
     K: Watchable,
 {
+    tasks.spawn(reflect(api, writer, deleted));
+}
+
+/// The watch of `api` into `writer`, forever. Watch errors (API server restarts, a CRD
+/// removed) are logged and retried with the watcher's backoff; an object that does not decode
+/// is cached as such and logged, never failing the list. Deleted objects go to `deleted`
+/// (shared stores tell their subscribers about changes, not deletions).
+async fn reflect<K>(
+    api: Api<DeserializeGuard<K>>,
+    writer: reflector::store::Writer<DeserializeGuard<K>>,
+    deleted: Option<Deleted<K>>,
+) where
+    K: Watchable,
+{
     let kind = K::kind(&()).into_owned();
-    tasks.spawn(async move {
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(slim),
-        );
-        stream
-            .for_each(|event| {
-                match event {
-                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                        if let Err(e) = &obj.0 {
-                            tracing::warn!(
-                                %kind,
-                                object = %cache::display_name(&e.metadata),
-                                error = %e.error,
-                                "cannot decode the object; it is skipped until fixed"
-                            );
-                        }
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim),
+    );
+    stream
+        .for_each(|event| {
+            match event {
+                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                    if let Err(e) = &obj.0 {
+                        tracing::warn!(
+                            %kind,
+                            object = %cache::display_name(&e.metadata),
+                            error = %e.error,
+                            "cannot decode the object; it is skipped until fixed"
+                        );
                     }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        if let Some(tx) = &deleted {
-                            let _ = tx.unbounded_send(Arc::new(obj));
-                        }
-                    }
-                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-                    Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
                 }
-                futures::future::ready(())
-            })
-            .await;
+                Ok(watcher::Event::Delete(obj)) => {
+                    if let Some(tx) = &deleted {
+                        let _ = tx.unbounded_send(Arc::new(obj));
+                    }
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// How often a kind found not served (its CRD not installed) is looked for again. Installing
+/// Cluster API under a running manager is rare and a restart picks it up at once; a look every
+/// few minutes keeps an OpenShift-only install's requests and logs quiet.
+pub const ABSENT_RECHECK: Duration = Duration::from_secs(300);
+
+/// How soon a look at an optional kind that failed for another reason (the API server
+/// restarting) is tried again; the cache stays loading meanwhile.
+const PROBE_RETRY: Duration = Duration::from_secs(5);
+
+/// Like [`watch_kind`], for a kind the API server may not serve (Cluster API's, whose CRDs an
+/// OpenShift-only install lacks). One list of at most one object tells: not served (404), or
+/// not allowed (403, an older config/rbac), makes the cache absent — loaded and empty, holding
+/// no controller back — said once in the log and looked at again every [`ABSENT_RECHECK`];
+/// once served, the watch starts and the cache loads.
+pub(super) fn watch_optional_kind<K, const N: usize>(
+    client: &kube::Client,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> (cache::Cache<K>, [ReflectHandle<DeserializeGuard<K>>; N])
+where
+    K: Watchable,
+{
+    let (store, writer) = reflector::store_shared(SUBSCRIBER_BUFFER);
+    let subscriptions = std::array::from_fn(|_| {
+        writer
+            .subscribe()
+            .unwrap_or_else(|| unreachable!("shared stores can be subscribed to"))
     });
+    let cache = cache::Cache::over(store);
+    let api: Api<DeserializeGuard<K>> = Api::all(client.clone());
+    let loaded = cache.clone();
+    tasks.spawn(async move {
+        let resource = format!("{}.{}", K::plural(&()), K::group(&()));
+        let mut was_absent = false;
+        loop {
+            let params = kube::api::ListParams::default().limit(1);
+            match api.list_metadata(&params).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
+                    if !was_absent {
+                        if s.code == 404 {
+                            tracing::info!(%resource, recheck = ?ABSENT_RECHECK,
+                                "not served (Cluster API not installed): not watched; looked for again periodically");
+                        } else {
+                            tracing::warn!(%resource, error = %s.message, recheck = ?ABSENT_RECHECK,
+                                "not allowed to list: not watched; bind the manager's ServiceAccount with config/rbac");
+                        }
+                    }
+                    was_absent = true;
+                    loaded.set_absent(true);
+                    tokio::time::sleep(ABSENT_RECHECK).await;
+                }
+                Err(e) => {
+                    tracing::debug!(%resource, error = %e, "cannot list; trying again");
+                    tokio::time::sleep(PROBE_RETRY).await;
+                }
+            }
+        }
+        if was_absent {
+            tracing::info!(%resource, "now served: watched");
+            futures::join!(reflect(api, writer, None), loaded.load());
+        } else {
+            reflect(api, writer, None).await;
+        }
+    });
+    (cache, subscriptions)
 }
 
 /// The annotation `kubectl apply` keeps the whole applied manifest in.
@@ -159,23 +236,26 @@ where
 {
     seen: HashMap<(Option<String>, String), u64>,
     cache: Store<K>,
+    /// What of an object counts as a change.
+    fingerprint: fn(&K) -> u64,
 }
 
 impl<K> StatusOnlyFilter<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    fn new(cache: Store<K>) -> Self {
+    fn new(cache: Store<K>, fingerprint: fn(&K) -> u64) -> Self {
         StatusOnlyFilter {
             seen: HashMap::new(),
             cache,
+            fingerprint,
         }
     }
 
     /// Whether `obj` changed more than its status since it last came by.
     fn admit(&mut self, obj: &K) -> bool {
         let m = obj.meta();
-        let fingerprint = fingerprint(m);
+        let fingerprint = (self.fingerprint)(obj);
         let key = (m.namespace.clone(), m.name.clone().unwrap_or_default());
         let fresh = self.seen.insert(key, fingerprint) != Some(fingerprint);
         // Deleted objects are not announced: forget those no longer cached once they pile up.
@@ -209,7 +289,21 @@ pub(super) fn skip_status_only_changes<K>(
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    let mut filter = StatusOnlyFilter::new(cache);
+    skip_unchanged(trigger, cache, |o| fingerprint(o.meta()))
+}
+
+/// Drop updates that leave `fingerprint` as it was: for a kind whose changes matter only in
+/// part to the controller it wakes (a Cluster API Cluster's status changes often; its pause and
+/// readiness are what a VSphereMachine reads).
+pub(super) fn skip_unchanged<K>(
+    trigger: impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    cache: Store<K>,
+    fingerprint: fn(&K) -> u64,
+) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let mut filter = StatusOnlyFilter::new(cache, fingerprint);
     trigger.filter(move |obj| futures::future::ready(filter.admit(obj)))
 }
 
@@ -250,7 +344,7 @@ mod tests {
     #[test]
     fn the_status_only_filter_forgets_deleted_objects() {
         let (store, mut writer) = reflector::store::<VSphereDeploymentZone>();
-        let mut filter = StatusOnlyFilter::new(store);
+        let mut filter = StatusOnlyFilter::new(store, |z| fingerprint(z.meta()));
         for i in 0..500 {
             let z = zone(&format!("z{i}"), &format!("uid-{i}"));
             writer.apply_watcher_event(&watcher::Event::Apply(z.clone()));

@@ -249,6 +249,8 @@ pub fn context_with(
             health_checks: Cache::from_objects([]),
             vsphere_machines: Cache::from_objects([]),
             vsphere_vms: Cache::from_objects([]),
+            capi_machines: Cache::from_objects([]),
+            capi_clusters: Cache::from_objects([]),
         },
     )
 }

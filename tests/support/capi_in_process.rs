@@ -29,21 +29,62 @@ pub fn install_capi_crds(cp: &ControlPlane) {
 /// The controllers in this process, as the controller's ServiceAccount; stopped when dropped.
 pub struct Controllers {
     pub stats: Stats,
+    /// Every Kubernetes API request the controllers made, in order.
+    pub requests: Requests,
+    pub metrics: Arc<Metrics>,
     trigger: Option<ShutdownTrigger>,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Kubernetes API requests as `VERB path` (`GET /api/v1/namespaces/ns/secrets/s`; watches
+/// and lists are GETs of the collection, with their query).
+#[derive(Clone, Default)]
+pub struct Requests(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Requests {
+    /// How many were made so far (a mark for [`Requests::since`]).
+    pub fn mark(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The requests made after `mark`.
+    pub fn since(&self, mark: usize) -> Vec<String> {
+        self.0.lock().unwrap()[mark..].to_vec()
+    }
+}
+
+/// `client`, logging each request into `requests` before sending it.
+fn logging(client: kube::Client, requests: Requests) -> kube::Client {
+    let ns = client.default_namespace().to_string();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let line = format!(
+            "{} {}",
+            req.method(),
+            req.uri()
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or_default()
+        );
+        requests.0.lock().unwrap().push(line);
+        let client = client.clone();
+        async move { client.send(req).await }
+    });
+    kube::Client::new(service, ns)
 }
 
 impl Controllers {
     pub async fn start(cp: &ControlPlane) -> Controllers {
         let stats = Stats::default();
         let metrics_stats = stats.clone();
+        let requests = Requests::default();
+        let metrics = Metrics::new(stats.clone());
         let shared = Shared {
-            client: cp.client(&Identity::Controller).await,
+            client: logging(cp.client(&Identity::Controller).await, requests.clone()),
             sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
             views: Arc::new(ServerViews::new(Duration::from_secs(30))),
             manager: None,
             trust: Default::default(),
-            metrics: Metrics::new(stats.clone()),
+            metrics: metrics.clone(),
             reporter: "vsphere-provider".into(),
             converts: false,
             polling: Default::default(),
@@ -54,6 +95,8 @@ impl Controllers {
         let task = tokio::spawn(async move { controllers::run_controllers(&shared, signal).await });
         Controllers {
             stats: metrics_stats,
+            requests,
+            metrics,
             trigger: Some(trigger),
             task: Some(task),
         }
@@ -225,6 +268,54 @@ pub async fn owned_cluster(
     Api::namespaced(cp.client(ADMIN).await, ns)
 }
 
+/// The ground a machine test starts from: a zone (applied with `more`: the bootstrap Secret,
+/// templates) and the Cluster `c1` owning a VSphereCluster that publishes it and uses the
+/// credentials Secret, once that VSphereCluster is ready. Returns the zone's name.
+pub async fn ready_cluster(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<Value>) -> String {
+    let zone = apply_zone(cp, ns, sim, more);
+    let api = owned_cluster(
+        cp,
+        ns,
+        sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        true,
+        false,
+    )
+    .await;
+    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
+        c["status"]["ready"] == true
+    })
+    .await;
+    zone
+}
+
+/// The bootstrap data Secret `m1-bootstrap` (cloud-config `value`), as a bootstrap provider
+/// writes it.
+pub fn bootstrap_secret_m1(ns: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "m1-bootstrap", "namespace": ns},
+        "stringData": {"value": value, "format": "cloud-config"}
+    })
+}
+
+/// Delete the VSphereMachine `m1` as CAPI does with its Machine, and wait until it is gone
+/// (its VM destroyed and both finalizers released).
+pub async fn delete_vsphere_machine_m1(cp: &ControlPlane, ns: &str) {
+    cp.kubectl(
+        ADMIN,
+        &["delete", "vspheremachine", "m1", "-n", ns, "--wait=false"],
+    )
+    .ok();
+    eventually(
+        "the VSphereMachine gone",
+        Duration::from_secs(90),
+        || async { Some(get_json(cp, "vspheremachine", ns, "m1")) },
+        Option::is_none,
+    )
+    .await;
+}
+
 pub fn credentials_secret(ns: &str, name: &str, sim: &Vcsim) -> Value {
     let (user, password) = sim.credentials();
     json!({
@@ -331,6 +422,23 @@ pub fn get_json(cp: &ControlPlane, kind: &str, ns: &str, name: &str) -> Option<V
 /// provisioned, the Machine `m1` (bootstrap Secret `m1-bootstrap`), and the VSphereMachine `m1`
 /// (v1beta1, `spec` as given) owned by it.
 pub fn capi_machine_m1(cp: &ControlPlane, ns: &str, zone: &str, spec: Value) {
+    capi_machine_m1_with(cp, ns, zone, spec, Some("m1-bootstrap"));
+}
+
+/// [`capi_machine_m1`], the Machine's bootstrap data `data_secret` (`None`: not produced yet,
+/// the Machine naming only its bootstrap config, as CAPI's machine controller makes it).
+pub fn capi_machine_m1_with(
+    cp: &ControlPlane,
+    ns: &str,
+    zone: &str,
+    spec: Value,
+    data_secret: Option<&str>,
+) {
+    let bootstrap = match data_secret {
+        Some(name) => json!({"dataSecretName": name}),
+        None => json!({"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io",
+            "kind": "KubeadmConfig", "name": "m1"}}),
+    };
     cp.kubectl(
         ADMIN,
         &[
@@ -353,7 +461,7 @@ pub fn capi_machine_m1(cp: &ControlPlane, ns: &str, zone: &str, spec: Value) {
             "metadata": {"name": "m1", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
             "spec": {
                 "clusterName": "c1", "failureDomain": zone,
-                "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                "bootstrap": bootstrap,
                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m1"}
             }
         })

@@ -94,6 +94,20 @@ pub struct CapiMachineSpec {
     /// The provider ID, once CAPI copied it from the infra machine.
     #[serde(default, rename = "providerID")]
     pub provider_id: Option<String>,
+    /// The infrastructure machine (a VSphereMachine): how a change of the Machine finds the
+    /// VSphereMachine to wake.
+    #[serde(default)]
+    pub infrastructure_ref: Option<CapiInfrastructureRef>,
+}
+
+/// `Machine.spec.infrastructureRef`: v1beta2's `{apiGroup, kind, name}` and v1beta1's
+/// `{apiVersion, kind, name, namespace}` alike (the kind and the name are all that is read).
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CapiInfrastructureRef {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
 }
 
 /// `Machine.spec.bootstrap`.
@@ -107,7 +121,7 @@ pub struct CapiBootstrap {
 }
 
 /// A Cluster API Cluster (the fields an infrastructure provider reads).
-#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct CapiCluster {
     /// Standard object metadata.
     #[serde(default)]
@@ -173,5 +187,68 @@ impl CapiCluster {
             == Some(true)
             || true_in(self.status.get("conditions"))
             || true_in(self.status.pointer("/v1beta2/conditions"))
+    }
+}
+
+/// Cluster API's Machine and Cluster as watched kinds (their caches), at [`CORE_API_VERSION`]:
+/// written by hand because this provider serves neither kind, and only the fields above are
+/// decoded, so a cache holds a fraction of each object.
+macro_rules! capi_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                "cluster.x-k8s.io".into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1beta2".into()
+            }
+            fn api_version(_: &()) -> std::borrow::Cow<'_, str> {
+                CORE_API_VERSION.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+capi_resource!(CapiMachine, "Machine", "machines");
+capi_resource!(CapiCluster, "Cluster", "clusters");
+
+#[cfg(test)]
+mod resource_tests {
+    use super::*;
+
+    #[test]
+    fn the_watched_kinds_are_read_at_the_core_api_version() {
+        use kube::Resource;
+        assert_eq!(CapiMachine::api_version(&()), CORE_API_VERSION);
+        assert_eq!(
+            format!("{}/{}", CapiCluster::group(&()), CapiCluster::version(&())),
+            CORE_API_VERSION
+        );
+        let m: CapiMachine = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m"},
+            "spec": {"clusterName": "c", "infrastructureRef":
+                {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": "m-x"}}
+        }))
+        .unwrap();
+        let r = m.spec.infrastructure_ref.unwrap();
+        assert_eq!(
+            (r.kind.as_str(), r.name.as_str()),
+            ("VSphereMachine", "m-x")
+        );
     }
 }

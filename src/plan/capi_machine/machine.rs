@@ -28,6 +28,7 @@ pub struct Input<'a> {
     pub vsphere_cluster: Option<&'a VSphereCluster>,
     pub zones: &'a BTreeMap<String, VSphereDeploymentZone>,
     pub failure_domains: &'a BTreeMap<String, VSphereFailureDomain>,
+    /// The Secret [`bootstrap_secret_to_read`] named, if it was read and found.
     pub bootstrap_secret: Option<&'a Secret>,
     /// The VSphereVM the machine controls, if there is one.
     pub existing_vm: Option<&'a VSphereVM>,
@@ -49,7 +50,8 @@ pub enum VmAction {
 pub enum Next {
     /// Only a change wakes it (no owner yet, deletion done).
     AwaitChange,
-    /// Paused (its Cluster, or itself): nothing is done; it looks again for the resume.
+    /// Paused (its Cluster, or itself): nothing is done. The resume is a change of the
+    /// Cluster or of the VSphereMachine, both watched; the shell still looks again now and then.
     Paused,
     /// It waits on something not watched (CAPI's objects, the zone) or on its VM: poll.
     Poll,
@@ -68,6 +70,39 @@ pub struct Plan {
     pub wait: Option<Wait>,
     /// Fields of the VSphereMachine stored but not acted on (an event says so on create).
     pub ignored: Vec<&'static str>,
+}
+
+/// The bootstrap data Secret a pass needs read, if any: only a machine that may make its
+/// VSphereVM now (not being deleted, none yet, its Machine naming the Secret). Once the
+/// VSphereVM exists it carries the Secret's name and the clone reads it, so steady-state passes
+/// read nothing: the Secret is fetched by name when needed, never watched (a watch of Secrets
+/// would hold every Secret of the cluster in memory and need the right to list them all).
+pub fn bootstrap_secret_to_read<'a>(
+    vsphere_machine: &VSphereMachine,
+    machine: Option<&'a CapiMachine>,
+    existing_vm: Option<&VSphereVM>,
+) -> Option<&'a str> {
+    if vsphere_machine.metadata.deletion_timestamp.is_some() || existing_vm.is_some() {
+        return None;
+    }
+    machine?
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+}
+
+/// What a pass reads of its Cluster: pause, infrastructure ready, control plane initialized,
+/// the VSphereCluster it names. A change of anything else (CAPI rewrites the Cluster's
+/// conditions often) changes no plan, so it need not wake the Cluster's machines.
+pub fn cluster_read(cluster: &CapiCluster) -> (bool, bool, bool, Option<&serde_json::Value>) {
+    (
+        cluster.paused(),
+        cluster.infrastructure_ready(),
+        cluster.control_plane_initialized(),
+        cluster.spec.get("infrastructureRef"),
+    )
 }
 
 /// Decide one pass.
@@ -153,7 +188,6 @@ pub fn plan(input: &Input<'_>) -> Plan {
     }
     let ready = after.status.as_ref().and_then(|s| s.ready) == Some(true);
     let next = match &resolved {
-        // The Cluster is not watched: look again for its resume (`pause::PAUSED_POLL`).
         Err(w) if w.reason == reason::PAUSED => Next::Paused,
         Err(_) => Next::Poll,
         Ok(_) if ready => Next::Idle,
@@ -342,6 +376,34 @@ mod tests {
         assert_eq!(w.reason, reason::WAITING_FOR_CONTROL_PLANE);
         assert_eq!(p.next, Next::Poll);
         assert!(p.after.is_some(), "the condition says why");
+    }
+
+    #[test]
+    fn the_bootstrap_secret_is_read_only_before_the_vsphere_vm_exists() {
+        let (v, m) = (vsm(false), machine(Some("boot")));
+        assert_eq!(bootstrap_secret_to_read(&v, Some(&m), None), Some("boot"));
+        let vm = VSphereVM::new("m-0", Default::default());
+        assert_eq!(bootstrap_secret_to_read(&v, Some(&m), Some(&vm)), None);
+        assert_eq!(bootstrap_secret_to_read(&vsm(true), Some(&m), None), None);
+        assert_eq!(bootstrap_secret_to_read(&v, None, None), None);
+        assert_eq!(
+            bootstrap_secret_to_read(&v, Some(&machine(None)), None),
+            None
+        );
+        assert_eq!(
+            bootstrap_secret_to_read(&v, Some(&machine(Some(""))), None),
+            None
+        );
+        // A provisioned machine without its Secret stays as it is.
+        let (v, m, c, s, e, t) = resolvable();
+        let first = plan(&input(&v, Some(&m), &c, Some(&s), None, &e, &t));
+        let VmAction::Create(vm) = first.vm else {
+            panic!()
+        };
+        let with = plan(&input(&v, Some(&m), &c, Some(&s), Some(&vm), &e, &t));
+        let without = plan(&input(&v, Some(&m), &c, None, Some(&vm), &e, &t));
+        assert_eq!(with, without);
+        assert!(without.wait.is_none());
     }
 
     #[test]

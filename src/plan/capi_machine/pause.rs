@@ -4,8 +4,9 @@
 //! call, and **no deletion step** even when it is being deleted: `clusterctl move` pauses the
 //! Cluster, copies every object to the target, then strips the finalizers and deletes the
 //! source's copies, and a provider that acted on that deletion would destroy the VMs the target
-//! just took over. The Cluster is not watched (OpenShift has no such kind), so a paused machine
-//! looks again every [`PAUSED_POLL`] to notice the resume.
+//! just took over. A paused VSphereVM looks again every [`PAUSED_POLL`] to notice the resume
+//! (its Cluster's changes do not wake it); a paused VSphereMachine is woken by its Cluster's
+//! changes and looks again only every [`PAUSED_SAFETY_POLL`].
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -18,8 +19,15 @@ use crate::plan::cluster::lifecycle::cluster_paused;
 /// then strips its finalizers): the deletion is a move, not the end of the machine.
 pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 
-/// How often a paused machine checks whether its Cluster resumed.
+/// How often a paused VSphereVM checks whether its Cluster resumed.
 pub const PAUSED_POLL: Duration = Duration::from_secs(30);
+
+/// How often a paused VSphereMachine looks again, although the resume (its Cluster's or its
+/// own change) wakes it at once through the watches. Kept as a safety net, not a schedule: a
+/// Cluster created while Cluster API's kinds were not yet watched (installed under a running
+/// manager) or a wake lost with a controller's queue is then noticed within minutes rather than
+/// at the next restart, and a paused pass costs no API request (it reads the caches).
+pub const PAUSED_SAFETY_POLL: Duration = Duration::from_secs(300);
 
 /// The Cluster an object belongs to (its `cluster.x-k8s.io/cluster-name` label).
 pub fn cluster_name(meta: &ObjectMeta) -> Option<&str> {

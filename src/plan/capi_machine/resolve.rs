@@ -79,7 +79,9 @@ pub struct Input<'a> {
     pub zones: &'a BTreeMap<String, VSphereDeploymentZone>,
     /// Failure domains by name.
     pub failure_domains: &'a BTreeMap<String, VSphereFailureDomain>,
-    /// The Secret `Machine.spec.bootstrap.dataSecretName` names, if found.
+    /// The Secret `Machine.spec.bootstrap.dataSecretName` names, if found. Read only while
+    /// there is no VSphereVM ([`super::machine::bootstrap_secret_to_read`]); ignored once there
+    /// is one.
     pub bootstrap_secret: Option<&'a Secret>,
     /// The machine's VSphereVM, if it exists already.
     pub existing_vm: Option<&'a VSphereVM>,
@@ -99,8 +101,9 @@ pub struct Desired {
     pub vm: VSphereVM,
     /// The same, as the provider spec `plan::placement::resolve` reads.
     pub provider_spec: VSphereMachineProviderSpec,
-    /// The bootstrap data for the clone's extraConfig.
-    pub bootstrap: BootstrapData,
+    /// The bootstrap data for the clone's extraConfig, checked before the VSphereVM is made
+    /// (`None` once it exists: the VSphereVM names the Secret, the clone reads it).
+    pub bootstrap: Option<BootstrapData>,
     /// The failure domain's region and zone tag names, when placed by one.
     pub region_zone: Option<(String, String)>,
     /// Fields set on the VSphereMachine that this provider stores but does not act on.
@@ -165,11 +168,17 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
             "Machine spec.bootstrap.dataSecretName is not set yet",
         );
     };
-    let bootstrap =
-        bootstrap::read(input.bootstrap_secret, &ns, secret_name).map_err(|message| Wait {
-            reason: reason::WAITING_FOR_BOOTSTRAP_DATA,
-            message,
-        })?;
+    // Once the VSphereVM exists the data is not needed here: not having read the Secret is
+    // no reason to wait (nor to say so in the status of a provisioned machine).
+    let bootstrap = match input.existing_vm {
+        Some(_) => None,
+        None => Some(
+            bootstrap::read(input.bootstrap_secret, &ns, secret_name).map_err(|message| Wait {
+                reason: reason::WAITING_FOR_BOOTSTRAP_DATA,
+                message,
+            })?,
+        ),
+    };
 
     // The failure domain: never clone without its placement.
     let mut spec = vsm.spec.clone.clone();

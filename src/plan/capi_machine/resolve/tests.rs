@@ -417,6 +417,19 @@ fn the_failure_domain_supplies_the_network_devices() {
     assert_eq!(d.provider_spec.network.devices.len(), 3);
 }
 
+/// The bootstrap Secret is read only to make the VSphereVM: once it exists, a Secret not read
+/// (or gone) neither makes the machine wait nor changes what it wants.
+#[test]
+fn once_the_vsphere_vm_exists_the_bootstrap_secret_is_not_needed() {
+    let mut w = World::new();
+    let first = w.resolve().unwrap();
+    w.existing = Some(first.vm.clone());
+    w.secret = None;
+    let again = w.resolve().unwrap();
+    assert_eq!(again.vm, first.vm);
+    assert_eq!(again.bootstrap, None);
+}
+
 #[test]
 fn the_vsphere_vm_is_capvs_object() {
     let mut w = World::new();
@@ -447,7 +460,14 @@ fn the_vsphere_vm_is_capvs_object() {
         (Some("Secret"), Some("demo-md-0-abcde"), Some("ns"))
     );
     assert_eq!(d.vm.spec.bios_uuid.as_deref(), Some("4230-kept"));
-    assert_eq!(d.bootstrap.format, bootstrap::Format::CloudConfig);
+    assert_eq!(
+        d.bootstrap, None,
+        "the VSphereVM exists: its Secret is not read"
+    );
+    let mut fresh = World::new();
+    fresh.existing = None;
+    let data = fresh.resolve().unwrap().bootstrap.unwrap();
+    assert_eq!(data.format, bootstrap::Format::CloudConfig);
     // The VSphereVM passes our own admission (CAPV's VSphereVM webhook rules).
     let v = serde_json::to_value(&d.vm).unwrap();
     let mut v = v;
