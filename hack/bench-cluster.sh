@@ -116,6 +116,7 @@ kind: VSphereDeploymentZone
 metadata: {name: zone-$i}
 spec:
   server: $VCSIM_URL
+  identityRef: {kind: Secret, name: zone-credentials}
   failureDomain: zone-$i
   controlPlane: $([ "$i" -lt 3 ] && echo true || echo false)
   placementConstraint: {resourcePool: DC0_C${i}_RP1, folder: vm}
@@ -217,6 +218,12 @@ k apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Secret
 metadata: {name: vsphere-credentials, namespace: $NS}
+stringData: {username: bench, password: bench}
+---
+# The zones' own credentials, in the manager's namespace (zones never use a tenant's).
+apiVersion: v1
+kind: Secret
+metadata: {name: zone-credentials, namespace: ${CONTROLLER_SA%/*}}
 stringData: {username: bench, password: bench}
 ---
 apiVersion: v1
