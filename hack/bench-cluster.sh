@@ -10,7 +10,10 @@
 #         must be zero writes apart from the leader Lease renewals,
 #      c. during the resync of a restarted controller (every object reconciled once, nothing
 #         changed): zero writes apart from taking the Lease;
-#   3. the controller's resident memory (VmRSS, VmHWM from /proc) with those objects cached.
+#   3. the controller's resident memory (VmRSS, VmHWM from /proc) with those objects cached;
+#   4. the vCenter calls of the idle window, by SOAP method or REST path (the controller's
+#      vsphere_provider_vcenter_requests_total): the long poll (WaitForUpdatesEx) and the periodic
+#      full reads; with the long poll nothing else is read unless vCenter changes.
 #
 #   hack/bench-cluster.sh [--zones 100] [--machines 300] [--idle 630] [--release]
 #
@@ -91,6 +94,15 @@ metrics_url() { echo "http://$(sed -n 's/.*admin endpoints listening.*addr=\([0-
 reconciles() {
 	curl -fsS "$(metrics_url)" | sed -n 's/^vsphere_provider_reconciles_total{controller="\([^"]*\)".*} \([0-9]*\)$/\1 \2/p' |
 		awk '{ n[$1] += $2 } END { for (c in n) print c, n[c] }' | sort
+}
+# vcenter_calls: "method count" of vsphere_provider_vcenter_requests_total.
+vcenter_calls() {
+	curl -fsS "$(metrics_url)" | sed -n 's/^vsphere_provider_vcenter_requests_total{method="\([^"]*\)"} \([0-9]*\)$/\1 \2/p' | sort
+}
+# vcenter_delta BEFORE AFTER: "N (Method +n, ...)" of the calls between two `vcenter_calls`.
+vcenter_delta() {
+	join -a2 -e0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") |
+		awk '$3 > $2 { n += $3 - $2; s = s (s ? ", " : "") $1 " +" ($3 - $2) } END { printf "%d%s", n, (s ? " (" s ")" : "") }'
 }
 # reconciled BEFORE AFTER: "zone +N, machine +M, ..." between two `reconciles` outputs.
 reconciled() {
@@ -304,16 +316,18 @@ mem_loaded="$(memory)"
 
 log "idle window of $idle s with $zones zones and $machines machines cached (resyncs every 300 s and 600 s)"
 before="$(reconciles)"
+calls_before="$(vcenter_calls)"
 m0="$(mark)"
 sleep "$idle"
 m1="$(mark)"
 after="$(reconciles)"
+idle_vcenter="$(vcenter_delta "$calls_before" "$(vcenter_calls)")"
 idle_requests="$(summary "$m0" "$m1")"
 idle_writes="$(requests "$m0" "$m1" | is_write | grep -v ' leases$' | sort | uniq -c || true)"
 idle_lease="$(requests "$m0" "$m1" | is_write | grep -c ' leases$' || true)"
 idle_reconciles="$(reconciled "$before" "$after")"
 mem_idle="$(memory)"
-log "idle: $idle_requests; reconciles $idle_reconciles"
+log "idle: $idle_requests; reconciles $idle_reconciles; vCenter calls $idle_vcenter"
 by_resource "$m0" "$m1" >&2
 
 log "restart: the controller stopped (SIGTERM) and started again: every object reconciled once"
@@ -342,6 +356,7 @@ cat <<EOF
 | controller requests per machine, CPMS of 3 | **$cpms_per_machine** ($cpms_writes_per_machine writes); $cpms_requests |
 | controller requests per machine, $bulk Machines at once | **${bulk_per_machine:-n/a}** (${bulk_writes_per_machine:-n/a} writes); ${bulk_requests:-} |
 | idle window, $idle s ($idle_reconciles reconciles) | $idle_requests; **writes other than the Lease: $( [ -z "$idle_writes" ] && echo 0 || echo "$idle_writes" | tr '\n' ' ')**; Lease renewals $idle_lease |
+| vCenter calls in the idle window, $idle s | $idle_vcenter |
 | restart resync, first 60 s ($restart_reconciles reconciles) | $restart_requests; **writes other than the Lease: $( [ -z "$restart_writes" ] && echo 0 || echo "$restart_writes" | tr '\n' ' ')** |
 | controller memory, caches loaded (before the idle window) | $mem_loaded |
 | controller memory, after the idle window | $mem_idle |

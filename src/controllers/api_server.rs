@@ -195,6 +195,25 @@ pub fn dynamic_api(
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
+/// A read object as our type (a shape we cannot read is its provider's error to report).
+pub fn typed<T: serde::de::DeserializeOwned>(
+    o: kube::api::DynamicObject,
+    kind: &str,
+    ns: &str,
+) -> Result<T, super::Error> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            KubeError::new(
+                format!("read {kind} {ns}/{name}"),
+                KubeErrorKind::Invalid,
+                e.to_string(),
+            )
+            .into()
+        })
+}
+
 impl ApiServer {
     /// Write an object the machine actuator changed: metadata (and spec) first, guarded by the
     /// resourceVersion the decision was made on (a status write first would move it), then the

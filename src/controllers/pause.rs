@@ -2,7 +2,7 @@
 //! Cluster an object belongs to, from the Cluster cache, read at most once per pass.
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::api_server::dynamic_api;
+use super::api_server::{dynamic_api, typed};
 use super::{Context, Error};
 use crate::api::capi_core::{CORE_API_VERSION, CapiCluster};
 use crate::plan::capi_machine::pause;
@@ -55,7 +55,7 @@ pub async fn capi_cluster(
     }
     let api = dynamic_api(&ctx.client, ns, CORE_API_VERSION, "Cluster");
     match api.get_opt(name).await {
-        Ok(Some(c)) => super::machine::typed(c, "Cluster", ns).map(Some),
+        Ok(Some(c)) => typed(c, "Cluster", ns).map(Some),
         Ok(None) => Ok(None),
         Err(e) => Err(KubeError::from_client(format!("get Cluster {ns}/{name}"), &e).into()),
     }

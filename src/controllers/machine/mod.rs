@@ -23,7 +23,7 @@ use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::api_server::dynamic_api;
+use super::api_server::{dynamic_api, typed};
 use super::context::now;
 use super::pause::{ClusterReads, paused};
 use super::watch::fingerprint;
@@ -160,25 +160,6 @@ async fn list_typed<T: serde::de::DeserializeOwned>(
         .await
         .map_err(|e| KubeError::from_client(format!("list {kind}s in {ns}"), &e))?;
     list.items.into_iter().map(|o| typed(o, kind, ns)).collect()
-}
-
-/// A read object as our type (a shape we cannot read is its provider's error to report).
-pub(super) fn typed<T: serde::de::DeserializeOwned>(
-    o: kube::api::DynamicObject,
-    kind: &str,
-    ns: &str,
-) -> Result<T, Error> {
-    let name = o.metadata.name.clone().unwrap_or_default();
-    serde_json::to_value(o)
-        .and_then(serde_json::from_value)
-        .map_err(|e| {
-            KubeError::new(
-                format!("read {kind} {ns}/{name}"),
-                crate::reconcile::kube_ops::KubeErrorKind::Invalid,
-                e.to_string(),
-            )
-            .into()
-        })
 }
 
 /// What the drain needs to know of a pod.
