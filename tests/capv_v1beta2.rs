@@ -107,6 +107,7 @@ fn constraints(schema: &Value, at: &str, required: bool, out: &mut BTreeMap<Stri
 /// Kubernetes types carry less than controller-gen's (the apiserver checks those values anyway).
 fn known_difference(path: &str) -> bool {
     path.ends_with(".autoConfigure") // kept in our v1beta2: this provider implements it
+        || path.starts_with(".status.actuatorState") // the shared actuator's state (VSphereVM)
         || path.ends_with("spec.network") // optional: a failure domain may supply the devices
         || path.contains("conditions[].") // metav1.Condition from k8s-openapi: no enum/pattern
         || path.contains("failureDomainSelector") // LabelSelector from k8s-openapi

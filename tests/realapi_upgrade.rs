@@ -342,6 +342,20 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
             "{o:?}: lost through v1beta2"
         );
     }
+    // The shared actuator's state is a field of the stored v1beta2 VSphereVM (not held in the
+    // conversion annotation), so a hub reader sees it as it is.
+    let vm_v2 = read(cp, &objects[4], "v1beta2");
+    assert!(
+        vm_v2["status"]["actuatorState"].is_object(),
+        "the VSphereVM's state at v1beta2: {vm_v2}"
+    );
+    assert!(
+        vm_v2["metadata"]["annotations"]
+            .get(vsphere_provider::api::conversion::CONVERSION_DATA)
+            .and_then(Value::as_str)
+            .is_none_or(|held| !held.contains("actuatorState")),
+        "{vm_v2}"
+    );
 
     // 5. This release's manager: migrates VSphereMachine at start, reconciles with no write.
     let after = Controllers::start(cp).await;

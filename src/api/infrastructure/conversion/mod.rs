@@ -157,6 +157,64 @@ pub fn field_path_at(version: &str, path: &str) -> String {
         .join(".")
 }
 
+/// Lifts into a hub object what its annotation holds for v1beta1 where the hub has a place for
+/// it now but had none when the value was held: a VSphereVM's `status.actuatorState`, which
+/// v1beta2 gained after objects had been stored with it held. Reading at the storage version
+/// converts nothing, so without this a hub reader would not see it (only a v1beta1 reader,
+/// whose conversion restores it). A value the object already has wins; what the hub still has
+/// no place for stays held. Returns whether anything was lifted.
+pub fn lift_held(object: &mut Value) -> bool {
+    let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
+    let Some(kind) = Kind::from_type(text("apiVersion"), text("kind")) else {
+        return false;
+    };
+    if text("apiVersion") != V1BETA2 {
+        return false;
+    }
+    let Ok(mut held) = read_held(kind, object) else {
+        return false;
+    };
+    let Some(entries) = held.remove(TYPED_API_VERSION) else {
+        return false;
+    };
+    let schema = kind.schema_for(V1BETA2);
+    let (lift, keep): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| {
+        e.value.is_some()
+            && e.unless.is_none()
+            && object.pointer(&e.path).is_none()
+            && schema_has(&schema, &e.path)
+    });
+    if lift.is_empty() {
+        return false;
+    }
+    for entry in lift {
+        if let Some(value) = entry.value {
+            put(object, &entry.path, value);
+        }
+    }
+    if !keep.is_empty() {
+        held.insert(TYPED_API_VERSION.to_string(), keep);
+    }
+    write_held(object, &held);
+    true
+}
+
+/// Whether `schema` has a place for the JSON pointer `path`.
+fn schema_has(schema: &Value, path: &str) -> bool {
+    let mut at = schema;
+    for segment in path.split('/').skip(1) {
+        if at["x-kubernetes-preserve-unknown-fields"] == true {
+            return true;
+        }
+        at = match at["properties"].get(unescape(segment)) {
+            Some(s) => s,
+            None if segment.parse::<usize>().is_ok() && at["items"].is_object() => &at["items"],
+            None => return false,
+        };
+    }
+    true
+}
+
 /// Converts `object` to `desired` (a `group/version`), keeping what the target version cannot
 /// hold in [`CONVERSION_DATA`] and restoring what an earlier conversion kept there.
 pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> {

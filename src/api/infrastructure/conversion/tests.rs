@@ -447,3 +447,57 @@ fn field_paths_are_renamed_where_v1beta2_renamed_the_field() {
     // Only whole field names: a field that merely starts like a renamed one stays.
     assert_eq!(at("spec.namingStrategyX"), "spec.namingStrategyX");
 }
+
+fn vsphere_vm(api_version: &str, status: Value) -> Value {
+    json!({"apiVersion": api_version, "kind": "VSphereVM",
+        "metadata": {"name": "m1", "namespace": "ns"},
+        "spec": {"template": "tmpl", "server": "vc", "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}},
+        "status": status})
+}
+
+#[test]
+fn the_actuator_state_crosses_as_a_field_both_ways() {
+    let state =
+        json!({"phase": "Running", "providerStatus": {"taskRef": "task-1", "instanceId": "42"}});
+    let v1 = vsphere_vm(V1, json!({"ready": true, "actuatorState": state}));
+    let v2 = convert(&v1, V2).unwrap();
+    assert_eq!(v2["status"]["actuatorState"], state, "{v2}");
+    assert!(kept(&v2).is_empty(), "nothing held: {v2}");
+    assert_eq!(round_trip(&v1, V2), v1);
+    assert_eq!(
+        round_trip(&convert(&v1, V2).unwrap(), V1),
+        convert(&v1, V2).unwrap()
+    );
+}
+
+#[test]
+fn a_held_actuator_state_is_lifted_into_the_hub_and_what_the_hub_cannot_hold_stays_held() {
+    // Stored before v1beta2 had the field: the state rode in the annotation, with a field
+    // v1beta2 still has no place for.
+    let state = json!({"phase": "Provisioning", "providerStatus": {"taskRef": "task-7"}});
+    let mut hub = vsphere_vm(V2, json!({"initialization": {"provisioned": false}}));
+    let held = json!({V1: [
+        {"path": "/status/actuatorState", "value": state},
+        {"path": "/spec/network/preferredAPIServerCidr", "value": "10.0.0.0/24"}
+    ]});
+    hub["metadata"]["annotations"] = json!({CONVERSION_DATA: held.to_string()});
+    assert!(lift_held(&mut hub));
+    assert_eq!(hub["status"]["actuatorState"], state, "{hub}");
+    let left = kept(&hub);
+    assert_eq!(left[V1].len(), 1, "{left:?}");
+    assert_eq!(left[V1][0].path, "/spec/network/preferredAPIServerCidr");
+    // Lifted once: nothing more to lift, and a v1beta1 reader still sees the same state.
+    assert!(!lift_held(&mut hub));
+    assert_eq!(convert(&hub, V1).unwrap()["status"]["actuatorState"], state);
+
+    // A state the object already has wins over a held one.
+    let newer = json!({"phase": "Running"});
+    let mut hub = vsphere_vm(V2, json!({"actuatorState": newer}));
+    hub["metadata"]["annotations"] = json!({CONVERSION_DATA: json!({V1: [
+        {"path": "/status/actuatorState", "value": state}]}).to_string()});
+    assert!(!lift_held(&mut hub));
+    assert_eq!(hub["status"]["actuatorState"], newer);
+    // Not a hub object: nothing to do.
+    let mut v1 = vsphere_vm(V1, json!({}));
+    assert!(!lift_held(&mut v1));
+}

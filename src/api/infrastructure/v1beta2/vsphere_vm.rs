@@ -103,4 +103,11 @@ pub struct VSphereVMStatus {
     /// deprecated: the v1beta1 conditions and failure fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedFailureStatus>,
+    /// actuatorState: vsphere-provider's own, not CAPV's (an addition, as `autoConfigure` on a
+    /// failure domain): what the machine actuator it shares with OpenShift Machines keeps
+    /// between passes (the task in flight, the adopted VM's instance UUID, the phase and
+    /// conditions). The fields above are derived from it for CAPV's readers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::preserve_unknown_object")]
+    pub actuator_state: Option<serde_json::Value>,
 }
