@@ -105,23 +105,6 @@ enum Direction {
 /// object's name.
 type FieldError = (String, String);
 
-/// A field path of a v1beta1 object (`spec.template.spec.guestSoftPowerOffTimeout`,
-/// `spec.network.devices[0].ipAddrs[1]`) as it reads at v1beta2: what an error about a v1beta2
-/// request must name, since the rules that found it read the storage version. Paths of fields
-/// v1beta2 keeps under the same name come back unchanged.
-pub fn field_path_at_v1beta2(path: &str) -> String {
-    path.split('.')
-        .map(|segment| {
-            let (name, rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
-            match machine::RENAMED.iter().find(|(old, _)| *old == name) {
-                Some((_, new)) => format!("{new}{rest}"),
-                None => segment.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
 /// `object` at the version of its kind's Rust type ([`Kind::api_version`]), for the edges that
 /// decode what a user or another version wrote (admission rules, the manifest loader). Objects
 /// of kinds not served here come back unchanged, and so does one that cannot be converted:
@@ -138,18 +121,22 @@ pub fn to_typed(object: &Value) -> Value {
 
 /// A field path as it reads at `version`, for a path found on the other served version of
 /// the kind (`spec.template.spec.guestSoftPowerOffTimeout` at v1beta1 is
-/// `…guestSoftPowerOffTimeoutSeconds` at v1beta2): what an error about a request at `version`
-/// must name when the rules that found it read another one. Fields both versions name alike
-/// come back unchanged.
+/// `…guestSoftPowerOffTimeoutSeconds` at v1beta2, and back): what an error about a request at
+/// `version` must name when the rules that found it read the kind's Rust type. Only whole field
+/// names are renamed; fields both versions name alike come back unchanged.
 pub fn field_path_at(version: &str, path: &str) -> String {
-    if version == V1BETA2 {
-        return field_path_at_v1beta2(path);
-    }
+    let to_v1beta2 = version == V1BETA2;
     path.split('.')
         .map(|segment| {
             let (name, rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
-            match machine::RENAMED.iter().find(|(_, new)| *new == name) {
-                Some((old, _)) => format!("{old}{rest}"),
+            let renamed = machine::RENAMED
+                .iter()
+                .find_map(|(old, new)| match to_v1beta2 {
+                    true => (*old == name).then_some(new),
+                    false => (*new == name).then_some(old),
+                });
+            match renamed {
+                Some(to) => format!("{to}{rest}"),
                 None => segment.to_string(),
             }
         })

@@ -434,7 +434,7 @@ fn an_empty_value_the_target_requires_non_empty_is_left_out_and_kept() {
 
 #[test]
 fn field_paths_are_renamed_where_v1beta2_renamed_the_field() {
-    use super::field_path_at_v1beta2 as at;
+    let at = |path: &str| field_path_at(V2, path);
     assert_eq!(
         at("spec.template.spec.guestSoftPowerOffTimeout"),
         "spec.template.spec.guestSoftPowerOffTimeoutSeconds"
@@ -446,6 +446,14 @@ fn field_paths_are_renamed_where_v1beta2_renamed_the_field() {
     );
     // Only whole field names: a field that merely starts like a renamed one stays.
     assert_eq!(at("spec.namingStrategyX"), "spec.namingStrategyX");
+    // And back, for a v1beta1 request judged on a hub type.
+    let back = |path: &str| field_path_at(V1, path);
+    assert_eq!(
+        back("spec.template.spec.guestSoftPowerOffTimeoutSeconds"),
+        "spec.template.spec.guestSoftPowerOffTimeout"
+    );
+    assert_eq!(back("spec.naming.template"), "spec.namingStrategy.template");
+    assert_eq!(back("spec.namingX"), "spec.namingX");
 }
 
 fn vsphere_vm(api_version: &str, status: Value) -> Value {
