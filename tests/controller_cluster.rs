@@ -17,15 +17,26 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 use vcsim::Vcsim;
 use vsphere_provider::api::conditions::find_capi;
+use vsphere_provider::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use vsphere_provider::api::{VSphereCluster, VSphereDeploymentZone};
 use vsphere_provider::controllers::{Cache, NOT_SYNCED_REQUEUE, Stores, cluster};
 
 const CLUSTER_STATUS: &str = "/namespaces/ns/vsphereclusters/c1/status";
 
+/// A v1beta1 condition of the cluster (kept under `status.deprecated.v1beta1` on the hub).
 fn condition(c: &VSphereCluster, t: &str) -> Option<(String, String)> {
-    let conds = c.status.as_ref()?.conditions.as_ref()?;
+    let conds = DeprecatedStatus::v1beta1_conditions(&c.status.as_ref()?.deprecated);
     let c = find_capi(conds, t)?;
     Some((c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+/// The names of the failure domains a cluster publishes, in the published order.
+fn names(c: &VSphereCluster) -> Vec<String> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.failure_domains.as_ref())
+        .map(|f| f.iter().map(|f| f.name.clone()).collect())
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -55,16 +66,7 @@ async fn publishes_ready_zones_and_waits_ten_seconds_for_unreported_ones() {
         "waits for the unreported zone"
     );
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
-    let published: Vec<_> = c1
-        .status
-        .as_ref()
-        .unwrap()
-        .failure_domains
-        .as_ref()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
+    let published = names(&c1);
     assert_eq!(
         published,
         ["ready", "unreported"],
@@ -96,8 +98,9 @@ async fn publishes_ready_zones_and_waits_ten_seconds_for_unreported_ones() {
     );
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
     assert_eq!(condition(&c1, "FailureDomainsAvailable").unwrap().0, "True");
+    assert_eq!(names(&c1), ["ready", "unreported"]);
     let fds = c1.status.unwrap().failure_domains.unwrap();
-    assert_eq!(fds["ready"].control_plane, Some(true));
+    assert_eq!(fds[0].control_plane, Some(true));
     assert_eq!(api.count("PATCH", CLUSTER_STATUS), 2);
 }
 
@@ -122,7 +125,7 @@ async fn a_cluster_without_selector_or_owner_publishes_nothing_and_says_it_waits
     let c1 = api.get::<VSphereCluster>(Some("ns"), "c1").unwrap();
     let status = c1.status.clone().unwrap();
     assert!(status.failure_domains.is_none());
-    assert_eq!(status.ready, None);
+    assert!(!status.provisioned());
     assert_eq!(
         condition(&c1, "Ready").unwrap(),
         ("False".into(), "WaitingForClusterOwner".into())
@@ -159,24 +162,19 @@ async fn zone_changes_reach_the_clusters_selecting_them() {
                 c.status
                     .as_ref()
                     .and_then(|s| s.failure_domains.as_ref())
-                    .is_some_and(|f| f.contains_key("a"))
+                    .is_some_and(|f| f.iter().any(|f| f.name == "a"))
                     && condition(c, "FailureDomainsAvailable")
                         .is_some_and(|c| c.1 == "FailureDomainsSkipped")
             })
         })
         .await;
-    let fds = c1.status.unwrap().failure_domains.unwrap();
-    assert_eq!(
-        fds.keys().collect::<Vec<_>>(),
-        ["a"],
-        "the not-ready zone is skipped"
-    );
+    assert_eq!(names(&c1), ["a"], "the not-ready zone is skipped");
     running.stop().await;
 }
 
 /// A cluster selecting `fd=yes` zones on vc.example.com that already publishes `published`
-/// (written before by us), with fields written by others: `ready`, `vCenterVersion` and a
-/// v1beta2 `ClusterModulesReady` condition (CAPV's; never ours).
+/// (written before by us), with fields written by others: `initialization`, `vCenterVersion`
+/// and a `ClusterModulesReady` condition (CAPV's; never ours).
 fn published_cluster(published: &[&str]) -> VSphereCluster {
     let mut c = vsphere_cluster(
         "ns",
@@ -186,16 +184,16 @@ fn published_cluster(published: &[&str]) -> VSphereCluster {
     );
     c.status = Some(
         serde_json::from_value(json!({
-            "ready": true,
+            "initialization": {"provisioned": true},
             "vCenterVersion": "8.0.3",
             "failureDomains": published
                 .iter()
-                .map(|z| (z.to_string(), json!({"controlPlane": true})))
-                .collect::<serde_json::Map<_, _>>(),
-            "v1beta2": {"conditions": [{
+                .map(|z| json!({"name": z, "controlPlane": true}))
+                .collect::<Vec<_>>(),
+            "conditions": [{
                 "type": "ClusterModulesReady", "status": "True", "reason": "Ready", "message": "",
                 "lastTransitionTime": "2025-01-01T00:00:00Z"
-            }]}
+            }]
         }))
         .unwrap(),
     );
@@ -206,7 +204,7 @@ fn published(api: &FakeApiServer) -> Vec<String> {
     api.get::<VSphereCluster>(Some("ns"), "c1")
         .and_then(|c| c.status)
         .and_then(|s| s.failure_domains)
-        .map(|f| f.into_keys().collect())
+        .map(|f| f.into_iter().map(|f| f.name).collect())
         .unwrap_or_default()
 }
 
@@ -233,9 +231,9 @@ async fn only_the_owned_status_fields_are_applied() {
             "c1",
             &kube::api::PatchParams::apply(vsphere_provider::controllers::FIELD_MANAGER).force(),
             &kube::api::Patch::Apply(json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
                 "kind": "VSphereCluster",
-                "status": {"failureDomains": {"old": {"controlPlane": true}}}
+                "status": {"failureDomains": [{"name": "old", "controlPlane": true}]}
             })),
         )
         .await
@@ -265,18 +263,23 @@ async fn only_the_owned_status_fields_are_applied() {
         .map(String::as_str)
         .collect();
     sent.sort();
-    // `ready` is sent as it is (true is never taken back), so is the version already there.
+    // `initialization` is sent as it is (provisioned is never taken back), so is the version
+    // already there; the v1beta1 conditions go whole under `deprecated`.
     assert_eq!(
         sent,
         [
             "conditions",
+            "deprecated",
             "failureDomains",
-            "ready",
-            "v1beta2",
+            "initialization",
             "vCenterVersion"
         ]
     );
-    let mut v1beta2: Vec<&str> = patch.body["status"]["v1beta2"]["conditions"]
+    assert_eq!(
+        patch.body["apiVersion"],
+        "infrastructure.cluster.x-k8s.io/v1beta2"
+    );
+    let mut v1beta2: Vec<&str> = patch.body["status"]["conditions"]
         .as_array()
         .unwrap()
         .iter()
@@ -295,11 +298,9 @@ async fn only_the_owned_status_fields_are_applied() {
         .unwrap()
         .status
         .unwrap();
-    assert_eq!(status.ready, Some(true));
+    assert!(status.provisioned());
     assert_eq!(status.vcenter_version.as_deref(), Some("8.0.3"));
     let types: Vec<String> = status
-        .v1beta2
-        .unwrap()
         .conditions
         .unwrap()
         .into_iter()
@@ -318,7 +319,8 @@ async fn only_the_owned_status_fields_are_applied() {
         status
             .failure_domains
             .unwrap()
-            .into_keys()
+            .into_iter()
+            .map(|f| f.name)
             .collect::<Vec<_>>(),
         ["a"]
     );

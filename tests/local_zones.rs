@@ -14,6 +14,7 @@ use admin_setup::{attach, tag};
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
 use vsphere_provider::api::conditions::{find_capi, find_meta};
+use vsphere_provider::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use vsphere_provider::local::driver::{self, Options, Report};
 use vsphere_provider::local::store::Store;
 use vsphere_provider::plan::credentials::ManagerIdentity;
@@ -345,15 +346,10 @@ spec:
         .as_ref()
         .unwrap();
     assert_eq!(fds.len(), 1);
-    assert_eq!(fds["ownerrefs-finalizers"].control_plane, Some(true));
+    assert_eq!(fds[0].name, "ownerrefs-finalizers");
+    assert_eq!(fds[0].control_plane, Some(true));
     let cond = find_capi(
-        cluster
-            .status
-            .as_ref()
-            .unwrap()
-            .conditions
-            .as_deref()
-            .unwrap(),
+        DeprecatedStatus::v1beta1_conditions(&cluster.status.as_ref().unwrap().deprecated),
         "FailureDomainsAvailable",
     )
     .unwrap();
@@ -1125,20 +1121,16 @@ async fn local_mode_readies_owned_clusters_and_says_why_others_wait() {
     };
     let ready_condition = |name: &str| {
         let s = status(name);
-        let c = find_meta(
-            s.v1beta2.as_ref().unwrap().conditions.as_deref().unwrap(),
-            "Ready",
-        )
-        .unwrap()
-        .clone();
+        let c = find_meta(s.conditions.as_deref().unwrap(), "Ready")
+            .unwrap()
+            .clone();
         (c.status, c.reason, c.message)
     };
     let owned = status("owned");
-    assert_eq!(owned.ready, Some(true));
     assert_eq!(owned.initialization.unwrap().provisioned, Some(true));
     assert!(!owned.vcenter_version.unwrap_or_default().is_empty());
     assert_eq!(ready_condition("owned").0, "True");
-    assert_eq!(status("alone").ready, None);
+    assert!(!status("alone").provisioned());
     assert_eq!(ready_condition("alone").1, "WaitingForClusterOwner");
 }
 
@@ -1204,11 +1196,11 @@ async fn a_missing_identity_ref_is_an_input_error_not_the_environments_credentia
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tenant-creds\n  namespace: tenant\nstringData:\n  username: admin\n  password: secret\n",
     );
     let run = reconcile(&sim, &dir, false).await;
-    assert_eq!(
+    assert!(
         run.store.clusters["tenant/by-secret"]
             .status
             .as_ref()
-            .and_then(|s| s.ready),
-        Some(true)
+            .is_some_and(|s| s.provisioned()),
+        "provisioned with the Secret's credentials"
     );
 }

@@ -5,12 +5,12 @@
 //! |---|---|---|
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereFailureDomain`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereDeploymentZone`] | cluster |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereCluster`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereCluster`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterIdentity`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterTemplate`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterTemplate`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
 //! | machine.openshift.io/v1 | [`ControlPlaneMachineSet`] | namespaced |
@@ -35,11 +35,11 @@ pub mod v1beta2;
 // planners, controllers and tests name.
 pub use cluster_api::{capi_core, ipam};
 pub use infrastructure::conversion;
-pub use infrastructure::v1beta1::{vsphere_cluster, vsphere_cluster_template, vsphere_machine};
+pub use infrastructure::v1beta1::vsphere_machine;
 // Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
 pub use infrastructure::v1beta2::{
-    vsphere_cluster_identity as cluster_identity, vsphere_deployment_zone as deployment_zone,
-    vsphere_failure_domain as failure_domain,
+    vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
+    vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -143,12 +143,12 @@ impl Kind {
         match self {
             Kind::VSphereFailureDomain
             | Kind::VSphereDeploymentZone
-            | Kind::VSphereClusterIdentity => infrastructure::HUB,
-            Kind::VSphereCluster
-            | Kind::VSphereMachine
-            | Kind::VSphereMachineTemplate
-            | Kind::VSphereVM
-            | Kind::VSphereClusterTemplate => infrastructure::TYPED_API_VERSION,
+            | Kind::VSphereClusterIdentity
+            | Kind::VSphereCluster
+            | Kind::VSphereClusterTemplate => infrastructure::HUB,
+            Kind::VSphereMachine | Kind::VSphereMachineTemplate | Kind::VSphereVM => {
+                infrastructure::TYPED_API_VERSION
+            }
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }

@@ -40,7 +40,7 @@ fn publishes(cluster: &VSphereCluster, zone: &str) -> bool {
         .status
         .as_ref()
         .and_then(|s| s.failure_domains.as_ref())
-        .is_some_and(|f| f.contains_key(zone))
+        .is_some_and(|f| f.iter().any(|f| f.name == zone))
 }
 
 /// The clusters a zone event (change or deletion, decodable or not) concerns: those selecting
@@ -136,7 +136,7 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
     changed |= lifecycle::apply(&mut status, &stage, generation, &stamp);
     if changed {
         write_status(cluster, ctx, &status).await?;
-        tracing::info!(cluster = %full_name(cluster), ready = ?status.ready, "status updated");
+        tracing::info!(cluster = %full_name(cluster), provisioned = status.provisioned(), "status updated");
     }
     let mut next = publication
         .requeue()
@@ -204,7 +204,8 @@ async fn write_status(
     ctx: &Context,
     status: &VSphereClusterStatus,
 ) -> Result<(), Error> {
-    apply_cluster_status(&api_for(cluster, ctx), &cluster.name_any(), status).await?;
+    let before = cluster.status.as_ref();
+    apply_cluster_status(&api_for(cluster, ctx), &cluster.name_any(), before, status).await?;
     Ok(())
 }
 
@@ -326,7 +327,7 @@ pub fn error_policy(cluster: Arc<VSphereCluster>, error: &Error, ctx: Arc<Contex
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::vsphere_cluster::{FailureDomainSpec, VSphereClusterStatus};
+    use crate::api::vsphere_cluster::{FailureDomain, VSphereClusterStatus};
     use crate::api::{VSphereClusterSpec, VSphereDeploymentZoneSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -339,7 +340,7 @@ mod tests {
         let mut c = VSphereCluster::new(
             name,
             VSphereClusterSpec {
-                server: Some(server.into()),
+                server: server.into(),
                 failure_domain_selector: selector,
                 ..VSphereClusterSpec::default()
             },
@@ -350,7 +351,10 @@ mod tests {
                 failure_domains: Some(
                     published
                         .iter()
-                        .map(|z| (z.to_string(), FailureDomainSpec::default()))
+                        .map(|z| FailureDomain {
+                            name: z.to_string(),
+                            ..FailureDomain::default()
+                        })
                         .collect(),
                 ),
                 ..VSphereClusterStatus::default()

@@ -64,7 +64,7 @@ impl Context {
         &self,
         cluster: &VSphereCluster,
     ) -> Result<Client, Failure> {
-        let server = cluster.spec.server.clone().unwrap_or_default();
+        let server = cluster.spec.server.clone();
         self.client_as(&server, &Principal::cluster(cluster)).await
     }
 

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::FIELD_MANAGER;
 use crate::api::conditions::cluster::{self, FAILURE_DOMAINS_READY};
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use crate::api::vsphere_cluster::VSphereClusterStatus;
 use crate::api::{VSphereCluster, VSphereFailureDomain};
 
@@ -43,40 +44,43 @@ pub const CLUSTER_META_CONDITIONS: [&str; 4] = [
     cluster::VCENTER_AVAILABLE,
 ];
 
-/// The part of a VSphereCluster status this provider owns: `failureDomains`, the v1beta1
-/// `conditions` (an atomic list, so sent whole: applying it takes the list over), our own
-/// entries of `v1beta2.conditions` (a list keyed by type: other entries stay their writers'),
-/// and, once it has set them, `ready`, `initialization` and `vCenterVersion` (`ready` is only
-/// ever sent as true, so it is never taken back). What is unset is not sent, so a field another
-/// writer set stays theirs.
+/// The part of a VSphereCluster status this provider owns, at v1beta2: `failureDomains` (a
+/// list keyed by name), `deprecated.v1beta1.conditions` (an atomic list, so sent whole: applying
+/// it takes the list over), our own entries of `conditions` (a list keyed by type: other
+/// entries stay their writers'), and, once it has set them, `initialization` and
+/// `vCenterVersion` (`provisioned` is only ever sent as true, so it is never taken back). What
+/// is unset is not sent, so a field another writer set stays theirs.
 pub fn cluster_status_body(status: &VSphereClusterStatus) -> serde_json::Value {
     let mut owned = serde_json::Map::new();
-    // An empty map is never applied: see `apply_cluster_status`.
+    // An empty list is never applied (minItems 1): see `apply_cluster_status`.
     if let Some(fds) = status.failure_domains.as_ref().filter(|f| !f.is_empty()) {
         owned.insert("failureDomains".into(), json!(fds));
     }
-    if let Some(conditions) = &status.conditions {
-        owned.insert("conditions".into(), json!(conditions));
+    let v1beta1 = DeprecatedStatus::v1beta1_conditions(&status.deprecated);
+    if !v1beta1.is_empty() {
+        owned.insert(
+            "deprecated".into(),
+            json!({"v1beta1": {"conditions": v1beta1}}),
+        );
     }
-    if status.ready == Some(true) {
-        owned.insert("ready".into(), json!(true));
-    }
-    if let Some(init) = &status.initialization {
+    if let Some(init) = status
+        .initialization
+        .as_ref()
+        .filter(|i| i.provisioned == Some(true))
+    {
         owned.insert("initialization".into(), json!(init));
     }
     if let Some(v) = &status.vcenter_version {
         owned.insert("vCenterVersion".into(), json!(v));
     }
     let ours: Vec<_> = status
-        .v1beta2
-        .as_ref()
-        .and_then(|v| v.conditions.as_ref())
-        .into_iter()
+        .conditions
+        .iter()
         .flatten()
         .filter(|c| CLUSTER_META_CONDITIONS.contains(&c.type_.as_str()))
         .collect();
     if !ours.is_empty() {
-        owned.insert("v1beta2".into(), json!({ "conditions": ours }));
+        owned.insert("conditions".into(), json!(ours));
     }
     json!({
         "apiVersion": VSphereCluster::api_version(&()),
@@ -86,24 +90,26 @@ pub fn cluster_status_body(status: &VSphereClusterStatus) -> serde_json::Value {
 }
 
 /// Apply the status a VSphereCluster reconcile decided (server-side apply with our field
-/// manager, forced, sending only [`cluster_status_body`]): what we stop sending (all failure
-/// domains, a condition) is removed, what others wrote stays.
+/// manager, forced, sending only [`cluster_status_body`]): what we stop sending (a condition,
+/// some failure domains) is removed, what others wrote stays.
 ///
-/// Publishing no failure domain is a merge patch deleting `status.failureDomains`, then the
-/// apply without it: kube-apiserver 1.37 turns an applied map whose last entries go away
-/// (`{}`, or the key no longer sent) into `null` and refuses it (422 "failureDomains in body
-/// must be of type object"; found on the real API server when a cluster's last zone stopped
-/// being published). The caller writes only when the status changed.
+/// Publishing no failure domain where `before` had some is a merge patch deleting
+/// `status.failureDomains`, then the apply without it: the API server turns an applied
+/// collection whose last entries go away into an empty or null value and refuses it (a map:
+/// 422 "failureDomains in body must be of type object", found on kube-apiserver 1.37 when a
+/// cluster's last zone stopped being published; the v1beta2 list has minItems 1). The caller
+/// writes only when the status changed.
 pub async fn apply_cluster_status(
     api: &Api<VSphereCluster>,
     name: &str,
+    before: Option<&VSphereClusterStatus>,
     status: &VSphereClusterStatus,
 ) -> kube::Result<()> {
-    if status
-        .failure_domains
-        .as_ref()
-        .is_some_and(|f| f.is_empty())
-    {
+    let had = |s: Option<&VSphereClusterStatus>| {
+        s.and_then(|s| s.failure_domains.as_ref())
+            .is_some_and(|f| !f.is_empty())
+    };
+    if had(before) && !had(Some(status)) {
         api.patch_status(
             name,
             &PatchParams {
@@ -202,25 +208,51 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::vsphere_cluster::FailureDomainSpec;
+    use crate::api::vsphere_cluster::FailureDomain;
 
-    /// Failure domains are applied when there are some; an empty map is never applied (the real
-    /// API server turns it into `null` and refuses the write), `apply_cluster_status`
-    /// deletes the field instead.
+    /// Failure domains are applied when there are some, as the v1beta2 list; an empty list is
+    /// never applied (minItems 1), `apply_cluster_status` deletes the field instead.
     #[test]
-    fn an_empty_publication_sends_no_failure_domains_map() {
+    fn an_empty_publication_sends_no_failure_domains_list() {
         let mut status = VSphereClusterStatus {
-            failure_domains: Some([("zone-a".to_string(), FailureDomainSpec::default())].into()),
+            failure_domains: Some(vec![FailureDomain {
+                name: "zone-a".into(),
+                control_plane: Some(true),
+                attributes: None,
+            }]),
             ..VSphereClusterStatus::default()
         };
         let body = cluster_status_body(&status);
-        assert!(
-            body["status"]["failureDomains"]["zone-a"].is_object(),
+        assert_eq!(
+            body["status"]["failureDomains"][0]["name"], "zone-a",
             "{body}"
         );
-        status.failure_domains = Some(Default::default());
+        assert_eq!(
+            body["apiVersion"],
+            "infrastructure.cluster.x-k8s.io/v1beta2"
+        );
+        status.failure_domains = Some(Vec::new());
         let body = cluster_status_body(&status);
         assert!(body["status"].get("failureDomains").is_none(), "{body}");
         assert_eq!(body["kind"], "VSphereCluster");
+    }
+
+    /// The v1beta1 conditions go whole under `deprecated.v1beta1`, for v1beta1 readers; an
+    /// unprovisioned `initialization` is not sent (never taken back from true).
+    #[test]
+    fn v1beta1_conditions_go_under_deprecated() {
+        let mut status = VSphereClusterStatus::default();
+        crate::api::conditions::set_capi_condition(
+            DeprecatedStatus::v1beta1_conditions_mut(&mut status.deprecated),
+            &crate::api::conditions::ConditionUpdate::true_("Ready"),
+            &crate::controllers::now(),
+        );
+        status.initialization = Some(Default::default());
+        let body = cluster_status_body(&status);
+        assert_eq!(
+            body["status"]["deprecated"]["v1beta1"]["conditions"][0]["type"], "Ready",
+            "{body}"
+        );
+        assert!(body["status"].get("initialization").is_none(), "{body}");
     }
 }

@@ -82,7 +82,7 @@ pub fn named_servers(store: &Store) -> BTreeSet<String> {
     let clusters = store
         .clusters
         .values()
-        .filter_map(|c| c.spec.server.clone());
+        .filter_map(|c| c.spec.server().map(str::to_string));
     let machines = store
         .machines
         .values()
@@ -235,7 +235,7 @@ async fn check_cluster_vcenter(
     opts: &Options,
     sessions: &SessionCache,
 ) -> Result<String, String> {
-    let server = c.spec.server.clone().unwrap_or_default();
+    let server = c.spec.server.clone();
     let endpoint = connect_to(&server, opts)?;
     let client = client_for(
         &server,

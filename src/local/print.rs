@@ -7,6 +7,7 @@ use super::driver::Report;
 use super::machines::MachineReport;
 use super::store::Store;
 use crate::api::conditions::{cluster, find_capi};
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
 use crate::api::machine::ZONE_LABEL;
 use crate::plan::capi_machine::actuated::vm_key;
 use crate::plan::capi_machine::capi_play;
@@ -81,11 +82,20 @@ pub fn tables(store: &Store, report: &Report) -> String {
                 let status = c.status.as_ref();
                 let fds = status
                     .and_then(|s| s.failure_domains.as_ref())
-                    .map(|m| m.keys().cloned().collect::<Vec<_>>().join(","))
+                    .map(|m| {
+                        m.iter()
+                            .map(|f| f.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
                     .unwrap_or_default();
                 let cond = status
-                    .and_then(|s| s.conditions.as_deref())
-                    .and_then(|c| find_capi(c, cluster::FAILURE_DOMAINS_AVAILABLE))
+                    .and_then(|s| {
+                        find_capi(
+                            DeprecatedStatus::v1beta1_conditions(&s.deprecated),
+                            cluster::FAILURE_DOMAINS_AVAILABLE,
+                        )
+                    })
                     .map(|c| {
                         let mut s = c.status.clone();
                         if let Some(r) = &c.reason {

@@ -18,8 +18,8 @@ use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
 };
 use crate::api::deployment_zone::VSphereDeploymentZone;
-use crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status;
-use crate::api::vsphere_cluster::{FailureDomainSpec, VSphereCluster, VSphereClusterStatus};
+use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
+use crate::api::vsphere_cluster::{FailureDomain, VSphereCluster, VSphereClusterStatus};
 use crate::vcenter::model::endpoint::same_server;
 
 use super::selector;
@@ -35,7 +35,8 @@ pub enum Publication {
     /// No zone matched: clear the failure domains and drop the condition.
     NoZones,
     Zones {
-        failure_domains: BTreeMap<String, FailureDomainSpec>,
+        /// Sorted by name, as the contract wants the list.
+        failure_domains: Vec<FailureDomain>,
         /// Zones whose `ready` is unset.
         waiting: Vec<String>,
         /// Zones with `ready: false`, not published.
@@ -75,7 +76,7 @@ pub fn selects(cluster: &VSphereCluster, zone: &VSphereDeploymentZone) -> bool {
         return false;
     };
     let labels = zone.metadata.labels.clone().unwrap_or_default();
-    let server_ok = match (&cluster.spec.server, &zone.spec.server) {
+    let server_ok = match (cluster.spec.server(), &zone.spec.server) {
         (Some(a), Some(b)) => same_server(a, b),
         _ => false,
     };
@@ -104,14 +105,17 @@ pub fn plan_cluster(cluster: &VSphereCluster, zones: &[VSphereDeploymentZone]) -
             None => waiting.push(name.clone()),
             Some(true) => {}
         }
-        failure_domains.insert(
-            name,
-            FailureDomainSpec {
-                control_plane: Some(z.spec.is_control_plane()),
-                attributes: None,
-            },
-        );
+        let control_plane = Some(z.spec.is_control_plane());
+        failure_domains.insert(name, control_plane);
     }
+    let failure_domains: Vec<FailureDomain> = failure_domains
+        .into_iter()
+        .map(|(name, control_plane)| FailureDomain {
+            name,
+            control_plane,
+            attributes: None,
+        })
+        .collect();
     if failure_domains.is_empty() && waiting.is_empty() && skipped.is_empty() {
         return Publication::NoZones;
     }
@@ -221,28 +225,25 @@ pub fn apply(
     })
 }
 
-/// Edit a cluster status with both of its condition lists taken out for `f` (v1beta1
-/// `conditions`, v1beta2 `v1beta2.conditions`) and put back (empty lists as unset). Returns
-/// whether anything changed.
+/// Edit a cluster status with both of its condition lists taken out for `f` (the v1beta1
+/// `deprecated.v1beta1.conditions`, the metav1 `conditions`) and put back (empty lists as
+/// unset). Returns whether anything changed.
 pub(crate) fn edit_status(
     status: &mut VSphereClusterStatus,
     f: impl FnOnce(&mut VSphereClusterStatus, &mut Vec<CapiCondition>, &mut Vec<MetaCondition>),
 ) -> bool {
     let before = status.clone();
-    let mut capi: Vec<CapiCondition> = status.conditions.take().unwrap_or_default();
-    let mut meta: Vec<MetaCondition> = status
-        .v1beta2
-        .as_mut()
-        .and_then(|v| v.conditions.take())
-        .unwrap_or_default();
+    let mut capi: Vec<CapiCondition> = std::mem::take(DeprecatedStatus::v1beta1_conditions_mut(
+        &mut status.deprecated,
+    ));
+    let mut meta: Vec<MetaCondition> = status.conditions.take().unwrap_or_default();
     f(status, &mut capi, &mut meta);
-    status.conditions = (!capi.is_empty()).then_some(capi);
-    if !meta.is_empty() || status.v1beta2.is_some() {
-        status
-            .v1beta2
-            .get_or_insert_with(V1Beta2Status::default)
-            .conditions = (!meta.is_empty()).then_some(meta);
+    if capi.is_empty() {
+        status.deprecated = None;
+    } else {
+        *DeprecatedStatus::v1beta1_conditions_mut(&mut status.deprecated) = capi;
     }
+    status.conditions = (!meta.is_empty()).then_some(meta);
     *status != before
 }
 
@@ -287,7 +288,7 @@ mod tests {
         VSphereCluster::new(
             "c",
             VSphereClusterSpec {
-                server: Some(server.into()),
+                server: server.into(),
                 failure_domain_selector: selector,
                 ..VSphereClusterSpec::default()
             },
@@ -296,12 +297,21 @@ mod tests {
 
     /// The v1beta2 `FailureDomainsReady` condition of a status (it must be there).
     fn failure_domains_ready(status: &VSphereClusterStatus) -> &MetaCondition {
-        let v2 = status
-            .v1beta2
-            .as_ref()
-            .and_then(|v| v.conditions.as_deref());
+        let v2 = status.conditions.as_deref();
         conditions::find_meta(v2.unwrap_or_default(), cluster::FAILURE_DOMAINS_READY)
             .expect("FailureDomainsReady is set")
+    }
+
+    /// The v1beta1 `FailureDomainsAvailable` condition of a status, if set.
+    fn failure_domains_available(status: &VSphereClusterStatus) -> Option<&CapiCondition> {
+        conditions::find_capi(
+            DeprecatedStatus::v1beta1_conditions(&status.deprecated),
+            cluster::FAILURE_DOMAINS_AVAILABLE,
+        )
+    }
+
+    fn names(fds: &[FailureDomain]) -> Vec<&str> {
+        fds.iter().map(|f| f.name.as_str()).collect()
     }
 
     fn now() -> Time {
@@ -338,12 +348,13 @@ mod tests {
             panic!("{p:?}")
         };
         assert_eq!(
-            failure_domains.keys().collect::<Vec<_>>(),
-            ["ready", "unset", "worker"]
+            names(failure_domains),
+            ["ready", "unset", "worker"],
+            "sorted by name"
         );
-        assert_eq!(failure_domains["worker"].control_plane, Some(false));
+        assert_eq!(failure_domains[2].control_plane, Some(false));
         assert_eq!(
-            failure_domains["ready"].control_plane,
+            failure_domains[0].control_plane,
             Some(true),
             "controlPlane defaults to true"
         );
@@ -352,11 +363,7 @@ mod tests {
         assert_eq!(p.requeue(), Some(WAIT_FOR_ZONES));
         let mut status = VSphereClusterStatus::default();
         apply(&mut status, &p, Some(1), &now());
-        let cond = conditions::find_capi(
-            status.conditions.as_deref().unwrap(),
-            cluster::FAILURE_DOMAINS_AVAILABLE,
-        )
-        .unwrap();
+        let cond = failure_domains_available(&status).unwrap();
         assert_eq!(
             cond.reason.as_deref(),
             Some(cluster::WAITING_FOR_FAILURE_DOMAIN_STATUS)
@@ -373,11 +380,7 @@ mod tests {
         ];
         let mut status = VSphereClusterStatus::default();
         apply(&mut status, &plan_cluster(&c, &zones), None, &now());
-        let cond = conditions::find_capi(
-            status.conditions.as_deref().unwrap(),
-            cluster::FAILURE_DOMAINS_AVAILABLE,
-        )
-        .unwrap();
+        let cond = failure_domains_available(&status).unwrap();
         assert_eq!(
             cond.reason.as_deref(),
             Some(cluster::FAILURE_DOMAINS_SKIPPED)
@@ -391,11 +394,7 @@ mod tests {
         zones[1].status.as_mut().unwrap().ready = Some(true);
         let later = Time("2026-11-22T04:00:00Z".parse().unwrap());
         assert!(apply(&mut status, &plan_cluster(&c, &zones), None, &later));
-        let cond = conditions::find_capi(
-            status.conditions.as_deref().unwrap(),
-            cluster::FAILURE_DOMAINS_AVAILABLE,
-        )
-        .unwrap();
+        let cond = failure_domains_available(&status).unwrap();
         assert_eq!(cond.status, "True");
         assert_eq!(cond.last_transition_time, later);
         // Unchanged input: nothing changes, not even the transition time (no hot loop).
@@ -418,9 +417,13 @@ mod tests {
             None,
             &now(),
         );
-        assert!(status.conditions.is_some());
+        assert!(failure_domains_available(&status).is_some());
         apply(&mut status, &plan_cluster(&c, &[]), None, &now());
-        assert!(status.conditions.is_none());
+        assert!(failure_domains_available(&status).is_none());
+        assert!(
+            status.deprecated.is_none(),
+            "no empty v1beta1 list left: {status:?}"
+        );
         assert!(status.failure_domains.is_none());
         // v1beta2 says why nothing is published, without holding the cluster's Ready.
         let cond = failure_domains_ready(&status);
@@ -441,10 +444,10 @@ mod tests {
             zone("b", "vc", Some(false), None, &[]),
         ];
         let mut status = VSphereClusterStatus {
-            failure_domains: Some(BTreeMap::from([(
-                "a".to_string(),
-                FailureDomainSpec::default(),
-            )])),
+            failure_domains: Some(vec![FailureDomain {
+                name: "a".into(),
+                ..FailureDomain::default()
+            }]),
             ..VSphereClusterStatus::default()
         };
         assert!(apply(
@@ -463,11 +466,7 @@ mod tests {
             cond.message,
             "no failure domain is ready, so none is published (a, b not ready)"
         );
-        let v1 = conditions::find_capi(
-            status.conditions.as_deref().unwrap(),
-            cluster::FAILURE_DOMAINS_AVAILABLE,
-        )
-        .unwrap();
+        let v1 = failure_domains_available(&status).unwrap();
         assert_eq!(v1.reason.as_deref(), Some(cluster::FAILURE_DOMAINS_SKIPPED));
     }
 
@@ -488,7 +487,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(failure_domains.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(names(&failure_domains), ["a"]);
     }
 
     proptest! {
@@ -503,11 +502,10 @@ mod tests {
             match p {
                 Publication::NoZones => prop_assert!(readies.is_empty()),
                 Publication::Zones { failure_domains, waiting, .. } => {
-                    let mut got: Vec<String> = failure_domains.keys().cloned().collect();
-                    got.sort();
+                    let got: Vec<String> = failure_domains.iter().map(|f| f.name.clone()).collect();
                     let mut want = expected.clone();
                     want.sort();
-                    prop_assert_eq!(got, want);
+                    prop_assert_eq!(got, want, "published, sorted by name");
                     prop_assert_eq!(!waiting.is_empty(), readies.contains(&None));
                 }
                 Publication::Disabled => prop_assert!(false),

@@ -13,7 +13,7 @@ use crate::api::VSphereCluster;
 /// Warnings: a failure-domain selector without a server selects nothing.
 pub fn warnings(cluster: &VSphereCluster) -> Vec<String> {
     let spec = &cluster.spec;
-    if spec.failure_domain_selector.is_some() && spec.server.as_deref().unwrap_or("").is_empty() {
+    if spec.failure_domain_selector.is_some() && spec.server.is_empty() {
         vec!["spec.server is empty: no VSphereDeploymentZone matches this cluster (zones are matched by server)".into()]
     } else {
         Vec::new()
@@ -24,7 +24,7 @@ pub fn warnings(cluster: &VSphereCluster) -> Vec<String> {
 pub fn validate(cluster: &VSphereCluster, ctx: &Ctx) -> Vec<FieldError> {
     let spec = &cluster.spec;
     let mut errors = Vec::new();
-    match spec.server.as_deref() {
+    match spec.server() {
         Some(s) if !s.is_empty() && !ctx.exempt(s) => {
             if let Err(reason) = check_server(s) {
                 errors.push(FieldError::invalid_str("spec.server", s, reason));
@@ -65,7 +65,7 @@ mod tests {
         VSphereCluster::new(
             "c",
             VSphereClusterSpec {
-                server: server.map(Into::into),
+                server: server.unwrap_or_default().into(),
                 failure_domain_selector: selector.then(Default::default),
                 ..Default::default()
             },

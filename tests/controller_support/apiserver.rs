@@ -2,7 +2,7 @@
 //! can be installed here). It speaks enough of the REST API for kube-rs: list and watch (with
 //! resourceVersion replay), get, create, replace (resourceVersion compare-and-swap), patch
 //! (merge, JSON patch, and server-side apply of the status subresource approximated per field
-//! manager: what a manager sends is merged in, `v1beta2.conditions` by `type`, other lists
+//! manager: what a manager sends is merged in, map-lists by their key (`list_key`), other lists
 //! whole, and what it sent last time but not this time is removed), delete with finalizers and
 //! preconditions, and the status subresource. Every request is recorded so tests can assert
 //! what the controllers wrote, and what they did not. Requests can be failed (`inject`) or held
@@ -257,14 +257,22 @@ fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the list at `path` (inside a status) is keyed by `type`, as `v1beta2.conditions` is;
-/// other lists are atomic.
-fn is_list_map(path: &[String]) -> bool {
-    path.len() >= 2 && path[path.len() - 2] == "v1beta2" && path[path.len() - 1] == "conditions"
+/// The key of the list at `path` (inside a status) where it is a map-list, as our CRDs declare
+/// them: the v1beta2 `conditions` (and a v1beta1 status's `v1beta2.conditions`) by `type`, a
+/// v1beta2 VSphereCluster's `failureDomains` by `name`; other lists (the v1beta1 conditions,
+/// under `deprecated.v1beta1` at v1beta2) are atomic. Every kind applied here is served at
+/// v1beta2, so a top-level `conditions` is the metav1 list.
+fn list_key(path: &[String]) -> Option<&'static str> {
+    match path {
+        [c] if c == "conditions" => Some("type"),
+        [f] if f == "failureDomains" => Some("name"),
+        [.., v, c] if v == "v1beta2" && c == "conditions" => Some("type"),
+        _ => None,
+    }
 }
 
-fn by_type<'a>(list: &'a [Value], t: &Value) -> Option<&'a Value> {
-    list.iter().find(|e| e["type"] == *t)
+fn by_key<'a>(list: &'a [Value], key: &str, v: &Value) -> Option<&'a Value> {
+    list.iter().find(|e| e[key] == *v)
 }
 
 /// Server-side apply, part one: remove from `target` what the manager applied last time
@@ -291,10 +299,11 @@ fn drop_unsent(target: &mut Value, previous: &Value, sent: &Value, path: &mut Ve
                 }
             }
         }
-        (Value::Array(prev), Value::Array(now)) if is_list_map(path) => {
+        (Value::Array(prev), Value::Array(now)) if list_key(path).is_some() => {
+            let key = list_key(path).unwrap_or_default();
             if let Value::Array(t) = target {
                 t.retain(|e| {
-                    by_type(prev, &e["type"]).is_none() || by_type(now, &e["type"]).is_some()
+                    by_key(prev, key, &e[key]).is_none() || by_key(now, key, &e[key]).is_some()
                 });
             }
         }
@@ -302,8 +311,8 @@ fn drop_unsent(target: &mut Value, previous: &Value, sent: &Value, path: &mut Ve
     }
 }
 
-/// Server-side apply, part two: merge `sent` into `target` (objects by key, `v1beta2.conditions`
-/// by type, other lists and scalars replaced).
+/// Server-side apply, part two: merge `sent` into `target` (objects by key, map-lists by their
+/// key ([`list_key`]), other lists and scalars replaced).
 fn apply_sent(target: &mut Value, sent: &Value, path: &mut Vec<String>) {
     match sent {
         Value::Object(s) => {
@@ -317,13 +326,14 @@ fn apply_sent(target: &mut Value, sent: &Value, path: &mut Vec<String>) {
                 path.pop();
             }
         }
-        Value::Array(s) if is_list_map(path) => {
+        Value::Array(s) if list_key(path).is_some() => {
+            let key = list_key(path).unwrap_or_default();
             if !target.is_array() {
                 *target = json!([]);
             }
             let t = target.as_array_mut().expect("array");
             for e in s {
-                match t.iter_mut().find(|x| x["type"] == e["type"]) {
+                match t.iter_mut().find(|x| x[key] == e[key]) {
                     Some(x) => *x = e.clone(),
                     None => t.push(e.clone()),
                 }

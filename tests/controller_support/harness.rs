@@ -165,7 +165,7 @@ pub fn vsphere_cluster(
         spec["failureDomainSelector"] = sel;
     }
     serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "VSphereCluster",
         "metadata": {"name": name, "namespace": ns},
         "spec": spec,

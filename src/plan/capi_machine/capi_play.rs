@@ -77,8 +77,10 @@ pub fn infrastructure_ref(cluster: &CapiObject) -> Result<String, String> {
     }
 }
 
-/// The Cluster's status as CAPI's Cluster controller would keep it for this provider:
-/// `infrastructureReady` from the VSphereCluster's `status.ready`, and its failure domains.
+/// The Cluster's status as CAPI's Cluster controller would keep it for this provider, in the
+/// Cluster's own version: the VSphereCluster's `initialization.provisioned` as v1beta2's
+/// `initialization.infrastructureProvisioned` (v1beta1: `infrastructureReady`), and its failure
+/// domains (v1beta2: the list as published; v1beta1: a map by name).
 pub fn cluster_status(
     cluster: &CapiObject,
     vsphere_clusters: &BTreeMap<String, VSphereCluster>,
@@ -90,13 +92,29 @@ pub fn cluster_status(
     let vc = infrastructure_ref(cluster)
         .ok()
         .and_then(|k| vsphere_clusters.get(&k));
-    let ready = vc.and_then(|c| c.status.as_ref()?.ready) == Some(true);
-    status["infrastructureReady"] = ready.into();
-    match vc
-        .and_then(|c| c.status.as_ref()?.failure_domains.as_ref())
-        .and_then(|f| serde_json::to_value(f).ok())
-    {
-        Some(fds) => status["failureDomains"] = fds,
+    let ready = vc
+        .and_then(|c| c.status.as_ref())
+        .is_some_and(|s| s.provisioned());
+    let v1beta1 = cluster.api_version.ends_with("/v1beta1");
+    if v1beta1 {
+        status["infrastructureReady"] = ready.into();
+    } else {
+        status["initialization"]["infrastructureProvisioned"] = ready.into();
+    }
+    let published = vc.and_then(|c| c.status.as_ref()?.failure_domains.as_ref());
+    match published {
+        Some(fds) if v1beta1 => {
+            status["failureDomains"] = fds
+                .iter()
+                .map(|f| {
+                    let mut v = json!(f);
+                    v.as_object_mut().map(|o| o.remove("name"));
+                    (f.name.clone(), v)
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        }
+        Some(fds) => status["failureDomains"] = json!(fds),
         None => {
             if let Some(o) = status.as_object_mut() {
                 o.remove("failureDomains");
@@ -498,15 +516,33 @@ mod tests {
             "spec": {"infrastructureRef": {"kind": "VSphereCluster", "name": "vc"}}
         }));
         let mut vc: VSphereCluster = serde_json::from_value(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereCluster",
             "metadata": {"name": "vc", "namespace": "ns"}, "spec": {"server": "vc.example"}
         }))
         .unwrap();
         let mut vcs = BTreeMap::from([("ns/vc".to_string(), vc.clone())]);
         assert_eq!(cluster_status(&c, &vcs)["infrastructureReady"], false);
-        vc.status = Some(serde_json::from_value(json!({"ready": true})).unwrap());
+        vc.status = Some(
+            serde_json::from_value(json!({
+                "initialization": {"provisioned": true},
+                "failureDomains": [{"name": "a", "controlPlane": true}]
+            }))
+            .unwrap(),
+        );
         vcs.insert("ns/vc".into(), vc);
-        assert_eq!(cluster_status(&c, &vcs)["infrastructureReady"], true);
+        let v1 = cluster_status(&c, &vcs);
+        assert_eq!(v1["infrastructureReady"], true);
+        assert_eq!(v1["failureDomains"], json!({"a": {"controlPlane": true}}));
+        // A v1beta2 Cluster gets the v1beta2 shapes.
+        let mut c2 = c.clone();
+        c2.api_version = "cluster.x-k8s.io/v1beta2".into();
+        let v2 = cluster_status(&c2, &vcs);
+        assert_eq!(v2["initialization"]["infrastructureProvisioned"], true);
+        assert_eq!(
+            v2["failureDomains"],
+            json!([{"name": "a", "controlPlane": true}])
+        );
+        assert!(v2.get("infrastructureReady").is_none(), "{v2}");
         let bad = obj(
             json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": "c"}, "spec": {}}),

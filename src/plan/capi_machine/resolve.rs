@@ -220,7 +220,7 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     }
     if let Some(vc) = input.vsphere_cluster {
         if given(&spec.server).is_none() {
-            spec.server.clone_from(&vc.spec.server);
+            spec.server = vc.spec.server().map(str::to_string);
         }
         if given(&spec.thumbprint).is_none() {
             spec.thumbprint.clone_from(&vc.spec.thumbprint);

@@ -1,12 +1,13 @@
 //! The VSphereCluster as a Cluster API InfraCluster (reference capi-infra-contract.md §1 and §5),
 //! pure: who owns it, whether it is paused, when it holds a finalizer, and what its status says
-//! (`ready`, `initialization.provisioned`, `vCenterVersion`, `Ready`/`VCenterAvailable`/`Paused`
+//! (`initialization.provisioned`, `vCenterVersion`, `Ready`/`VCenterAvailable`/`Paused`
 //! conditions in both styles). The controller gathers the facts and writes the result.
 //!
 //! Upstream order kept (CAPV v1.15.0 `controllers/vspherecluster_reconciler.go`): pause first
 //! (only the `Paused` condition is written), then deletion (waits for the cluster's machines),
 //! then the owner, the failure domains (wait while a zone has not reported), the identity and a
-//! vCenter session, and `status.ready = true`, never reset after.
+//! vCenter session, and `status.initialization.provisioned = true` (v1beta1's `status.ready`),
+//! never reset after.
 //!
 //! Deliberate differences: without an owner Cluster the failure domains are still published (the
 //! VSphereCluster also serves OpenShift, where no Cluster API `Cluster` exists), no finalizer is
@@ -17,9 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
 };
-use crate::api::vsphere_cluster::{
-    CLUSTER_FINALIZER, VSphereCluster, VSphereClusterInitializationStatus, VSphereClusterStatus,
-};
+use crate::api::infrastructure::v1beta2::common::Initialization;
+use crate::api::vsphere_cluster::{CLUSTER_FINALIZER, VSphereCluster, VSphereClusterStatus};
 
 /// The Cluster API core group.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
@@ -156,7 +156,7 @@ pub fn reuse_vcenter_check(
     let available = status
         .conditions
         .as_deref()
-        .is_some_and(|c| crate::api::conditions::is_capi_true(c, cluster::VCENTER_AVAILABLE));
+        .is_some_and(|c| crate::api::conditions::is_meta_true(c, cluster::VCENTER_AVAILABLE));
     (fresh && available)
         .then(|| Stage::Connected(Ok(status.vcenter_version.clone().unwrap_or_default())))
 }
@@ -180,8 +180,8 @@ pub fn stage_before_vcenter(
     }
 }
 
-/// Write `stage` into the status. Returns whether anything changed. `ready` and
-/// `initialization.provisioned` only ever go from unset to true.
+/// Write `stage` into the status. Returns whether anything changed.
+/// `initialization.provisioned` only ever goes from unset to true.
 pub fn apply(
     status: &mut VSphereClusterStatus,
     stage: &Stage,
@@ -243,9 +243,9 @@ fn apply_stage(
                 Stage::WaitingForOwner(owner) => {
                     let msg = match owner {
                         Owner::Missing { name } => format!(
-                            "the owner Cluster {name} (cluster.x-k8s.io) does not exist; failure domains are published, status.ready waits for it"
+                            "the owner Cluster {name} (cluster.x-k8s.io) does not exist; failure domains are published, provisioning waits for it"
                         ),
-                        _ => "waiting for a Cluster (cluster.x-k8s.io) to own this VSphereCluster; failure domains are published, status.ready waits for the owner".to_string(),
+                        _ => "waiting for a Cluster (cluster.x-k8s.io) to own this VSphereCluster; failure domains are published, provisioning waits for the owner".to_string(),
                     };
                     conds.set(
                         ConditionUpdate::false_(
@@ -328,8 +328,7 @@ fn apply_stage(
                             ConditionUpdate::true_reason(cluster::READY, cluster::READY_REASON, "")
                         }
                     });
-                    status.ready = Some(true);
-                    status.initialization = Some(VSphereClusterInitializationStatus {
+                    status.initialization = Some(Initialization {
                         provisioned: Some(true),
                     });
                     if !version.is_empty() {
@@ -459,6 +458,7 @@ mod reuse_tests {
 mod tests {
     use super::*;
     use crate::api::VSphereClusterSpec;
+    use crate::api::infrastructure::v1beta2::common::DeprecatedStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
 
@@ -480,12 +480,12 @@ mod tests {
     }
 
     fn meta_cond(s: &VSphereClusterStatus, t: &str) -> Option<(String, String, String)> {
-        let c = conditions::find_meta(s.v1beta2.as_ref()?.conditions.as_deref()?, t)?;
+        let c = conditions::find_meta(s.conditions.as_deref()?, t)?;
         Some((c.status.clone(), c.reason.clone(), c.message.clone()))
     }
 
     fn capi_cond(s: &VSphereClusterStatus, t: &str) -> Option<(String, String)> {
-        let c = conditions::find_capi(s.conditions.as_deref()?, t)?;
+        let c = conditions::find_capi(DeprecatedStatus::v1beta1_conditions(&s.deprecated), t)?;
         Some((c.status.clone(), c.reason.clone().unwrap_or_default()))
     }
 
@@ -683,7 +683,6 @@ mod tests {
             assert_eq!((st.as_str(), reason.as_str()), v1beta2, "{stage:?}");
             let (st, reason) = capi_cond(&s, "Ready").unwrap();
             assert_eq!((st.as_str(), reason.as_str()), v1beta1, "{stage:?}");
-            assert_eq!(s.ready, ready, "{stage:?}");
             assert_eq!(
                 s.initialization.as_ref().and_then(|i| i.provisioned),
                 ready,
@@ -702,22 +701,18 @@ mod tests {
     fn skipped_zones_hold_the_v1beta2_ready_false_but_not_status_ready() {
         // CAPV: v1beta2 Ready summarizes FailureDomainsReady too; v1beta1 Ready only vCenter.
         let mut s = VSphereClusterStatus {
-            v1beta2: Some(
-                crate::api::infrastructure::v1beta1::vsphere_deployment_zone::V1Beta2Status {
-                    conditions: Some(vec![MetaCondition {
-                        type_: "FailureDomainsReady".into(),
-                        status: "False".into(),
-                        reason: "NotReady".into(),
-                        message: "one or more failure domains are not ready (z2)".into(),
-                        observed_generation: None,
-                        last_transition_time: now(),
-                    }]),
-                },
-            ),
+            conditions: Some(vec![MetaCondition {
+                type_: "FailureDomainsReady".into(),
+                status: "False".into(),
+                reason: "NotReady".into(),
+                message: "one or more failure domains are not ready (z2)".into(),
+                observed_generation: None,
+                last_transition_time: now(),
+            }]),
             ..VSphereClusterStatus::default()
         };
         apply(&mut s, &Stage::Connected(Ok("8.0.3".into())), None, &now());
-        assert_eq!(s.ready, Some(true));
+        assert!(s.provisioned());
         assert_eq!(capi_cond(&s, "Ready").unwrap().0, "True");
         assert_eq!(
             meta_cond(&s, "Ready").unwrap(),
@@ -731,7 +726,7 @@ mod tests {
 
     #[test]
     fn ready_is_never_reset_once_set() {
-        // The contract: status.ready is not set back to false after provisioning.
+        // The contract: provisioned (v1beta1: status.ready) is not set back to false.
         let mut s = VSphereClusterStatus::default();
         apply(&mut s, &Stage::Connected(Ok("8.0.3".into())), None, &now());
         apply(
@@ -740,7 +735,6 @@ mod tests {
             None,
             &now(),
         );
-        assert_eq!(s.ready, Some(true));
         assert_eq!(s.initialization.as_ref().unwrap().provisioned, Some(true));
         assert_eq!(s.vcenter_version.as_deref(), Some("8.0.3"));
         assert_eq!(
@@ -777,11 +771,8 @@ mod tests {
         // Everything else is as it was.
         let strip = |s: &VSphereClusterStatus| {
             let mut s = s.clone();
-            if let Some(v) = s.v1beta2.as_mut() {
-                v.conditions
-                    .as_mut()
-                    .unwrap()
-                    .retain(|c| c.type_ != "Paused");
+            if let Some(c) = s.conditions.as_mut() {
+                c.retain(|c| c.type_ != "Paused");
             }
             s
         };

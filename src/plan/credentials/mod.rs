@@ -218,7 +218,7 @@ mod tests {
         let mut c = VSphereCluster::new(
             name,
             VSphereClusterSpec {
-                server: Some(server.into()),
+                server: server.into(),
                 thumbprint: thumb.map(str::to_string),
                 identity_ref: secret.map(|s| VSphereIdentityReference {
                     kind: VSphereIdentityKind::Secret,

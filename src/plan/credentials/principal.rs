@@ -78,7 +78,7 @@ pub fn for_zone(z: &VSphereDeploymentZone) -> Principal {
     match &z.spec.identity_ref {
         Some(identity) => Principal::Zone {
             zone: z.metadata.name.clone().unwrap_or_default(),
-            identity: identity.into(),
+            identity: identity.clone(),
             thumbprint: z.spec.thumbprint.clone().filter(|t| !t.trim().is_empty()),
         },
         None => Principal::Manager,

@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::vsphere_deployment_zone::V1Beta2Status;
 use crate::api::conditions::CapiCondition;
 
-/// Finalizer CAPV puts on every VSphereCluster.
-pub const CLUSTER_FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
+pub use super::super::v1beta2::vsphere_cluster::CLUSTER_FINALIZER;
 
 /// VSphereClusterSpec defines the desired state of VSphereCluster.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -181,19 +180,4 @@ pub struct FailureDomainSpec {
     /// Attributes is a free form map of attributes an infrastructure provider might use or require.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attributes: Option<BTreeMap<String, String>>,
-}
-
-/// The hub's identity reference in v1beta1's shape (a hub-typed zone's identity is resolved by
-/// code shared with the v1beta1 VSphereCluster's, until VSphereCluster moves onto the hub).
-impl From<&super::super::v1beta2::common::VSphereIdentityReference> for VSphereIdentityReference {
-    fn from(r: &super::super::v1beta2::common::VSphereIdentityReference) -> Self {
-        use super::super::v1beta2::common::VSphereIdentityKind as Hub;
-        VSphereIdentityReference {
-            kind: match r.kind {
-                Hub::VSphereClusterIdentity => VSphereIdentityKind::VSphereClusterIdentity,
-                Hub::Secret => VSphereIdentityKind::Secret,
-            },
-            name: r.name.clone(),
-        }
-    }
 }

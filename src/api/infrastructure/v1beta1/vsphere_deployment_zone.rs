@@ -71,7 +71,7 @@ pub struct VSphereDeploymentZoneSpec {
     /// manager's own, never from a tenant's VSphereCluster. Unset: the manager's credentials,
     /// if they are bound to this server.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub identity_ref: Option<crate::api::vsphere_cluster::VSphereIdentityReference>,
+    pub identity_ref: Option<super::vsphere_cluster::VSphereIdentityReference>,
     /// FailureDomain is the name of the VSphereFailureDomain used for this VSphereDeploymentZone
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_domain: Option<String>,

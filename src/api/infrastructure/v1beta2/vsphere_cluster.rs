@@ -9,7 +9,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{Conditions, DeprecatedStatus, Initialization, VSphereIdentityReference};
+use super::common::{Conditions, DeprecatedStatus, Initialization, require};
+pub use super::common::{VSphereIdentityKind, VSphereIdentityReference};
+
+/// Finalizer CAPV puts on every VSphereCluster.
+pub const CLUSTER_FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 
 /// VSphereClusterSpec: where the cluster's machines live and with which credentials.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -63,8 +67,13 @@ use super::common::{Conditions, DeprecatedStatus, Initialization, VSphereIdentit
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = require_server)]
 pub struct VSphereClusterSpec {
     /// server: the vCenter of the cluster.
+    // Required by the schema, but absent decodes as "": a cluster written at v1beta1 (where it
+    // was optional) is stored as it was, and must still be reconciled (and told what is
+    // missing) rather than skipped as undecodable.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 1024))]
     pub server: String,
     /// thumbprint: SHA-1 of the vCenter's certificate, colon-separated.
@@ -88,6 +97,30 @@ pub struct VSphereClusterSpec {
     /// CAPV; `{}`: every zone of its server).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_domain_selector: Option<LabelSelector>,
+}
+
+/// The schema requires `server`, whatever the Rust decoding tolerates.
+fn require_server(schema: &mut schemars::Schema) {
+    require(schema, "server");
+}
+
+impl VSphereClusterSpec {
+    /// The vCenter server; `None` when unset (only a cluster written at v1beta1, where the
+    /// field was optional, can lack it).
+    pub fn server(&self) -> Option<&str> {
+        Some(self.server.as_str()).filter(|s| !s.is_empty())
+    }
+}
+
+impl VSphereClusterStatus {
+    /// `initialization.provisioned`: the contract's "infrastructure ready", never set back to
+    /// false.
+    pub fn provisioned(&self) -> bool {
+        self.initialization
+            .as_ref()
+            .and_then(|i| i.provisioned)
+            .unwrap_or(false)
+    }
 }
 
 /// The control plane endpoint; either field may be left for CAPI to fill in.

@@ -33,9 +33,18 @@ use super::vsphere_cluster::VSphereClusterSpec;
         description = "Time duration since creation of VSphereClusterTemplate"
     )
 )]
+#[schemars(transform = require_template)]
 pub struct VSphereClusterTemplateSpec {
     /// template: the VSphereCluster's metadata and spec.
+    // Required by the schema of `spec`, but `spec` itself is optional, and CAPV v1.17's
+    // clusterclass-template.yaml has none: such a template decodes as an empty one.
+    #[serde(default)]
     pub template: VSphereClusterTemplateResource,
+}
+
+/// The schema requires `template` in a `spec`, whatever the Rust decoding tolerates.
+fn require_template(schema: &mut schemars::Schema) {
+    super::common::require(schema, "template");
 }
 
 /// The VSphereCluster a template stamps.
