@@ -53,10 +53,17 @@ const ADMIN: &Identity = &Identity::Admin;
 /// The objects the test follows: (kind, namespace or "", name).
 type Object = (Kind, String, String);
 
-/// An object at `version` (`v1beta1`/`v1beta2`) as the admin reads it.
+/// An object at `version` (`v1beta1`/`v1beta2`) as the admin reads it, managedFields included.
 fn read(cp: &ControlPlane, (kind, ns, name): &Object, version: &str) -> Value {
     let resource = format!("{}.{version}.{INFRA_GROUP}", kind.plural());
-    let mut args = vec!["get", resource.as_str(), name.as_str(), "-o", "json"];
+    let mut args = vec![
+        "get",
+        resource.as_str(),
+        name.as_str(),
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ];
     if !ns.is_empty() {
         args.extend(["-n", ns.as_str()]);
     }
@@ -250,6 +257,11 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     // Let the last status writes land, then stop: the previous release is done.
     tokio::time::sleep(Duration::from_secs(3)).await;
     before.stop().await;
+    // The stand-in applied the cluster's status at v1beta2; the previous release applied it at
+    // v1beta1, and managedFields are kept per version. Leave them as it did (hub-types §4.2),
+    // with an older vCenterVersion so that this release's first pass must apply at v1beta2,
+    // plus a condition and an annotation of other writers that must survive that apply.
+    previous_release_cluster_status(cp, &ns, "c1").await;
 
     let objects: Vec<Object> = vec![
         (Kind::VSphereFailureDomain, String::new(), zone.clone()),
@@ -391,6 +403,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     assert_eq!(zone_status["status"]["ready"], true, "{zone_status}");
     let c1 = get_json(cp, "vspherecluster", &ns, "c1").unwrap();
     assert_eq!(c1["status"]["ready"], true, "{c1}");
+    cluster_status_applied_at_v1beta2(cp, &ns, "c1", &zone).await;
     let m1 = get_json(cp, "vspheremachine", &ns, "m1").unwrap();
     assert_eq!(m1["status"]["ready"], true, "{m1}");
     let vms: Vec<_> = readback
@@ -411,4 +424,158 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
         .ok();
     after.stop().await;
+}
+
+/// Another writer of the VSphereCluster (CAPV's cluster-module controller, CAPI's topology
+/// controller): what it owns must survive our manager's change of apply version.
+const OTHER_WRITER: &str = "other-writer";
+
+/// The VSphereCluster `name` as the previous release left it: its status applied at v1beta1 by
+/// our field manager (what that release sent: `ready`, the v1beta1 `conditions`, our entries of
+/// `v1beta2.conditions`, the `failureDomains` map, `initialization`, `vCenterVersion`, the last
+/// set to an older vCenter), and a `v1beta2.conditions` entry and an annotation of another
+/// writer.
+async fn previous_release_cluster_status(cp: &ControlPlane, ns: &str, name: &str) {
+    use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let client = cp.client(ADMIN).await;
+    let gvk = GroupVersionKind::gvk(INFRA_GROUP, "v1beta1", "VSphereCluster");
+    let resource = kube::api::ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &resource);
+    let now = read(
+        cp,
+        &(Kind::VSphereCluster, ns.into(), name.into()),
+        "v1beta1",
+    );
+    let status = &now["status"];
+    let ours = ["FailureDomainsReady", "Ready", "Paused", "VCenterAvailable"];
+    let v1beta2: Vec<&Value> = status["v1beta2"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| ours.contains(&c["type"].as_str().unwrap_or_default()))
+        .collect();
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
+        "status": {
+            "ready": true,
+            "conditions": status["conditions"],
+            "v1beta2": {"conditions": v1beta2},
+            "failureDomains": status["failureDomains"],
+            "initialization": {"provisioned": true},
+            "vCenterVersion": "7.0.3",
+        }
+    });
+    let apply = |manager: &str| PatchParams::apply(manager).force();
+    api.patch_status(
+        name,
+        &apply(vsphere_provider::controllers::FIELD_MANAGER),
+        &Patch::Apply(&body),
+    )
+    .await
+    .unwrap();
+    let theirs = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
+        "status": {"v1beta2": {"conditions": [{
+            "type": "ClusterModulesReady", "status": "True", "reason": "Ready", "message": "",
+            "lastTransitionTime": "2026-11-01T00:00:00Z"
+        }]}}
+    });
+    api.patch_status(name, &apply(OTHER_WRITER), &Patch::Apply(&theirs))
+        .await
+        .unwrap();
+    let annotation = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
+        "metadata": {"name": name, "annotations": {"topology.cluster.x-k8s.io/cloned-from": "class"}}
+    });
+    api.patch(name, &apply(OTHER_WRITER), &Patch::Apply(&annotation))
+        .await
+        .unwrap();
+    let managers = status_managers(&read(
+        cp,
+        &(Kind::VSphereCluster, ns.into(), name.into()),
+        "v1beta1",
+    ));
+    assert!(
+        managers.contains(&(
+            vsphere_provider::controllers::FIELD_MANAGER.to_string(),
+            "infrastructure.cluster.x-k8s.io/v1beta1".to_string()
+        )),
+        "{managers:?}"
+    );
+}
+
+/// (manager, apiVersion) of the Apply entries of an object's status.
+fn status_managers(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["operation"] == "Apply" && m["subresource"] == "status")
+        .map(|m| {
+            (
+                m["manager"].as_str().unwrap().to_string(),
+                m["apiVersion"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// After the upgrade our manager applies the cluster's status at v1beta2 (hub-types §4.2): its
+/// managed fields move to v1beta2 with nothing it owned at v1beta1 lost (`ready`, the map of
+/// failure domains, each v1beta1 condition once), and what the other writer owns stays.
+async fn cluster_status_applied_at_v1beta2(cp: &ControlPlane, ns: &str, name: &str, zone: &str) {
+    let object = (Kind::VSphereCluster, ns.to_string(), name.to_string());
+    let v2 = eventually(
+        "the VSphereCluster's vCenterVersion from this release's check",
+        Duration::from_secs(60),
+        || async { Some(read(cp, &object, "v1beta2")) },
+        |v| v["status"]["vCenterVersion"] != "7.0.3",
+    )
+    .await;
+    assert_eq!(
+        status_managers(&v2)
+            .into_iter()
+            .filter(|(m, _)| m == vsphere_provider::controllers::FIELD_MANAGER)
+            .collect::<Vec<_>>(),
+        [(
+            vsphere_provider::controllers::FIELD_MANAGER.to_string(),
+            "infrastructure.cluster.x-k8s.io/v1beta2".to_string()
+        )],
+        "{v2}"
+    );
+    assert_eq!(v2["status"]["initialization"]["provisioned"], true, "{v2}");
+    assert_eq!(v2["status"]["failureDomains"][0]["name"], zone, "{v2}");
+    let types = |list: &Value| -> Vec<String> {
+        let mut t: Vec<String> = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["type"].as_str().unwrap().to_string())
+            .collect();
+        t.sort();
+        t
+    };
+    assert_eq!(
+        types(&v2["status"]["conditions"]),
+        [
+            "ClusterModulesReady",
+            "FailureDomainsReady",
+            "Paused",
+            "Ready",
+            "VCenterAvailable"
+        ],
+        "ours once each, and the other writer's: {v2}"
+    );
+    assert_eq!(
+        v2["metadata"]["annotations"]["topology.cluster.x-k8s.io/cloned-from"],
+        "class"
+    );
+    let v1 = read(cp, &object, "v1beta1");
+    assert_eq!(v1["status"]["ready"], true, "{v1}");
+    assert!(v1["status"]["failureDomains"][zone].is_object(), "{v1}");
+    assert_eq!(
+        types(&v1["status"]["conditions"]),
+        ["FailureDomainsAvailable", "Ready", "VCenterAvailable"],
+        "{v1}"
+    );
 }

@@ -140,7 +140,8 @@ pub async fn wait_until(
     }
 }
 
-/// The VSphereCluster as JSON (all of it, whatever the types know).
+/// The VSphereCluster as JSON (all of it, whatever the types know), at v1beta2 (the type's
+/// version).
 pub async fn get(api: &Api<VSphereCluster>, name: &str) -> Option<Value> {
     api.get_opt(name)
         .await
@@ -148,24 +149,35 @@ pub async fn get(api: &Api<VSphereCluster>, name: &str) -> Option<Value> {
         .map(|c| serde_json::to_value(c).unwrap())
 }
 
-/// `(status, reason, message)` of a v1beta2 condition.
+/// Whether `c` was read at v1beta1 (its `apiVersion`).
+fn read_at_v1beta1(c: &Value) -> bool {
+    c["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.ends_with("/v1beta1"))
+}
+
+/// `(status, reason, message)` of a v1beta2 (metav1) condition, wherever the version `c` was
+/// read at keeps it (v1beta2: `status.conditions`; v1beta1: `status.v1beta2.conditions`).
 pub fn v1beta2(c: &Value, t: &str) -> Option<(String, String, String)> {
-    let found = c["status"]["v1beta2"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == t)?
-        .clone();
+    let list = if read_at_v1beta1(c) {
+        &c["status"]["v1beta2"]["conditions"]
+    } else {
+        &c["status"]["conditions"]
+    };
+    let found = list.as_array()?.iter().find(|x| x["type"] == t)?.clone();
     let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
     Some((s("status"), s("reason"), s("message")))
 }
 
-/// `(status, reason)` of a v1beta1 condition.
+/// `(status, reason)` of a v1beta1 condition, wherever the version `c` was read at keeps it
+/// (v1beta1: `status.conditions`; v1beta2: `status.deprecated.v1beta1.conditions`).
 pub fn v1beta1(c: &Value, t: &str) -> Option<(String, String)> {
-    let found = c["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == t)?
-        .clone();
+    let list = if read_at_v1beta1(c) {
+        &c["status"]["conditions"]
+    } else {
+        &c["status"]["deprecated"]["v1beta1"]["conditions"]
+    };
+    let found = list.as_array()?.iter().find(|x| x["type"] == t)?.clone();
     let s = |k: &str| found[k].as_str().unwrap_or_default().to_string();
     Some((s("status"), s("reason")))
 }
@@ -282,8 +294,8 @@ pub async fn ready_cluster(cp: &ControlPlane, ns: &str, sim: &Vcsim, more: Vec<V
         false,
     )
     .await;
-    wait_until(&api, "c1 ready", Duration::from_secs(60), |c| {
-        c["status"]["ready"] == true
+    wait_until(&api, "c1 provisioned", Duration::from_secs(60), |c| {
+        c["status"]["initialization"]["provisioned"] == true
     })
     .await;
     zone
