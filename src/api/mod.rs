@@ -9,7 +9,7 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterIdentity`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereVM`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereClusterTemplate`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
@@ -39,7 +39,7 @@ pub use infrastructure::v1beta1::{vsphere_cluster, vsphere_cluster_template, vsp
 // Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
 pub use infrastructure::v1beta2::{
     vsphere_cluster_identity as cluster_identity, vsphere_deployment_zone as deployment_zone,
-    vsphere_failure_domain as failure_domain,
+    vsphere_failure_domain as failure_domain, vsphere_vm,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -65,7 +65,8 @@ pub use machine_health_check::{
 pub use openshift_config::v1::infrastructure::Infrastructure;
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
 pub use vsphere_cluster_template::{VSphereClusterTemplate, VSphereClusterTemplateSpec};
-pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
+pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate};
+pub use vsphere_vm::VSphereVM;
 
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
@@ -143,11 +144,11 @@ impl Kind {
         match self {
             Kind::VSphereFailureDomain
             | Kind::VSphereDeploymentZone
-            | Kind::VSphereClusterIdentity => infrastructure::HUB,
+            | Kind::VSphereClusterIdentity
+            | Kind::VSphereVM => infrastructure::HUB,
             Kind::VSphereCluster
             | Kind::VSphereMachine
             | Kind::VSphereMachineTemplate
-            | Kind::VSphereVM
             | Kind::VSphereClusterTemplate => infrastructure::TYPED_API_VERSION,
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",

@@ -180,6 +180,13 @@ pub struct VirtualMachineCloneSpec {
     pub nested_hv: Option<bool>,
 }
 
+impl VirtualMachineCloneSpec {
+    /// True for a Windows guest (VM names are cut to 15 characters).
+    pub fn is_windows(&self) -> bool {
+        self.os.as_deref() == Some("Windows")
+    }
+}
+
 /// CPU and memory reservations, limits and shares.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("minProperties" = 1))]

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::clone_spec::{CloneMode, NetworkStatus, PowerOffMode, VirtualMachineCloneSpec};
 use super::common::{Conditions, DeprecatedFailureStatus};
 
+/// Finalizer CAPV puts on every VSphereVM.
+pub const VM_FINALIZER: &str = "vspherevm.infrastructure.cluster.x-k8s.io";
+/// How long trySoft waits for the guest when `guestSoftPowerOffTimeoutSeconds` is unset
+/// (CAPV's default).
+pub const GUEST_SOFT_POWER_OFF_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// VSphereVMSpec: the VM to clone.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
