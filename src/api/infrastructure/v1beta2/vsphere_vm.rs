@@ -52,10 +52,18 @@ pub struct VSphereVMSpec {
 
 /// A Secret in the VM's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(transform = require_name)]
 pub struct SecretReference {
+    // Decoded absent as empty: a v1beta1 `bootstrapRef` could name none.
     /// name of the Secret.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
+}
+
+/// The schema requires `name`, whatever the Rust decoding tolerates.
+fn require_name(schema: &mut schemars::Schema) {
+    super::common::require(schema, "name");
 }
 
 /// VSphereVMStatus.
