@@ -9,7 +9,7 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterIdentity`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereVM`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereVM`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterTemplate`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`MachineHealthCheck`] | namespaced |
@@ -40,6 +40,7 @@ pub use infrastructure::v1beta1::vsphere_machine;
 pub use infrastructure::v1beta2::{
     vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
     vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
+    vsphere_vm,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -65,7 +66,8 @@ pub use machine_health_check::{
 pub use openshift_config::v1::infrastructure::Infrastructure;
 pub use vsphere_cluster::{VSphereCluster, VSphereClusterSpec, VSphereClusterStatus};
 pub use vsphere_cluster_template::{VSphereClusterTemplate, VSphereClusterTemplateSpec};
-pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate, VSphereVM};
+pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate};
+pub use vsphere_vm::VSphereVM;
 
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
@@ -145,10 +147,9 @@ impl Kind {
             | Kind::VSphereDeploymentZone
             | Kind::VSphereClusterIdentity
             | Kind::VSphereCluster
-            | Kind::VSphereClusterTemplate => infrastructure::HUB,
-            Kind::VSphereMachine | Kind::VSphereMachineTemplate | Kind::VSphereVM => {
-                infrastructure::TYPED_API_VERSION
-            }
+            | Kind::VSphereClusterTemplate
+            | Kind::VSphereVM => infrastructure::HUB,
+            Kind::VSphereMachine | Kind::VSphereMachineTemplate => infrastructure::TYPED_API_VERSION,
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }

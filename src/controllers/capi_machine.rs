@@ -27,7 +27,8 @@ use super::context::now;
 use super::{Context, Error, FIELD_MANAGER, NOT_SYNCED_REQUEUE};
 use crate::api::capi_core::{CLUSTER_NAME_LABEL, CapiCluster, CapiMachine};
 use crate::api::vsphere_cluster::VSphereCluster;
-use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
+use crate::api::vsphere_machine::VSphereMachine;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::machine::{self, Next, VmAction};
 use crate::reconcile::kube_ops::{KubeError, KubeOps};
 

@@ -21,7 +21,8 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::capi_core::{CapiCluster, CapiMachine};
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
-use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
+use crate::api::vsphere_machine::VSphereMachine;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::api::{
     Machine, VSphereCluster, VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
 };

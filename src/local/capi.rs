@@ -18,7 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use super::cluster::LocalCluster;
 use super::store::{Store, born};
 use crate::api::capi_core::CapiObject;
-use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
+use crate::api::vsphere_machine::VSphereMachine;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::{vm_key, vm_ref};
 use crate::plan::capi_machine::capi_play::{
     self, DEPLOYMENT_FINALIZER, DEPLOYMENT_NAME_LABEL, ns_name,

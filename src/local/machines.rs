@@ -18,7 +18,7 @@ use super::health::health_pass;
 use super::ipam::bind_claims;
 use crate::api::machine::Machine;
 use crate::api::machine_status::VSphereMachineProviderStatus;
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::machine_for;
 use crate::plan::cpms::domains::servers;
 use crate::plan::credentials::{Principal, principal};

@@ -10,7 +10,7 @@ use crate::api::control_plane_machine_set::{ControlPlaneMachineSet, ControlPlane
 use crate::api::ipam::IpAddressClaim;
 use crate::api::machine::Machine;
 use crate::api::machine_health_check::MachineHealthCheck;
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::health::RequestRef;
 use crate::plan::machine::drain::PodRef;
 

@@ -488,9 +488,9 @@ fn run_rules(
             match old {
                 Some(o) => {
                     let typed_old: VSphereVM = decode(o)?;
-                    errors.extend(vm::validate_vm_update(&typed_old, &n, new, o))
+                    errors.extend(vm::validate_vm_update(&typed_old, &n, new, o, request))
                 }
-                None => errors.extend(vm::validate_vm_create(&n, ctx)),
+                None => errors.extend(vm::validate_vm_create(&n, request, ctx)),
             }
         }
         Kind::Machine => {

@@ -29,10 +29,11 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::{Ctx, FieldError, child, index, negative_sizes};
+use crate::api::infrastructure::v1beta2::clone_spec::PowerOffMode;
 use crate::api::vsphere_machine::{
-    NetworkSpec, PciDeviceSpec, PowerOffMode, VSphereMachine, VSphereMachineSpec,
-    VSphereMachineTemplate, VSphereVM,
+    NetworkSpec, PciDeviceSpec, VSphereMachine, VSphereMachineSpec, VSphereMachineTemplate,
 };
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::naming;
 
 /// The annotation Cluster API's topology controller puts on its dry-run objects.
@@ -98,6 +99,7 @@ fn is_cidr(s: &str) -> bool {
     }
 }
 
+/// v1beta1's `guestSoftPowerOffTimeout` (a Go duration): only with trySoft, and positive.
 fn check_power_off(
     base: &str,
     mode: Option<PowerOffMode>,
@@ -108,7 +110,7 @@ fn check_power_off(
         return;
     };
     let path = child(base, "guestSoftPowerOffTimeout");
-    if mode.unwrap_or_default() != PowerOffMode::TrySoft {
+    if mode != Some(PowerOffMode::TrySoft) {
         errors.push(FieldError::invalid_str(&path, t, NOT_TRY_SOFT));
     }
     match parse_go_duration(t) {
@@ -122,9 +124,38 @@ fn check_power_off(
     }
 }
 
-fn check_cidrs(base: &str, network: Option<&NetworkSpec>, errors: &mut Vec<FieldError>) {
-    for (i, d) in network.iter().flat_map(|n| &n.devices).enumerate() {
-        for (j, ip) in d.ip_addrs.iter().flatten().enumerate() {
+/// v1beta2's `guestSoftPowerOffTimeoutSeconds`: only with trySoft, and positive (the CRD's
+/// minimum says so too; this names the rule as v1beta1's does).
+fn check_power_off_seconds(
+    base: &str,
+    mode: Option<PowerOffMode>,
+    seconds: Option<i32>,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(n) = seconds else {
+        return;
+    };
+    let path = child(base, "guestSoftPowerOffTimeoutSeconds");
+    if mode != Some(PowerOffMode::TrySoft) {
+        errors.push(FieldError::invalid(&path, &n.into(), NOT_TRY_SOFT));
+    }
+    if n <= 0 {
+        errors.push(FieldError::invalid(
+            path,
+            &n.into(),
+            "should be greater than 0",
+        ));
+    }
+}
+
+/// Each device's `ipAddrs` (in device order) in CIDR form.
+fn check_cidrs<'a>(
+    base: &str,
+    devices: impl Iterator<Item = Option<&'a Vec<String>>>,
+    errors: &mut Vec<FieldError>,
+) {
+    for (i, ips) in devices.enumerate() {
+        for (j, ip) in ips.into_iter().flatten().enumerate() {
             if !is_cidr(ip) {
                 let path = index(
                     &child(&index(&child(base, "network.devices"), i), "ipAddrs"),
@@ -140,11 +171,10 @@ fn check_cidrs(base: &str, network: Option<&NetworkSpec>, errors: &mut Vec<Field
     }
 }
 
-fn check_preferred_cidr(base: &str, network: Option<&NetworkSpec>, errors: &mut Vec<FieldError>) {
-    if let Some(c) = network
-        .and_then(|n| n.preferred_api_server_cidr.as_deref())
-        .filter(|c| !c.is_empty())
-    {
+/// v1beta1's `network.preferredAPIServerCidr` (v1beta2 has no such field: a VSphereVM's rules
+/// read it from the request).
+fn check_preferred_cidr(base: &str, cidr: Option<&str>, errors: &mut Vec<FieldError>) {
+    if let Some(c) = cidr.filter(|c| !c.is_empty()) {
         errors.push(FieldError::invalid_str(
             child(base, "network.preferredAPIServerCidr"),
             c,
@@ -166,6 +196,19 @@ fn check_pci(base: &str, devices: Option<&Vec<PciDeviceSpec>>, errors: &mut Vec<
             ));
         }
     }
+}
+
+/// A v1beta1 network's `preferredAPIServerCidr`.
+fn preferred_cidr(network: Option<&NetworkSpec>) -> Option<&str> {
+    network.and_then(|n| n.preferred_api_server_cidr.as_deref())
+}
+
+/// A v1beta1 network's devices' `ipAddrs`.
+fn device_ips(network: Option<&NetworkSpec>) -> impl Iterator<Item = Option<&Vec<String>>> {
+    network
+        .into_iter()
+        .flat_map(|n| &n.devices)
+        .map(|d| d.ip_addrs.as_ref())
 }
 
 /// The spec as JSON without the keys an update may change (and `network` when nothing else of
@@ -194,20 +237,18 @@ fn frozen(spec: Option<&Value>, keys: &[&str]) -> Value {
 /// at the first connection.
 fn check_clone_server(
     base: &str,
-    clone: &crate::api::vsphere_machine::VirtualMachineCloneSpec,
+    (server, thumbprint): (&Option<String>, &Option<String>),
     ctx: &Ctx,
     errors: &mut Vec<FieldError>,
 ) {
-    if let Some(s) = clone
-        .server
+    if let Some(s) = server
         .as_deref()
         .filter(|s| !s.is_empty() && !ctx.exempt(s))
         && let Err(reason) = super::check_server(s)
     {
         errors.push(FieldError::invalid_str(child(base, "server"), s, reason));
     }
-    if let Some(t) = clone
-        .thumbprint
+    if let Some(t) = thumbprint
         .as_deref()
         .filter(|t| !t.is_empty() && !ctx.exempt(t))
         && let Err(reason) = super::check_thumbprint(t)
@@ -224,12 +265,21 @@ fn check_clone_server(
 pub fn validate_machine_create(m: &VSphereMachine, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &m.spec;
-    check_clone_server("spec", &s.clone, ctx, &mut errors);
-    check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
-    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    check_clone_server(
+        "spec",
+        (&s.clone.server, &s.clone.thumbprint),
+        ctx,
+        &mut errors,
+    );
+    check_preferred_cidr(
+        "spec",
+        preferred_cidr(s.clone.network.as_ref()),
+        &mut errors,
+    );
+    check_cidrs("spec", device_ips(s.clone.network.as_ref()), &mut errors);
     check_power_off(
         "spec",
-        s.power_off_mode,
+        s.power_off_mode.map(Into::into),
         s.guest_soft_power_off_timeout.as_deref(),
         &mut errors,
     );
@@ -246,14 +296,19 @@ pub fn validate_machine_update(
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &new.spec;
-    check_clone_server("spec", &s.clone, &Ctx::default(), &mut errors);
+    check_clone_server(
+        "spec",
+        (&s.clone.server, &s.clone.thumbprint),
+        &Ctx::default(),
+        &mut errors,
+    );
     check_power_off(
         "spec",
-        s.power_off_mode,
+        s.power_off_mode.map(Into::into),
         s.guest_soft_power_off_timeout.as_deref(),
         &mut errors,
     );
-    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    check_cidrs("spec", device_ips(s.clone.network.as_ref()), &mut errors);
     let keys = ["providerID", "powerOffMode", "guestSoftPowerOffTimeout"];
     if frozen(new_value.get("spec"), &keys) != frozen(old_value.get("spec"), &keys) {
         errors.push(FieldError::forbidden("spec", "cannot be modified"));
@@ -295,8 +350,13 @@ pub fn validate_template_create(t: &VSphereMachineTemplate, ctx: &Ctx) -> Vec<Fi
     let base = "spec.template.spec";
     let mut errors = Vec::new();
     let s = &t.spec.template.spec;
-    check_clone_server(base, &s.clone, ctx, &mut errors);
-    check_preferred_cidr(base, s.clone.network.as_ref(), &mut errors);
+    check_clone_server(
+        base,
+        (&s.clone.server, &s.clone.thumbprint),
+        ctx,
+        &mut errors,
+    );
+    check_preferred_cidr(base, preferred_cidr(s.clone.network.as_ref()), &mut errors);
     if s.provider_id.is_some() {
         errors.push(FieldError::forbidden(
             child(base, "providerID"),
@@ -326,7 +386,7 @@ pub fn validate_template_create(t: &VSphereMachineTemplate, ctx: &Ctx) -> Vec<Fi
     }
     check_power_off(
         base,
-        s.power_off_mode,
+        s.power_off_mode.map(Into::into),
         s.guest_soft_power_off_timeout.as_deref(),
         &mut errors,
     );
@@ -364,13 +424,36 @@ pub fn validate_template_update(
     errors
 }
 
-/// VSphereVM on create.
-pub fn validate_vm_create(vm: &VSphereVM, ctx: &Ctx) -> Vec<FieldError> {
+/// A VSphereVM's power-off fields. A v1beta1 request's Go duration is judged as v1beta1
+/// judges it, from the request (`1.234µs` is positive there and 0 whole seconds on the hub; one
+/// that does not parse has no hub value at all); the hub's seconds otherwise.
+fn check_vm_power_off(vm: &VSphereVM, request: &Value, errors: &mut Vec<FieldError>) {
+    let mode = vm.spec.power_off_mode;
+    match request.pointer("/spec/guestSoftPowerOffTimeout") {
+        Some(t) => check_power_off("spec", mode, t.as_str(), errors),
+        None => check_power_off_seconds(
+            "spec",
+            mode,
+            vm.spec.guest_soft_power_off_timeout_seconds,
+            errors,
+        ),
+    }
+}
+
+/// VSphereVM on create (`request`: the object as sent, at whichever version).
+pub fn validate_vm_create(vm: &VSphereVM, request: &Value, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &vm.spec;
-    check_clone_server("spec", &s.clone, ctx, &mut errors);
-    check_preferred_cidr("spec", s.clone.network.as_ref(), &mut errors);
-    check_cidrs("spec", s.clone.network.as_ref(), &mut errors);
+    check_clone_server(
+        "spec",
+        (&s.clone.server, &s.clone.thumbprint),
+        ctx,
+        &mut errors,
+    );
+    let cidr = request.pointer("/spec/network/preferredAPIServerCidr");
+    check_preferred_cidr("spec", cidr.and_then(Value::as_str), &mut errors);
+    let devices = s.clone.network.iter().flat_map(|n| &n.devices);
+    check_cidrs("spec", devices.map(|d| d.ip_addrs.as_ref()), &mut errors);
     let name = vm.metadata.name.as_deref().unwrap_or_default();
     if s.clone.is_windows() && name.len() > 15 {
         errors.push(FieldError::invalid_str(
@@ -379,36 +462,27 @@ pub fn validate_vm_create(vm: &VSphereVM, ctx: &Ctx) -> Vec<FieldError> {
             "name has to be less than 16 characters for Windows VM",
         ));
     }
-    check_power_off(
-        "spec",
-        s.power_off_mode,
-        s.guest_soft_power_off_timeout.as_deref(),
-        &mut errors,
-    );
+    check_vm_power_off(vm, request, &mut errors);
     errors.extend(negative_sizes("spec", (&s.clone).into()));
     errors
 }
 
-/// VSphereVM on update.
+/// VSphereVM on update (`new_value`/`old_value`: the objects as JSON at the hub, for the
+/// comparison; `request`: the new object as sent).
 pub fn validate_vm_update(
     old: &VSphereVM,
     new: &VSphereVM,
     new_value: &Value,
     old_value: &Value,
+    request: &Value,
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let s = &new.spec;
-    check_power_off(
-        "spec",
-        s.power_off_mode,
-        s.guest_soft_power_off_timeout.as_deref(),
-        &mut errors,
-    );
+    check_vm_power_off(new, request, &mut errors);
     let mut keys = vec![
         "bootstrapRef",
         "thumbprint",
         "powerOffMode",
-        "guestSoftPowerOffTimeout",
+        "guestSoftPowerOffTimeoutSeconds",
     ];
     if old.spec.clone.os.is_none() {
         keys.push("os");
@@ -425,6 +499,7 @@ pub fn validate_vm_update(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::conversion::to_typed;
 
     /// The server a machine names is where its cluster's credentials go: every kind that takes
     /// one refuses an address with credentials, another scheme or a path, naming the field.
@@ -449,7 +524,8 @@ mod tests {
                 serde_json::json!({"template": "t", "server": server, "thumbprint": thumbprint});
             let m: VSphereMachine =
                 serde_json::from_value(object("VSphereMachine", clone.clone())).unwrap();
-            let vm: VSphereVM = serde_json::from_value(object("VSphereVM", clone.clone())).unwrap();
+            let vm_request = object("VSphereVM", clone.clone());
+            let vm: VSphereVM = serde_json::from_value(to_typed(&vm_request)).unwrap();
             let t: VSphereMachineTemplate = serde_json::from_value(object(
                 "VSphereMachineTemplate",
                 serde_json::json!({"template": {"spec": clone}}),
@@ -473,7 +549,7 @@ mod tests {
                 "{server}"
             );
             assert_eq!(
-                paths(validate_vm_create(&vm, &ctx)),
+                paths(validate_vm_create(&vm, &vm_request, &ctx)),
                 want("spec"),
                 "{server}"
             );
@@ -518,9 +594,10 @@ mod tests {
             paths(validate_template_create(&t, &ctx)),
             ["spec.template.spec.numCPUs", "spec.template.spec.memoryMiB"]
         );
-        let vm: VSphereVM = serde_json::from_value(object("VSphereVM", clone)).unwrap();
+        let vm_request = object("VSphereVM", clone);
+        let vm: VSphereVM = serde_json::from_value(to_typed(&vm_request)).unwrap();
         assert_eq!(
-            paths(validate_vm_create(&vm, &ctx)),
+            paths(validate_vm_create(&vm, &vm_request, &ctx)),
             ["spec.numCPUs", "spec.memoryMiB"]
         );
         let zero: VSphereMachine = serde_json::from_value(object(

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::gate::Gate;
 use crate::api::Machine;
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::machine::Requeue;
 use crate::plan::machine::waiting::{Polling, requeue_with};
 use crate::vcenter::watcher::{WatchEvent, WatchOptions, Watcher};

@@ -21,14 +21,18 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use super::status::{VM_PROVISIONED, WAITING_FOR_CLONE};
-use crate::api::conditions::{CapiCondition, ConditionUpdate, set_capi_condition, severity};
+use super::status::{VM_PROVISIONED, WAITING_FOR_CLONE, meta_reason};
+use crate::api::conditions::{
+    CapiCondition, ConditionUpdate, set_capi_condition, set_meta_condition, severity,
+};
+use crate::api::infrastructure::v1beta2::clone_spec::PowerOffMode;
+use crate::api::infrastructure::v1beta2::common::DeprecatedFailureStatus;
 use crate::api::machine::{
     MACHINE_FINALIZER, Machine, MachineSpec, MachineStatus, ProviderSpec, phase as ph,
 };
 use crate::api::machine_status::{VSphereMachineProviderStatus, condition as cond};
-use crate::api::vsphere_machine::{
-    GUEST_SOFT_POWER_OFF_DEFAULT, PowerOffMode, VM_FINALIZER, VSphereVM, VSphereVMStatus,
+use crate::api::vsphere_vm::{
+    GUEST_SOFT_POWER_OFF_DEFAULT, VM_FINALIZER, VSphereVM, VSphereVMStatus,
 };
 use crate::plan::machine::VmObs;
 use crate::plan::machine::ipam::PoolAddresses;
@@ -141,12 +145,14 @@ pub fn power_off_mode(m: &Machine) -> (PowerOffMode, std::time::Duration) {
     };
     let timeout = vm
         .spec
-        .guest_soft_power_off_timeout
-        .as_deref()
-        .and_then(|t| crate::api::health_values::parse_go_duration(t).ok())
-        .map(|ns| std::time::Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64))
+        .guest_soft_power_off_timeout_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map(std::time::Duration::from_secs)
         .unwrap_or(GUEST_SOFT_POWER_OFF_DEFAULT);
-    (vm.spec.power_off_mode.unwrap_or_default(), timeout)
+    (
+        vm.spec.power_off_mode.unwrap_or(PowerOffMode::Hard),
+        timeout,
+    )
 }
 
 /// `namespace/name` of a VSphereVM.
@@ -175,7 +181,8 @@ pub fn machine_for(vm: &VSphereVM) -> Machine {
         .spec
         .bootstrap_ref
         .as_ref()
-        .and_then(|r| r.name.clone())
+        .map(|r| r.name.clone())
+        .filter(|name| !name.is_empty())
         .map(|name| k8s_openapi::api::core::v1::LocalObjectReference { name });
     let finalizers = vm
         .metadata
@@ -269,19 +276,36 @@ pub fn vm_after(before: &VSphereVM, after: &Machine, now: &Time) -> VSphereVM {
     let running = ps.instance_state.as_deref() == Some("poweredOn");
     out.ready = Some(ps.instance_id.is_some() && running && !ips.is_empty());
     let failed = st.phase.as_deref() == Some(ph::FAILED);
-    out.failure_reason = st.error_reason.clone().filter(|_| failed);
-    out.failure_message = st
+    let v1beta1 = DeprecatedFailureStatus::v1beta1_mut(&mut out.deprecated);
+    v1beta1.failure_reason = st.error_reason.clone().filter(|_| failed);
+    v1beta1.failure_message = st
         .error_message
         .as_deref()
         .filter(|_| failed)
         .map(capv_paths);
-    let conditions = out.conditions.get_or_insert_with(Vec::new);
     // The planner names OpenShift's provider spec fields; the user wrote CAPV's.
     let mut ps = ps;
     for c in &mut ps.conditions {
         c.message = capv_paths(&c.message);
     }
-    set_capi_condition(conditions, &provisioned_condition(&ps), now);
+    // The same condition in both sets: v1beta1's for v1beta1 readers (and the VSphereMachine,
+    // [`not_provisioned`]), metav1's (with a reason always) for v1beta2's.
+    let provisioned = provisioned_condition(&ps);
+    let conditions = v1beta1.conditions.get_or_insert_with(Vec::new);
+    set_capi_condition(conditions, &provisioned, now);
+    let meta = ConditionUpdate {
+        reason: meta_reason(provisioned.status, provisioned.reason),
+        severity: "",
+        ..provisioned
+    };
+    let generation = vm.metadata.generation;
+    let out = vm.status.get_or_insert_with(VSphereVMStatus::default);
+    set_meta_condition(
+        out.conditions.get_or_insert_with(Vec::new),
+        &meta,
+        generation,
+        now,
+    );
     vm
 }
 
@@ -349,10 +373,7 @@ pub fn observed(vm: &VSphereVM) -> Option<VmObs> {
 /// The VSphereVM's `VirtualMachineProvisioned` condition when it says the VM is not there
 /// (the reason the VSphereMachine reports while it waits).
 pub fn not_provisioned(vm: &VSphereVM) -> Option<&CapiCondition> {
-    vm.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
+    DeprecatedFailureStatus::v1beta1_conditions(&vm.status.as_ref()?.deprecated)
         .iter()
         .find(|c| c.type_ == VM_PROVISIONED && c.status == "False")
 }
@@ -360,7 +381,7 @@ pub fn not_provisioned(vm: &VSphereVM) -> Option<&CapiCondition> {
 /// A reference to a VSphereVM, for events.
 pub fn vm_ref(vm: &VSphereVM) -> ObjectReference {
     ObjectReference {
-        api_version: Some("infrastructure.cluster.x-k8s.io/v1beta1".into()),
+        api_version: Some(crate::api::Kind::VSphereVM.api_version().into()),
         kind: Some("VSphereVM".into()),
         name: vm.metadata.name.clone(),
         namespace: vm.metadata.namespace.clone(),

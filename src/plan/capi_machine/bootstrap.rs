@@ -19,8 +19,8 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Map, Value, json};
 
-use crate::api::infrastructure::v1beta1::vsphere_failure_domain::DhcpOverrides;
-use crate::api::vsphere_machine::{NetworkDeviceSpec, NetworkRouteSpec};
+use crate::api::infrastructure::v1beta2::clone_spec::{NetworkDeviceSpec, NetworkRouteSpec};
+use crate::api::infrastructure::v1beta2::common::DhcpOverrides;
 use crate::plan::machine::user_data::Payload;
 
 /// The Secret key of the bootstrap data.

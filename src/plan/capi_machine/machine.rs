@@ -16,7 +16,8 @@ use crate::api::conditions::{ConditionUpdate, set_capi_condition, severity};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::vsphere_cluster::VSphereCluster;
-use crate::api::vsphere_machine::{VSphereMachine, VSphereVM};
+use crate::api::vsphere_machine::VSphereMachine;
+use crate::api::vsphere_vm::VSphereVM;
 
 /// Everything one pass reads. On deletion only `vsphere_machine` and `existing_vm` matter.
 #[derive(Clone, Copy, Debug)]
@@ -169,7 +170,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
             mine.clone_from(c);
         }
     }
-    if let Some(vst) = vm.and_then(|v| v.status.as_ref())
+    if let Some(vst) = vm.and_then(|v| v.status.as_ref()?.deprecated.as_ref()?.v1beta1.as_ref())
         && vst.failure_reason.is_some()
     {
         // The VM cannot be made as asked (a terminal configuration error): the machine says
@@ -338,9 +339,17 @@ mod tests {
     fn a_failed_vsphere_vm_fails_the_machine_naming_why() {
         let (v, m, c, s, e, t) = resolvable();
         let mut vm = VSphereVM::new("m-0", Default::default());
-        vm.status = Some(crate::api::vsphere_machine::VSphereVMStatus {
+        let failure = crate::api::infrastructure::v1beta2::common::DeprecatedV1Beta1FailureStatus {
             failure_reason: Some("InvalidConfiguration".into()),
             failure_message: Some("spec.resourcePool: required".into()),
+            ..Default::default()
+        };
+        vm.status = Some(crate::api::vsphere_vm::VSphereVMStatus {
+            deprecated: Some(
+                crate::api::infrastructure::v1beta2::common::DeprecatedFailureStatus {
+                    v1beta1: Some(failure),
+                },
+            ),
             ..Default::default()
         });
         let p = plan(&input(&v, Some(&m), &c, Some(&s), Some(&vm), &e, &t));

@@ -34,7 +34,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::bootstrap::{self, BootstrapData};
@@ -42,13 +42,13 @@ use super::naming;
 use crate::api::capi_core::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CapiCluster, CapiMachine};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::{NetworkConfiguration, VSphereFailureDomain};
-use crate::api::infrastructure::v1beta1::vsphere_failure_domain as v1beta1;
+use crate::api::infrastructure::v1beta2::clone_spec::{
+    NetworkDeviceSpec, NetworkSpec, VirtualMachineCloneSpec,
+};
 use crate::api::machine::{self as mapi, VSphereMachineProviderSpec, Workspace};
 use crate::api::vsphere_cluster::VSphereCluster;
-use crate::api::vsphere_machine::{
-    MachineAddress, MachineAddressType, NetworkDeviceSpec, NetworkSpec, VSphereMachine, VSphereVM,
-    VSphereVMSpec,
-};
+use crate::api::vsphere_machine::{MachineAddress, MachineAddressType, VSphereMachine};
+use crate::api::vsphere_vm::{SecretReference, VSphereVM, VSphereVMSpec};
 use crate::plan::vm_size::{self, VmSize};
 
 /// Why a machine waits (the `VirtualMachineProvisioned` condition's reason), CAPV's names where
@@ -181,7 +181,7 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     };
 
     // The failure domain: never clone without its placement.
-    let mut spec = vsm.spec.clone.clone();
+    let mut spec = VirtualMachineCloneSpec::from(&vsm.spec.clone);
     let mut vm_group = None;
     let mut region_zone = None;
     if let Some(zname) = zone_name(m, vsm) {
@@ -260,18 +260,21 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     if let Some(c) = m.labels().get(CONTROL_PLANE_LABEL) {
         labels.insert(CONTROL_PLANE_LABEL.to_string(), c.clone());
     }
+    let timeout = vsm
+        .spec
+        .guest_soft_power_off_timeout_seconds()
+        .map_err(|e| Wait {
+            reason: reason::INVALID_CONFIGURATION,
+            message: format!("spec.guestSoftPowerOffTimeout: {e}"),
+        })?;
     let vm_spec = VSphereVMSpec {
         clone: spec,
-        bootstrap_ref: Some(ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Secret".into()),
-            name: Some(secret_name.to_string()),
-            namespace: Some(ns.clone()),
-            ..ObjectReference::default()
+        bootstrap_ref: Some(SecretReference {
+            name: secret_name.to_string(),
         }),
         bios_uuid: input.existing_vm.and_then(|v| v.spec.bios_uuid.clone()),
-        power_off_mode: vsm.spec.power_off_mode,
-        guest_soft_power_off_timeout: vsm.spec.guest_soft_power_off_timeout.clone(),
+        power_off_mode: vsm.spec.power_off_mode.map(Into::into),
+        guest_soft_power_off_timeout_seconds: timeout,
     };
     let provider_spec = provider_spec(&vm_spec, vm_group);
     let vm = VSphereVM {
@@ -280,7 +283,7 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
             namespace: Some(ns),
             labels: Some(labels),
             owner_references: Some(vec![OwnerReference {
-                api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+                api_version: crate::api::infrastructure::HUB.into(),
                 kind: "VSphereMachine".into(),
                 name: vsm.metadata.name.clone().unwrap_or_default(),
                 uid: vsm.metadata.uid.clone().unwrap_or_default(),
@@ -303,7 +306,7 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
 
 /// CAPV's failure-domain overrides, applied to a clone spec.
 pub fn apply_failure_domain(
-    spec: &mut crate::api::vsphere_machine::VirtualMachineCloneSpec,
+    spec: &mut VirtualMachineCloneSpec,
     zone: &VSphereDeploymentZone,
     fd: &VSphereFailureDomain,
 ) {
@@ -374,21 +377,18 @@ fn merge_configuration(d: &mut NetworkDeviceSpec, nc: &NetworkConfiguration) {
     };
     set(&mut d.nameservers, &nc.nameservers);
     set(&mut d.search_domains, &nc.search_domains);
-    if let Some(o) = &nc.dhcp4_overrides {
-        d.dhcp4_overrides = Some(o.into());
+    if nc.dhcp4_overrides.is_some() {
+        d.dhcp4_overrides.clone_from(&nc.dhcp4_overrides);
     }
-    if let Some(o) = &nc.dhcp6_overrides {
-        d.dhcp6_overrides = Some(o.into());
+    if nc.dhcp6_overrides.is_some() {
+        d.dhcp6_overrides.clone_from(&nc.dhcp6_overrides);
     }
     if nc
         .addresses_from_pools
         .as_ref()
         .is_some_and(|a| !a.is_empty())
     {
-        d.addresses_from_pools = nc
-            .addresses_from_pools
-            .as_ref()
-            .map(|pools| pools.iter().map(v1beta1::pool_reference).collect());
+        d.addresses_from_pools.clone_from(&nc.addresses_from_pools);
     }
 }
 
@@ -417,7 +417,7 @@ pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMac
                     pools
                         .iter()
                         .map(|p| mapi::AddressesFromPool {
-                            group: p.api_group.clone().unwrap_or_default(),
+                            group: p.api_group.clone(),
                             resource: p.kind.clone(),
                             name: p.name.clone(),
                         })
@@ -445,24 +445,27 @@ pub fn provider_spec(vm: &VSphereVMSpec, vm_group: Option<String>) -> VSphereMac
         disk_gib: size.disk_gib,
         tag_ids: c.tag_ids.clone().filter(|t| !t.is_empty()),
         snapshot: own(&c.snapshot),
-        clone_mode: own(&c.clone_mode),
+        clone_mode: c.clone_mode.map(wire_name),
         data_disks: c.data_disks.as_ref().map(|disks| {
             disks
                 .iter()
                 .map(|d| mapi::VSphereDisk {
                     name: d.name.clone(),
                     size_gib: d.size_gib,
-                    provisioning_mode: d.provisioning_mode.map(|m| {
-                        serde_json::to_value(m)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default()
-                    }),
+                    provisioning_mode: d.provisioning_mode.map(wire_name),
                 })
                 .collect()
         }),
         ..VSphereMachineProviderSpec::default()
     }
+}
+
+/// An enum value as its JSON string (`linkedClone`, `Thin`).
+fn wire_name(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Fields CAPV acts on that this provider stores but does not (yet) act on; the controller

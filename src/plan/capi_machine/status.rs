@@ -129,14 +129,10 @@ fn mirror_v1beta2(out: &mut VSphereMachine, paused: bool, now: &Time) {
         let Some(c) = v1.iter().find(|c| c.type_ == t) else {
             continue;
         };
-        let reason = c.reason.clone().unwrap_or_else(|| match c.status.as_str() {
-            "True" => "Provisioned".to_string(),
-            _ => "NotProvisioned".to_string(),
-        });
         let update = ConditionUpdate {
             type_: t,
             status: &c.status,
-            reason: &reason,
+            reason: meta_reason(&c.status, c.reason.as_deref().unwrap_or_default()),
             message: c.message.as_deref().unwrap_or_default(),
             severity: "",
         };
@@ -148,6 +144,16 @@ fn mirror_v1beta2(out: &mut VSphereMachine, paused: bool, now: &Time) {
         ConditionUpdate::false_(PAUSED, "NotPaused", "", "")
     };
     set_meta_condition(v2, &pause, generation, now);
+}
+
+/// A v1beta1 condition's reason as a metav1 condition's, which must have one: `Provisioned`
+/// or `NotProvisioned` where the v1beta1 condition has none.
+pub fn meta_reason<'a>(status: &str, reason: &'a str) -> &'a str {
+    match (reason, status) {
+        ("", "True") => "Provisioned",
+        ("", _) => "NotProvisioned",
+        (r, _) => r,
+    }
 }
 
 /// On deletion: Ready and VirtualMachineProvisioned say Deleting (in both condition sets: Ready

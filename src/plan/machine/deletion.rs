@@ -18,11 +18,11 @@ use super::{
 use crate::api::conditions::{
     ConditionUpdate, find_capi, is_capi_true, set_meta_condition, severity,
 };
+use crate::api::infrastructure::v1beta2::clone_spec::PowerOffMode;
 use crate::api::machine::{
     EXCLUDE_NODE_DRAINING_ANNOTATION, LifecycleHook, MACHINE_FINALIZER, Machine, phase as ph,
 };
 use crate::api::machine_status::{condition as cond, event};
-use crate::api::vsphere_machine::PowerOffMode;
 use crate::plan::capi_machine::actuated::{GUEST_SHUTDOWN, power_off_mode};
 
 /// Interval between drain passes while pods terminate.
@@ -581,16 +581,15 @@ mod tests {
         use crate::plan::machine::outcome::{StepResult, after_vcenter};
         let vm_moref = MoRef::new("VirtualMachine", "vm-9");
         let stand_in = |mode: &str| {
-            let vm: crate::api::vsphere_machine::VSphereVM =
-                serde_json::from_value(serde_json::json!({
-                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereVM",
-                    "metadata": {"name": "m-0", "namespace": "ns", "uid": "u-1",
-                        "deletionTimestamp": "2023-11-14T22:00:00Z",
-                        "finalizers": ["vspherevm.infrastructure.cluster.x-k8s.io"]},
-                    "spec": {"server": "vc", "template": "t", "powerOffMode": mode,
-                        "guestSoftPowerOffTimeout": "2m"}
-                }))
-                .unwrap();
+            let vm: crate::api::VSphereVM = serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereVM",
+                "metadata": {"name": "m-0", "namespace": "ns", "uid": "u-1",
+                    "deletionTimestamp": "2023-11-14T22:00:00Z",
+                    "finalizers": ["vspherevm.infrastructure.cluster.x-k8s.io"]},
+                "spec": {"server": "vc", "template": "t", "powerOffMode": mode,
+                    "guestSoftPowerOffTimeoutSeconds": 120}
+            }))
+            .unwrap();
             machine_for(&vm)
         };
         let at = |m: &Machine, secs: i64| {

@@ -31,7 +31,7 @@ pub fn claim_name(machine: &str, device: usize, pool: usize) -> String {
 /// named as CAPV names them (`<vm>-<device>-<pool>`).
 fn claim_owner(m: &Machine) -> (&'static str, &'static str) {
     if is_actuated(m) {
-        ("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM")
+        (crate::api::Kind::VSphereVM.api_version(), "VSphereVM")
     } else {
         ("machine.openshift.io/v1beta1", "Machine")
     }

@@ -32,7 +32,7 @@ use super::views::ServerViews;
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
 use crate::api::machine::Machine;
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::is_actuated;
 use crate::plan::failure::Failure;
 use crate::plan::machine::drain::PodInfo;

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{SweepOutcome, key};
 use crate::api::machine::Machine;
-use crate::api::vsphere_machine::VSphereVM;
+use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::{is_actuated, vm_after, vm_ref};
 use crate::plan::machine::drain::eviction_refused;
 use crate::plan::machine::ipam::claim_object;

@@ -58,6 +58,16 @@ pub(super) fn map(kind: Kind, object: &mut Value, direction: Direction) -> Resul
     Ok(())
 }
 
+/// v1beta1's `guestSoftPowerOffTimeout` (a Go duration) as v1beta2's
+/// `guestSoftPowerOffTimeoutSeconds`: whole seconds, truncated, that fit an int32. What the
+/// conversion does, for the typed v1beta1 → hub bridge that needs the same value
+/// ([`crate::api::infrastructure::v1beta1::vsphere_machine`], until hub-types step 7).
+pub fn power_off_timeout_seconds(text: &str) -> Result<i32, String> {
+    let s = parse_seconds(text)?;
+    i32::try_from(s)
+        .map_err(|_| format!("{text:?} does not fit guestSoftPowerOffTimeoutSeconds (int32)"))
+}
+
 fn power_off_timeout(
     object: &mut Value,
     spec: &str,
@@ -75,13 +85,7 @@ fn power_off_timeout(
             let text = value
                 .as_str()
                 .ok_or_else(|| (field(), format!("{value} is not a duration")))?;
-            let s = parse_seconds(text).map_err(|e| (field(), e))?;
-            let s = i32::try_from(s).map_err(|_| {
-                (
-                    field(),
-                    format!("{text:?} does not fit guestSoftPowerOffTimeoutSeconds (int32)"),
-                )
-            })?;
+            let s = power_off_timeout_seconds(text).map_err(|e| (field(), e))?;
             put(object, &seconds, Value::from(s));
         }
         Direction::Down => {

@@ -31,6 +31,8 @@ mod duration;
 mod machine;
 mod zones;
 
+pub use machine::power_off_timeout_seconds;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -149,7 +151,9 @@ pub fn field_path_at(version: &str, path: &str) -> String {
 /// v1beta2 gained after objects had been stored with it held. Reading at the storage version
 /// converts nothing, so without this a hub reader would not see it (only a v1beta1 reader,
 /// whose conversion restores it). A value the object already has wins; what the hub still has
-/// no place for stays held. Returns whether anything was lifted.
+/// no place for stays held, and so does any held spec value: those are what the conversion
+/// left out of the hub on purpose (a v1beta1 `numCPUs: 0`, an empty `storagePolicyName`), not
+/// places the hub gained. Returns whether anything was lifted.
 pub fn lift_held(object: &mut Value) -> bool {
     let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
     let Some(kind) = Kind::from_type(text("apiVersion"), text("kind")) else {
@@ -168,6 +172,7 @@ pub fn lift_held(object: &mut Value) -> bool {
     let (lift, keep): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| {
         e.value.is_some()
             && e.unless.is_none()
+            && e.path.starts_with("/status/")
             && object.pointer(&e.path).is_none()
             && schema_has(&schema, &e.path)
     });
@@ -184,6 +189,28 @@ pub fn lift_held(object: &mut Value) -> bool {
     }
     write_held(object, &held);
     true
+}
+
+/// [`lift_held`] on a typed hub object, for the edges that read typed objects (the
+/// controllers' caches, local mode's state file): the object itself when nothing is held.
+pub fn lift_held_typed<T>(object: T) -> T
+where
+    T: kube::Resource + Serialize + serde::de::DeserializeOwned,
+{
+    let held =
+        object.meta().annotations.as_ref().is_some_and(|a| {
+            a.contains_key(CONVERSION_DATA) || a.contains_key(LEGACY_CONVERSION_DATA)
+        });
+    if !held {
+        return object;
+    }
+    let Ok(mut value) = serde_json::to_value(&object) else {
+        return object;
+    };
+    match lift_held(&mut value) {
+        true => serde_json::from_value(value).unwrap_or(object),
+        false => object,
+    }
 }
 
 /// Whether `schema` has a place for the JSON pointer `path`.

@@ -486,13 +486,17 @@ fn a_held_actuator_state_is_lifted_into_the_hub_and_what_the_hub_cannot_hold_sta
     let mut hub = vsphere_vm(V2, json!({"initialization": {"provisioned": false}}));
     let held = json!({V1: [
         {"path": "/status/actuatorState", "value": state},
-        {"path": "/spec/network/preferredAPIServerCidr", "value": "10.0.0.0/24"}
+        {"path": "/spec/network/preferredAPIServerCidr", "value": "10.0.0.0/24"},
+        // What the conversion deliberately left out of a hub spec (a v1beta1 0 size, "the
+        // template's") has a place there but is not lifted back into it.
+        {"path": "/spec/numCPUs", "value": 0}
     ]});
     hub["metadata"]["annotations"] = json!({CONVERSION_DATA: held.to_string()});
     assert!(lift_held(&mut hub));
     assert_eq!(hub["status"]["actuatorState"], state, "{hub}");
+    assert!(hub["spec"].get("numCPUs").is_none(), "{hub}");
     let left = kept(&hub);
-    assert_eq!(left[V1].len(), 1, "{left:?}");
+    assert_eq!(left[V1].len(), 2, "{left:?}");
     assert_eq!(left[V1][0].path, "/spec/network/preferredAPIServerCidr");
     // Lifted once: nothing more to lift, and a v1beta1 reader still sees the same state.
     assert!(!lift_held(&mut hub));

@@ -187,32 +187,3 @@ pub struct DhcpOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub use_routes: Option<String>,
 }
-
-/// The hub's overrides in v1beta1's shape, for the v1beta1 VSphereVM a failure domain's
-/// network configuration is copied into (until VSphereMachine moves onto the hub).
-impl From<&super::super::v1beta2::common::DhcpOverrides> for DhcpOverrides {
-    fn from(o: &super::super::v1beta2::common::DhcpOverrides) -> Self {
-        DhcpOverrides {
-            hostname: o.hostname.clone(),
-            route_metric: o.route_metric.map(i64::from),
-            send_hostname: o.send_hostname,
-            use_dns: o.use_dns,
-            use_domains: o.use_domains.clone(),
-            use_hostname: o.use_hostname,
-            use_mtu: o.use_mtu,
-            use_ntp: o.use_ntp,
-            use_routes: o.use_routes.clone(),
-        }
-    }
-}
-
-/// A hub pool reference in v1beta1's shape (the group becomes optional).
-pub fn pool_reference(
-    p: &super::super::v1beta2::common::IpPoolReference,
-) -> TypedLocalObjectReference {
-    TypedLocalObjectReference {
-        api_group: Some(p.api_group.clone()),
-        kind: p.kind.clone(),
-        name: p.name.clone(),
-    }
-}

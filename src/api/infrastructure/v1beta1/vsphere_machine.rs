@@ -26,10 +26,9 @@ use crate::api::conditions::CapiCondition;
 
 /// Finalizer CAPV puts on every VSphereMachine.
 pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s.io";
-/// Finalizer CAPV puts on every VSphereVM.
-pub const VM_FINALIZER: &str = "vspherevm.infrastructure.cluster.x-k8s.io";
-/// `guestSoftPowerOffTimeout` when unset and the mode is trySoft (CAPV's default).
-pub const GUEST_SOFT_POWER_OFF_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+pub use crate::api::infrastructure::v1beta2::vsphere_vm::{
+    GUEST_SOFT_POWER_OFF_DEFAULT, VM_FINALIZER,
+};
 
 /// How a VM is powered off before it is destroyed.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -574,16 +573,144 @@ pub struct VSphereVMStatus {
     pub actuator_state: Option<serde_json::Value>,
 }
 
-impl VirtualMachineCloneSpec {
-    /// True for a Windows guest (VM names are cut to 15 characters).
-    pub fn is_windows(&self) -> bool {
-        self.os.as_deref() == Some("Windows")
-    }
-}
-
 impl VSphereMachineSpec {
     /// The power-off mode, hard when unset.
     pub fn power_off_mode(&self) -> PowerOffMode {
         self.power_off_mode.unwrap_or_default()
+    }
+
+    /// `guestSoftPowerOffTimeout` as the hub's `guestSoftPowerOffTimeoutSeconds`, as
+    /// [`crate::api::conversion`] converts it (an error says why the duration does not convert).
+    /// Transitional, as the `From` impls below.
+    pub fn guest_soft_power_off_timeout_seconds(&self) -> Result<Option<i32>, String> {
+        self.guest_soft_power_off_timeout
+            .as_deref()
+            .map(crate::api::conversion::power_off_timeout_seconds)
+            .transpose()
+    }
+}
+
+// Transitional typed bridges from this version to the hub (docs/dev/hub-types.md): the
+// VSphereVM is on the hub while its VSphereMachine is still read at v1beta1, so the VSphereVM's
+// clone spec is made from a v1beta1 one. They map each field as `conversion` maps it in JSON
+// (0 sizes and empty strings the hub requires non-empty left unset, durations through its
+// helper); where `conversion` would keep a value the hub cannot decode (a `cloneMode` other than
+// linkedClone/fullClone, a pool without apiGroup, a route metric beyond int32) the bridge maps it
+// to what the planners made of it before (unset: a full clone; an empty group; unset).
+// Deleted at step 7, once VSphereMachine is on the hub too (step 5 stops using them).
+mod to_hub {
+    use super::super::super::v1beta2::clone_spec as hub;
+    use super::super::super::v1beta2::common::{DhcpOverrides, IpPoolReference};
+    use super::super::vsphere_failure_domain::DhcpOverrides as V1DhcpOverrides;
+    use super::*;
+
+    /// The value, unless empty (the hub's `minLength: 1` strings say unset by omission).
+    fn given(s: &Option<String>) -> Option<String> {
+        s.clone().filter(|s| !s.is_empty())
+    }
+
+    /// A value of the same JSON shape in both versions (resources, disks, PCI devices, routes).
+    fn same<A: Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
+        serde_json::to_value(a)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
+
+    impl From<PowerOffMode> for hub::PowerOffMode {
+        fn from(m: PowerOffMode) -> Self {
+            match m {
+                PowerOffMode::Hard => hub::PowerOffMode::Hard,
+                PowerOffMode::Soft => hub::PowerOffMode::Soft,
+                PowerOffMode::TrySoft => hub::PowerOffMode::TrySoft,
+            }
+        }
+    }
+
+    impl From<&V1DhcpOverrides> for DhcpOverrides {
+        fn from(o: &V1DhcpOverrides) -> Self {
+            DhcpOverrides {
+                hostname: o.hostname.clone(),
+                route_metric: o.route_metric.and_then(|m| i32::try_from(m).ok()),
+                send_hostname: o.send_hostname,
+                use_dns: o.use_dns,
+                use_domains: o.use_domains.clone(),
+                use_hostname: o.use_hostname,
+                use_mtu: o.use_mtu,
+                use_ntp: o.use_ntp,
+                use_routes: o.use_routes.clone(),
+            }
+        }
+    }
+
+    impl From<&NetworkDeviceSpec> for hub::NetworkDeviceSpec {
+        fn from(d: &NetworkDeviceSpec) -> Self {
+            hub::NetworkDeviceSpec {
+                network_name: d.network_name.clone(),
+                device_name: given(&d.device_name),
+                dhcp4: d.dhcp4,
+                dhcp6: d.dhcp6,
+                gateway4: given(&d.gateway4),
+                gateway6: given(&d.gateway6),
+                ip_addrs: d.ip_addrs.clone(),
+                mtu: d.mtu,
+                mac_addr: given(&d.mac_addr),
+                nameservers: d.nameservers.clone(),
+                routes: d.routes.as_ref().and_then(same),
+                search_domains: d.search_domains.clone(),
+                addresses_from_pools: d.addresses_from_pools.as_ref().map(|pools| {
+                    pools
+                        .iter()
+                        .map(|p| IpPoolReference {
+                            api_group: p.api_group.clone().unwrap_or_default(),
+                            kind: p.kind.clone(),
+                            name: p.name.clone(),
+                        })
+                        .collect()
+                }),
+                dhcp4_overrides: d.dhcp4_overrides.as_ref().map(Into::into),
+                dhcp6_overrides: d.dhcp6_overrides.as_ref().map(Into::into),
+                skip_ip_allocation: d.skip_ip_allocation,
+            }
+        }
+    }
+
+    impl From<&VirtualMachineCloneSpec> for hub::VirtualMachineCloneSpec {
+        fn from(c: &VirtualMachineCloneSpec) -> Self {
+            // 0 meant "the template's" in v1beta1; v1beta2 says it by omission.
+            let nonzero_i32 = |n: Option<i32>| n.filter(|n| *n != 0);
+            hub::VirtualMachineCloneSpec {
+                template: c.template.clone(),
+                clone_mode: match c.clone_mode.as_deref() {
+                    Some("linkedClone") => Some(hub::CloneMode::LinkedClone),
+                    Some("fullClone") => Some(hub::CloneMode::FullClone),
+                    _ => None,
+                },
+                snapshot: given(&c.snapshot),
+                server: given(&c.server),
+                thumbprint: given(&c.thumbprint),
+                datacenter: given(&c.datacenter),
+                folder: given(&c.folder),
+                datastore: given(&c.datastore),
+                storage_policy_name: given(&c.storage_policy_name),
+                resource_pool: given(&c.resource_pool),
+                network: c.network.as_ref().map(|n| hub::NetworkSpec {
+                    devices: n.devices.iter().map(Into::into).collect(),
+                    routes: n.routes.as_ref().and_then(same),
+                }),
+                num_cpus: nonzero_i32(c.num_cpus),
+                num_cores_per_socket: c.num_cores_per_socket,
+                resources: c.resources.as_ref().and_then(same),
+                memory_mib: c.memory_mib.filter(|n| *n != 0),
+                disk_gib: nonzero_i32(c.disk_gib),
+                additional_disks_gib: c.additional_disks_gib.clone(),
+                custom_vmx_keys: c.custom_vmx_keys.clone(),
+                tag_ids: c.tag_ids.clone(),
+                pci_devices: c.pci_devices.as_ref().and_then(same),
+                os: given(&c.os),
+                hardware_version: given(&c.hardware_version),
+                data_disks: c.data_disks.as_ref().and_then(same),
+                ..hub::VirtualMachineCloneSpec::default()
+            }
+        }
     }
 }

@@ -180,6 +180,13 @@ pub struct VirtualMachineCloneSpec {
     pub nested_hv: Option<bool>,
 }
 
+impl VirtualMachineCloneSpec {
+    /// True for a Windows guest (VM names are cut to 15 characters).
+    pub fn is_windows(&self) -> bool {
+        self.os.as_deref() == Some("Windows")
+    }
+}
+
 /// CPU and memory reservations, limits and shares.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("minProperties" = 1))]
@@ -283,8 +290,12 @@ pub struct NetworkSpec {
 /// One network device of a VM.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = require_network_name)]
 pub struct NetworkDeviceSpec {
+    // Decoded absent as empty: v1beta1 took `""` (a failure domain's networks name it), which
+    // the conversion leaves out of the hub.
     /// networkName: the port group the device is on.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 2048))]
     pub network_name: String,
     /// deviceName inside the guest.
@@ -344,6 +355,11 @@ pub struct NetworkDeviceSpec {
     /// skipIPAllocation: no address at all (neither DHCP nor static nor pools).
     #[serde(rename = "skipIPAllocation", skip_serializing_if = "Option::is_none")]
     pub skip_ip_allocation: Option<bool>,
+}
+
+/// The schema requires `networkName`, whatever the Rust decoding tolerates.
+fn require_network_name(schema: &mut schemars::Schema) {
+    super::common::require(schema, "networkName");
 }
 
 /// A static route.

@@ -54,6 +54,24 @@ pub struct DeprecatedFailureStatus {
     pub v1beta1: Option<DeprecatedV1Beta1FailureStatus>,
 }
 
+impl DeprecatedFailureStatus {
+    /// `deprecated.v1beta1` of a status, created empty where absent: where a planner writes
+    /// the v1beta1 conditions and failure fields it keeps for v1beta1 readers.
+    pub fn v1beta1_mut(this: &mut Option<Self>) -> &mut DeprecatedV1Beta1FailureStatus {
+        this.get_or_insert_with(Default::default)
+            .v1beta1
+            .get_or_insert_with(Default::default)
+    }
+
+    /// `deprecated.v1beta1.conditions` of a status (empty where absent).
+    pub fn v1beta1_conditions(this: &Option<Self>) -> &[CapiCondition] {
+        let v1beta1 = this.as_ref().and_then(|d| d.v1beta1.as_ref());
+        v1beta1
+            .and_then(|v| v.conditions.as_deref())
+            .unwrap_or_default()
+    }
+}
+
 /// `status.deprecated.v1beta1` with the v1beta1 terminal failure fields: v1beta2 reports
 /// failures as conditions only, but a v1beta1 reader still gets them back.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::clone_spec::{CloneMode, NetworkStatus, PowerOffMode, VirtualMachineCloneSpec};
 use super::common::{Conditions, DeprecatedFailureStatus};
 
+/// Finalizer CAPV puts on every VSphereVM.
+pub const VM_FINALIZER: &str = "vspherevm.infrastructure.cluster.x-k8s.io";
+/// How long trySoft waits for the guest when `guestSoftPowerOffTimeoutSeconds` is unset
+/// (CAPV's default).
+pub const GUEST_SOFT_POWER_OFF_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// VSphereVMSpec: the VM to clone.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -46,10 +52,18 @@ pub struct VSphereVMSpec {
 
 /// A Secret in the VM's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(transform = require_name)]
 pub struct SecretReference {
+    // Decoded absent as empty: a v1beta1 `bootstrapRef` could name none.
     /// name of the Secret.
+    #[serde(default)]
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
+}
+
+/// The schema requires `name`, whatever the Rust decoding tolerates.
+fn require_name(schema: &mut schemars::Schema) {
+    super::common::require(schema, "name");
 }
 
 /// VSphereVMStatus.

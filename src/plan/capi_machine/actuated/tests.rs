@@ -12,7 +12,7 @@ fn now() -> Time {
 
 fn sample_vm() -> VSphereVM {
     serde_json::from_value(json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereVM",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereVM",
         "metadata": {"name": "demo-md-0-x", "namespace": "ns", "uid": "6b4c5a7e-1111-2222-3333-444455556666",
             "resourceVersion": "7",
             "annotations": {"vsphere-provider.io/vm-group": "zone-a-vms"}},
@@ -21,7 +21,7 @@ fn sample_vm() -> VSphereVM {
             "datastore": "ds-a", "numCPUs": 2, "memoryMiB": 4096,
             "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]},
             "customVMXKeys": {"disk.EnableUUID": "TRUE"},
-            "bootstrapRef": {"apiVersion": "v1", "kind": "Secret", "name": "demo-md-0-x", "namespace": "ns"}}
+            "bootstrapRef": {"name": "demo-md-0-x"}}
     }))
     .unwrap()
 }
@@ -90,6 +90,52 @@ fn finalizer_bios_uuid_and_state_round_trip_through_the_vsphere_vm() {
     assert_eq!(st.addresses.as_deref(), Some(&["10.0.0.7".to_string()][..]));
     assert_eq!(st.ready, Some(true));
     assert!(not_provisioned(&written).is_none(), "provisioned");
+    // Both condition sets say so; metav1's with a reason, as it must have one.
+    let provisioned = |w: &VSphereVM| {
+        let st = w.status.as_ref().unwrap();
+        let v1 = DeprecatedFailureStatus::v1beta1_conditions(&st.deprecated);
+        let meta = st.conditions.as_deref().unwrap_or_default();
+        (
+            crate::api::conditions::find_capi(v1, VM_PROVISIONED).map(|c| c.status.clone()),
+            crate::api::conditions::find_meta(meta, VM_PROVISIONED)
+                .map(|c| (c.status.clone(), c.reason.clone())),
+        )
+    };
+    assert_eq!(
+        provisioned(&written),
+        (
+            Some("True".into()),
+            Some(("True".into(), "Provisioned".into()))
+        )
+    );
+
+    // Stored at v1beta1 by an earlier release, the state held for v1beta1 in the conversion
+    // annotation: the hub object as read has no state, and once lifted (where VSphereVMs enter
+    // the sweep) it is the same stand-in, not one never acted on.
+    let mut stored = written.clone();
+    let state = stored
+        .status
+        .as_mut()
+        .unwrap()
+        .actuator_state
+        .take()
+        .unwrap();
+    let held = json!({crate::api::infrastructure::V1BETA1: [
+        {"path": "/status/actuatorState", "value": state}]});
+    stored
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            crate::api::conversion::CONVERSION_DATA.into(),
+            held.to_string(),
+        );
+    assert!(
+        machine_for(&stored).status.is_none(),
+        "never acted on, as read"
+    );
+    let lifted = crate::api::conversion::lift_held_typed(stored);
+    assert_eq!(machine_for(&lifted).status, after.status);
 
     // The next pass's stand-in is the machine the planner left: same status, providerID,
     // finalizer; the VSphereMachine sees the VM.
@@ -153,6 +199,22 @@ fn not_provisioned_says_why_in_the_planners_words() {
         c.message.as_deref(),
         Some("spec.template: template ubuntu not found"),
         "named as the VSphereVM field"
+    );
+    // The same condition for v1beta2 readers, in the metav1 set.
+    let st = written.status.clone().unwrap();
+    let meta = crate::api::conditions::find_meta(st.conditions.as_deref().unwrap(), VM_PROVISIONED)
+        .unwrap();
+    assert_eq!(
+        (
+            meta.status.as_str(),
+            meta.reason.as_str(),
+            meta.message.as_str()
+        ),
+        (
+            "False",
+            "MachineCreationFailed",
+            "spec.template: template ubuntu not found"
+        )
     );
     assert_eq!(written.status.unwrap().ready, Some(false));
     assert!(observed(&vm).is_none(), "no VM before a BIOS UUID");
@@ -250,7 +312,7 @@ fn a_vsphere_vms_claims_are_owned_by_it_and_named_as_capv_names_them() {
         ),
         (
             "VSphereVM",
-            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "infrastructure.cluster.x-k8s.io/v1beta2",
             "6b4c5a7e-1111-2222-3333-444455556666"
         )
     );

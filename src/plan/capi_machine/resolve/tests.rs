@@ -296,11 +296,8 @@ fn failure_domain_overrides_are_capvs() {
         c.thumbprint.as_deref(),
         Some("AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB")
     );
-    assert_eq!(d.vm.spec.power_off_mode, Some(PowerOffModeAlias::TrySoft));
-    assert_eq!(
-        d.vm.spec.guest_soft_power_off_timeout.as_deref(),
-        Some("2m0s")
-    );
+    assert_eq!(d.vm.spec.power_off_mode, Some(PowerOffMode::TrySoft));
+    assert_eq!(d.vm.spec.guest_soft_power_off_timeout_seconds, Some(120));
     // The provider spec the placement resolver reads, with the FD's VM group.
     let ws = d.provider_spec.workspace.clone().unwrap();
     assert_eq!(ws.server.as_deref(), Some("vc.zone.example"));
@@ -317,7 +314,7 @@ fn failure_domain_overrides_are_capvs() {
     assert_eq!(d.ignored, ["spec.storagePolicyName"]);
 }
 
-use crate::api::vsphere_machine::PowerOffMode as PowerOffModeAlias;
+use crate::api::infrastructure::v1beta2::clone_spec::PowerOffMode;
 
 #[test]
 fn zone_without_constraints_keeps_the_machines_own_folder_pool_and_datastore() {
@@ -455,10 +452,7 @@ fn the_vsphere_vm_is_capvs_object() {
         ("VSphereMachine", "demo-md-0-xyz", "vsm-uid")
     );
     let r = d.vm.spec.bootstrap_ref.clone().unwrap();
-    assert_eq!(
-        (r.kind.as_deref(), r.name.as_deref(), r.namespace.as_deref()),
-        (Some("Secret"), Some("demo-md-0-abcde"), Some("ns"))
-    );
+    assert_eq!(r.name, "demo-md-0-abcde");
     assert_eq!(d.vm.spec.bios_uuid.as_deref(), Some("4230-kept"));
     assert_eq!(
         d.bootstrap, None,
@@ -471,7 +465,7 @@ fn the_vsphere_vm_is_capvs_object() {
     // The VSphereVM passes our own admission (CAPV's VSphereVM webhook rules).
     let v = serde_json::to_value(&d.vm).unwrap();
     let mut v = v;
-    v["apiVersion"] = "infrastructure.cluster.x-k8s.io/v1beta1".into();
+    v["apiVersion"] = crate::api::Kind::VSphereVM.api_version().into();
     v["kind"] = "VSphereVM".into();
     let out = crate::webhook::admission::admit(&v, None, &crate::webhook::Ctx::default());
     assert!(out.allowed(), "{:?}", out.errors);
