@@ -10,8 +10,9 @@
 //!    VSphereMachineTemplate, a VSphereClusterTemplate and a VSphereClusterIdentity. The
 //!    controllers are this release's, standing in for the previous manager, with our
 //!    conversion webhook added to the previous CRDs so that what they write at v1beta2 is
-//!    stored as the v1beta1 the previous manager wrote; the storage migration they run must
-//!    leave CRDs that still store v1beta1 alone;
+//!    stored as the v1beta1 the previous manager wrote (and the VSphereVM's v1beta2 schema
+//!    given the `actuatorState` this release's has, which the stand-in writes there); the
+//!    storage migration they run must leave CRDs that still store v1beta1 alone;
 //! 2. reads every object's bytes in etcd: v1beta1;
 //! 3. upgrades the CRDs (crds/ and the conversion webhook, as `kubectl apply -k config/crd`);
 //!    every object reads back at v1beta1 unchanged, and at v1beta2 with the contract's fields;
@@ -187,6 +188,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     // v1beta1): the webhook stores those writes as the v1beta1 zones the previous release
     // wrote.
     cp.conversion_to(cp.conversion_port).unwrap();
+    stand_in_keeps_actuator_state(cp);
     startup::check(&sa, "test").await.unwrap();
 
     let ns = cp.namespace("upgrade");
@@ -424,6 +426,38 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
     cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
         .ok();
     after.stop().await;
+}
+
+/// The stand-in previous manager writes VSphereVMs at v1beta2, with the actuator's state in
+/// `status.actuatorState`, which the previous release's v1beta2 schema lacks (that release wrote
+/// VSphereVMs at v1beta1, where the field is): the API server would prune it from every write.
+/// Give the previous CRD's v1beta2 the field this release's has, so the stand-in's writes are
+/// stored as the previous release's were (its v1beta1 keeps the field).
+fn stand_in_keeps_actuator_state(cp: &ControlPlane) {
+    let crd = crd(cp, Kind::VSphereVM);
+    let at = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|v| v["name"] == "v1beta2")
+        .expect("the previous CRD serves v1beta2");
+    let patch = json!([{
+        "op": "add",
+        "path": format!("/spec/versions/{at}/schema/openAPIV3Schema/properties/status/properties/actuatorState"),
+        "value": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    }]);
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "crd",
+            &storage_migration::crd_name(Kind::VSphereVM),
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+    )
+    .ok();
 }
 
 /// Another writer of the VSphereCluster (CAPV's cluster-module controller, CAPI's topology

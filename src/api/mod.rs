@@ -149,7 +149,9 @@ impl Kind {
             | Kind::VSphereCluster
             | Kind::VSphereClusterTemplate
             | Kind::VSphereVM => infrastructure::HUB,
-            Kind::VSphereMachine | Kind::VSphereMachineTemplate => infrastructure::TYPED_API_VERSION,
+            Kind::VSphereMachine | Kind::VSphereMachineTemplate => {
+                infrastructure::TYPED_API_VERSION
+            }
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }
