@@ -7,8 +7,8 @@
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereDeploymentZone`] | cluster |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereCluster`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterIdentity`] | cluster |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachine`] | namespaced |
-//! | infrastructure.cluster.x-k8s.io/v1beta1 | [`VSphereMachineTemplate`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereMachine`] | namespaced |
+//! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereMachineTemplate`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereVM`] | namespaced |
 //! | infrastructure.cluster.x-k8s.io/v1beta2 | [`VSphereClusterTemplate`] | namespaced |
 //! | machine.openshift.io/v1beta1 | [`Machine`] | namespaced |
@@ -35,12 +35,11 @@ pub mod v1beta2;
 // planners, controllers and tests name.
 pub use cluster_api::{capi_core, ipam};
 pub use infrastructure::conversion;
-pub use infrastructure::v1beta1::vsphere_machine;
 // Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
 pub use infrastructure::v1beta2::{
     vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
     vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
-    vsphere_vm,
+    vsphere_machine, vsphere_vm,
 };
 pub use openshift_machine::v1::control_plane_machine_set;
 pub use openshift_machine::v1beta1::{
@@ -148,10 +147,9 @@ impl Kind {
             | Kind::VSphereClusterIdentity
             | Kind::VSphereCluster
             | Kind::VSphereClusterTemplate
-            | Kind::VSphereVM => infrastructure::HUB,
-            Kind::VSphereMachine | Kind::VSphereMachineTemplate => {
-                infrastructure::TYPED_API_VERSION
-            }
+            | Kind::VSphereVM
+            | Kind::VSphereMachine
+            | Kind::VSphereMachineTemplate => infrastructure::HUB,
             Kind::Machine | Kind::MachineHealthCheck => "machine.openshift.io/v1beta1",
             Kind::ControlPlaneMachineSet => "machine.openshift.io/v1",
         }

@@ -181,6 +181,7 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
         None => None,
     };
     let now = now();
+    let legacy_failure_domain = crate::api::conversion::legacy_failure_domain(vsm);
     let plan = machine::plan(&machine::Input {
         vsphere_machine: vsm,
         machine: machine.as_ref(),
@@ -190,6 +191,7 @@ async fn reconcile_one(vsm: &VSphereMachine, ctx: &Context) -> Result<Action, Er
         failure_domains: &fds,
         bootstrap_secret: secret.as_ref(),
         existing_vm: existing.as_ref(),
+        legacy_failure_domain: legacy_failure_domain.as_deref(),
         now: &now,
     });
     match &plan.vm {
@@ -300,10 +302,11 @@ async fn write(
             p
         });
     // Written at the version Cluster API applies the VSphereMachine at (see `write_object_at`):
-    // v1beta2 when its Machine is a v1beta2 one (CAPI v1.11+) and this process serves the
-    // conversion webhook, the status converted at this edge; else v1beta1, the storage version
-    // (an install without the conversion webhook would store a v1beta2 write unconverted).
-    if !ctx.converts || capi_version(before) != "cluster.x-k8s.io/v1beta2" {
+    // the hub, v1beta2, which Cluster API v1.11+ applies at; v1beta1 for the Machine of an older
+    // Cluster API (a `cluster.x-k8s.io/v1beta1` owner reference), the status converted at this
+    // edge, when this process serves the conversion webhook that stores such a write (without
+    // it, a v1beta1 write would be stored unconverted, so the hub it is).
+    if !ctx.converts || capi_version(before) != "cluster.x-k8s.io/v1beta1" {
         let status = (before.status != after.status)
             .then(|| super::api_server::status_patch(&before.status, &after.status));
         ctx.api_server()
@@ -313,24 +316,24 @@ async fn write(
     }
     let status = (before.status != after.status)
         .then(|| {
-            let (b, a) = (at_v1beta2(before)?, at_v1beta2(after)?);
+            let (b, a) = (at_v1beta1(before)?, at_v1beta1(after)?);
             Ok::<_, Error>(super::api_server::status_patch(&b["status"], &a["status"]))
         })
         .transpose()?;
     ctx.api_server()
-        .write_object_at(V1BETA2, "VSphereMachine", &after.metadata, meta, status)
+        .write_object_at(V1BETA1, "VSphereMachine", &after.metadata, meta, status)
         .await?;
     Ok(())
 }
 
-const V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+const V1BETA1: &str = crate::api::infrastructure::V1BETA1;
 
-/// The VSphereMachine as its v1beta2 JSON.
-fn at_v1beta2(vsm: &VSphereMachine) -> Result<serde_json::Value, Error> {
+/// The VSphereMachine as its v1beta1 JSON.
+fn at_v1beta1(vsm: &VSphereMachine) -> Result<serde_json::Value, Error> {
     let mut v = serde_json::to_value(vsm).map_err(|e| Error::InvalidObject(e.to_string()))?;
     v["apiVersion"] = json!(<VSphereMachine as kube::Resource>::api_version(&()));
     v["kind"] = json!("VSphereMachine");
-    crate::api::conversion::convert(&v, V1BETA2).map_err(|e| Error::InvalidObject(e.to_string()))
+    crate::api::conversion::convert(&v, V1BETA1).map_err(|e| Error::InvalidObject(e.to_string()))
 }
 
 /// The CAPI API version the machine's owner references name (`cluster.x-k8s.io/v1beta1` when

@@ -303,6 +303,7 @@ fn vsphere_machines(s: &mut Store, pass: &mut CapiPass, events: &mut Vec<EventRe
                         .any(|o| o.uid == uid && o.controller == Some(true))
             })
             .cloned();
+        let legacy_failure_domain = crate::api::conversion::legacy_failure_domain(&vsm);
         let plan = machine::plan(&machine::Input {
             vsphere_machine: &vsm,
             machine: owner.as_ref(),
@@ -312,6 +313,7 @@ fn vsphere_machines(s: &mut Store, pass: &mut CapiPass, events: &mut Vec<EventRe
             failure_domains: &s.failure_domains,
             bootstrap_secret: secret,
             existing_vm: existing.as_ref(),
+            legacy_failure_domain: legacy_failure_domain.as_deref(),
             now,
         });
         let machine_key = owner

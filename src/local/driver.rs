@@ -95,7 +95,8 @@ pub fn named_servers(store: &Store) -> BTreeSet<String> {
             store
                 .machine_templates
                 .values()
-                .map(|t| &t.spec.template.spec.clone),
+                .filter_map(|t| t.spec.template.spec.as_ref())
+                .map(|s| &s.clone),
         )
         .filter_map(|c| c.server.clone());
     let infra = store

@@ -136,11 +136,7 @@ fn vsphere_machine_reason(store: &Store, m: &CapiObject) -> Option<String> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == VM_PROVISIONED && c.status == "False")?;
-    Some(format!(
-        "{}: {}",
-        c.reason.clone().unwrap_or_default(),
-        c.message.clone().unwrap_or_default()
-    ))
+    Some(format!("{}: {}", c.reason, c.message))
 }
 
 /// Why the machines are not all done: one line per machine not Running, and per control plane

@@ -10,7 +10,6 @@
 
 use crate::api::infrastructure::v1beta2::clone_spec::VirtualMachineCloneSpec;
 use crate::api::machine::VSphereMachineProviderSpec;
-use crate::api::vsphere_machine::VirtualMachineCloneSpec as V1Beta1CloneSpec;
 
 /// Why a negative size is refused, and what the allowed values mean.
 pub const NEGATIVE: &str = "must be 0 or more (0 or unset: the template's value)";
@@ -58,24 +57,16 @@ impl VmSize {
     }
 }
 
-/// The four fields of a clone spec at either version (the same names and types in both).
-macro_rules! from_clone_spec {
-    ($t:ty) => {
-        impl From<&$t> for VmSize {
-            fn from(c: &$t) -> Self {
-                VmSize {
-                    num_cpus: c.num_cpus,
-                    num_cores_per_socket: c.num_cores_per_socket,
-                    memory_mib: c.memory_mib,
-                    disk_gib: c.disk_gib,
-                }
-            }
+impl From<&VirtualMachineCloneSpec> for VmSize {
+    fn from(c: &VirtualMachineCloneSpec) -> Self {
+        VmSize {
+            num_cpus: c.num_cpus,
+            num_cores_per_socket: c.num_cores_per_socket,
+            memory_mib: c.memory_mib,
+            disk_gib: c.disk_gib,
         }
-    };
+    }
 }
-from_clone_spec!(VirtualMachineCloneSpec);
-// VSphereMachine's, until it moves onto the hub (docs/dev/hub-types.md step 5).
-from_clone_spec!(V1Beta1CloneSpec);
 
 impl From<&VSphereMachineProviderSpec> for VmSize {
     fn from(s: &VSphereMachineProviderSpec) -> Self {

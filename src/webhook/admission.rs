@@ -472,15 +472,15 @@ fn run_rules(
         Kind::VSphereMachine => {
             let n: VSphereMachine = decode(new)?;
             match old {
-                Some(o) => errors.extend(vm::validate_machine_update(&n, new, o)),
-                None => errors.extend(vm::validate_machine_create(&n, ctx)),
+                Some(o) => errors.extend(vm::validate_machine_update(&n, new, o, request)),
+                None => errors.extend(vm::validate_machine_create(&n, request, ctx)),
             }
         }
         Kind::VSphereMachineTemplate => {
             let n: VSphereMachineTemplate = decode(new)?;
             match old.map(decode::<VSphereMachineTemplate>).transpose()? {
                 Some(o) => errors.extend(vm::validate_template_update(&o, &n, new, ctx)),
-                None => errors.extend(vm::validate_template_create(&n, ctx)),
+                None => errors.extend(vm::validate_template_create(&n, request, ctx)),
             }
         }
         Kind::VSphereVM => {

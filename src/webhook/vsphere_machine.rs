@@ -29,10 +29,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::{Ctx, FieldError, child, index, negative_sizes};
-use crate::api::infrastructure::v1beta2::clone_spec::PowerOffMode;
-use crate::api::vsphere_machine::{
-    NetworkSpec, PciDeviceSpec, VSphereMachine, VSphereMachineSpec, VSphereMachineTemplate,
-};
+use crate::api::infrastructure::v1beta2::clone_spec::{NetworkSpec, PciDeviceSpec, PowerOffMode};
+use crate::api::vsphere_machine::{VSphereMachine, VSphereMachineSpec, VSphereMachineTemplate};
 use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::naming;
 
@@ -198,12 +196,15 @@ fn check_pci(base: &str, devices: Option<&Vec<PciDeviceSpec>>, errors: &mut Vec<
     }
 }
 
-/// A v1beta1 network's `preferredAPIServerCidr`.
-fn preferred_cidr(network: Option<&NetworkSpec>) -> Option<&str> {
-    network.and_then(|n| n.preferred_api_server_cidr.as_deref())
+/// The `network.preferredAPIServerCidr` of the clone spec at `spec` (a JSON pointer) in the
+/// request as sent: a v1beta1-only field, which the hub the rules read has no place for.
+fn preferred_cidr<'a>(request: &'a Value, spec: &str) -> Option<&'a str> {
+    request
+        .pointer(&format!("{spec}/network/preferredAPIServerCidr"))
+        .and_then(Value::as_str)
 }
 
-/// A v1beta1 network's devices' `ipAddrs`.
+/// A network's devices' `ipAddrs`.
 fn device_ips(network: Option<&NetworkSpec>) -> impl Iterator<Item = Option<&Vec<String>>> {
     network
         .into_iter()
@@ -261,8 +262,25 @@ fn check_clone_server(
     }
 }
 
-/// VSphereMachine on create.
-pub fn validate_machine_create(m: &VSphereMachine, ctx: &Ctx) -> Vec<FieldError> {
+/// The power-off fields of the spec at `base` (`spec` as a JSON pointer: `pointer`). A v1beta1
+/// request's Go duration is judged as v1beta1 judges it, from the request (`1.234µs` is
+/// positive there and 0 whole seconds on the hub; one that does not parse has no hub value at
+/// all); the hub's seconds otherwise.
+fn check_power_off_at(
+    (base, pointer): (&str, &str),
+    mode: Option<PowerOffMode>,
+    seconds: Option<i32>,
+    request: &Value,
+    errors: &mut Vec<FieldError>,
+) {
+    match request.pointer(&format!("{pointer}/guestSoftPowerOffTimeout")) {
+        Some(t) => check_power_off(base, mode, t.as_str(), errors),
+        None => check_power_off_seconds(base, mode, seconds, errors),
+    }
+}
+
+/// VSphereMachine on create (`request`: the object as sent, at whichever version).
+pub fn validate_machine_create(m: &VSphereMachine, request: &Value, ctx: &Ctx) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &m.spec;
     check_clone_server(
@@ -271,16 +289,13 @@ pub fn validate_machine_create(m: &VSphereMachine, ctx: &Ctx) -> Vec<FieldError>
         ctx,
         &mut errors,
     );
-    check_preferred_cidr(
-        "spec",
-        preferred_cidr(s.clone.network.as_ref()),
-        &mut errors,
-    );
+    check_preferred_cidr("spec", preferred_cidr(request, "/spec"), &mut errors);
     check_cidrs("spec", device_ips(s.clone.network.as_ref()), &mut errors);
-    check_power_off(
-        "spec",
-        s.power_off_mode.map(Into::into),
-        s.guest_soft_power_off_timeout.as_deref(),
+    check_power_off_at(
+        ("spec", "/spec"),
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout_seconds,
+        request,
         &mut errors,
     );
     check_pci("spec", s.clone.pci_devices.as_ref(), &mut errors);
@@ -288,11 +303,13 @@ pub fn validate_machine_create(m: &VSphereMachine, ctx: &Ctx) -> Vec<FieldError>
     errors
 }
 
-/// VSphereMachine on update (`new_value`/`old_value`: the objects as JSON, for the comparison).
+/// VSphereMachine on update (`new_value`/`old_value`: the objects as JSON at the hub, for the
+/// comparison; `request`: the new object as sent).
 pub fn validate_machine_update(
     new: &VSphereMachine,
     new_value: &Value,
     old_value: &Value,
+    request: &Value,
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let s = &new.spec;
@@ -302,29 +319,33 @@ pub fn validate_machine_update(
         &Ctx::default(),
         &mut errors,
     );
-    check_power_off(
-        "spec",
-        s.power_off_mode.map(Into::into),
-        s.guest_soft_power_off_timeout.as_deref(),
+    check_power_off_at(
+        ("spec", "/spec"),
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout_seconds,
+        request,
         &mut errors,
     );
     check_cidrs("spec", device_ips(s.clone.network.as_ref()), &mut errors);
-    let keys = ["providerID", "powerOffMode", "guestSoftPowerOffTimeout"];
+    let keys = [
+        "providerID",
+        "powerOffMode",
+        "guestSoftPowerOffTimeoutSeconds",
+    ];
     if frozen(new_value.get("spec"), &keys) != frozen(old_value.get("spec"), &keys) {
         errors.push(FieldError::forbidden("spec", "cannot be modified"));
     }
     errors
 }
 
-fn check_naming(base: &str, spec: &VSphereMachineSpec, errors: &mut Vec<FieldError>) {
+fn check_naming(base: &str, spec: Option<&VSphereMachineSpec>, errors: &mut Vec<FieldError>) {
     let Some(tpl) = spec
-        .naming_strategy
-        .as_ref()
+        .and_then(|s| s.naming.as_ref())
         .and_then(|n| n.template.as_deref())
     else {
         return;
     };
-    let path = child(base, "namingStrategy.template");
+    let path = child(base, "naming.template");
     match naming::render_name("machine", Some(tpl)) {
         Err(e) => errors.push(FieldError::invalid_str(
             path,
@@ -345,19 +366,29 @@ fn check_naming(base: &str, spec: &VSphereMachineSpec, errors: &mut Vec<FieldErr
     }
 }
 
-/// VSphereMachineTemplate on create.
-pub fn validate_template_create(t: &VSphereMachineTemplate, ctx: &Ctx) -> Vec<FieldError> {
+/// VSphereMachineTemplate on create (`request`: the object as sent, at whichever version).
+pub fn validate_template_create(
+    t: &VSphereMachineTemplate,
+    request: &Value,
+    ctx: &Ctx,
+) -> Vec<FieldError> {
     let base = "spec.template.spec";
     let mut errors = Vec::new();
-    let s = &t.spec.template.spec;
+    let Some(s) = t.spec.template.spec.as_ref() else {
+        return errors;
+    };
     check_clone_server(
         base,
         (&s.clone.server, &s.clone.thumbprint),
         ctx,
         &mut errors,
     );
-    check_preferred_cidr(base, preferred_cidr(s.clone.network.as_ref()), &mut errors);
-    if s.provider_id.is_some() {
+    check_preferred_cidr(
+        base,
+        preferred_cidr(request, "/spec/template/spec"),
+        &mut errors,
+    );
+    if !s.provider_id.is_empty() {
         errors.push(FieldError::forbidden(
             child(base, "providerID"),
             "cannot be set in templates",
@@ -384,14 +415,15 @@ pub fn validate_template_create(t: &VSphereMachineTemplate, ctx: &Ctx) -> Vec<Fi
             "should be a valid VM hardware version, example vmx-17",
         ));
     }
-    check_power_off(
-        base,
-        s.power_off_mode.map(Into::into),
-        s.guest_soft_power_off_timeout.as_deref(),
+    check_power_off_at(
+        (base, "/spec/template/spec"),
+        s.power_off_mode,
+        s.guest_soft_power_off_timeout_seconds,
+        request,
         &mut errors,
     );
     check_pci(base, s.clone.pci_devices.as_ref(), &mut errors);
-    check_naming(base, s, &mut errors);
+    check_naming(base, Some(s), &mut errors);
     errors.extend(negative_sizes(base, (&s.clone).into()));
     errors
 }
@@ -420,24 +452,23 @@ pub fn validate_template_update(
             TEMPLATE_IMMUTABLE,
         ));
     }
-    check_naming("spec.template.spec", &new.spec.template.spec, &mut errors);
+    check_naming(
+        "spec.template.spec",
+        new.spec.template.spec.as_ref(),
+        &mut errors,
+    );
     errors
 }
 
-/// A VSphereVM's power-off fields. A v1beta1 request's Go duration is judged as v1beta1
-/// judges it, from the request (`1.234µs` is positive there and 0 whole seconds on the hub; one
-/// that does not parse has no hub value at all); the hub's seconds otherwise.
+/// A VSphereVM's power-off fields ([`check_power_off_at`]).
 fn check_vm_power_off(vm: &VSphereVM, request: &Value, errors: &mut Vec<FieldError>) {
-    let mode = vm.spec.power_off_mode;
-    match request.pointer("/spec/guestSoftPowerOffTimeout") {
-        Some(t) => check_power_off("spec", mode, t.as_str(), errors),
-        None => check_power_off_seconds(
-            "spec",
-            mode,
-            vm.spec.guest_soft_power_off_timeout_seconds,
-            errors,
-        ),
-    }
+    check_power_off_at(
+        ("spec", "/spec"),
+        vm.spec.power_off_mode,
+        vm.spec.guest_soft_power_off_timeout_seconds,
+        request,
+        errors,
+    );
 }
 
 /// VSphereVM on create (`request`: the object as sent, at whichever version).
@@ -544,7 +575,11 @@ mod tests {
                 }
             };
             assert_eq!(
-                paths(validate_machine_create(&m, &ctx)),
+                paths(validate_machine_create(
+                    &m,
+                    &serde_json::to_value(&m).unwrap(),
+                    &ctx
+                )),
                 want("spec"),
                 "{server}"
             );
@@ -554,7 +589,11 @@ mod tests {
                 "{server}"
             );
             assert_eq!(
-                paths(validate_template_create(&t, &ctx)),
+                paths(validate_template_create(
+                    &t,
+                    &serde_json::to_value(&t).unwrap(),
+                    &ctx
+                )),
                 want("spec.template.spec"),
                 "{server}"
             );
@@ -582,7 +621,11 @@ mod tests {
         let m: VSphereMachine =
             serde_json::from_value(object("VSphereMachine", clone.clone())).unwrap();
         assert_eq!(
-            paths(validate_machine_create(&m, &ctx)),
+            paths(validate_machine_create(
+                &m,
+                &serde_json::to_value(&m).unwrap(),
+                &ctx
+            )),
             ["spec.numCPUs", "spec.memoryMiB"]
         );
         let t: VSphereMachineTemplate = serde_json::from_value(object(
@@ -591,7 +634,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            paths(validate_template_create(&t, &ctx)),
+            paths(validate_template_create(
+                &t,
+                &serde_json::to_value(&t).unwrap(),
+                &ctx
+            )),
             ["spec.template.spec.numCPUs", "spec.template.spec.memoryMiB"]
         );
         let vm_request = object("VSphereVM", clone);
@@ -605,7 +652,9 @@ mod tests {
             serde_json::json!({"template": "t", "numCPUs": 0}),
         ))
         .unwrap();
-        assert!(validate_machine_create(&zero, &ctx).is_empty());
+        assert!(
+            validate_machine_create(&zero, &serde_json::to_value(&zero).unwrap(), &ctx).is_empty()
+        );
     }
 
     #[test]

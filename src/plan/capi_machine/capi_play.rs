@@ -267,7 +267,7 @@ pub fn deployment(
                 annotations: tmeta.annotations,
                 ..ObjectMeta::default()
             },
-            spec: template.spec.template.spec.clone(),
+            spec: template.spec.template.spec.clone().unwrap_or_default(),
             status: None,
         };
         plan.create.push((machine, vsm));
@@ -337,7 +337,9 @@ pub fn machine_status(machine: &CapiObject, vsm: Option<&VSphereMachine>) -> Cap
         }
     }
     let vst = vsm.and_then(|v| v.status.as_ref());
-    if let Some(pid) = vsm.and_then(|v| v.spec.provider_id.clone())
+    if let Some(pid) = vsm
+        .map(|v| v.spec.provider_id.clone())
+        .filter(|p| !p.is_empty())
         && out.spec.get("providerID").is_none_or(Value::is_null)
         && out.spec.is_object()
     {
@@ -347,7 +349,7 @@ pub fn machine_status(machine: &CapiObject, vsm: Option<&VSphereMachine>) -> Cap
         Value::Object(_) => machine.status.clone(),
         _ => json!({}),
     };
-    let infra_ready = vst.and_then(|s| s.ready) == Some(true);
+    let infra_ready = vst.is_some_and(|s| s.provisioned());
     let bootstrap_ready = out
         .spec
         .pointer("/bootstrap/dataSecretName")
@@ -361,7 +363,8 @@ pub fn machine_status(machine: &CapiObject, vsm: Option<&VSphereMachine>) -> Cap
     {
         status["addresses"] = a;
     }
-    let failure = vst.and_then(|s| s.failure_reason.clone());
+    let v1beta1 = vst.and_then(|s| s.deprecated.as_ref()?.v1beta1.as_ref());
+    let failure = v1beta1.and_then(|s| s.failure_reason.clone());
     let has_pid = out
         .spec
         .get("providerID")
@@ -371,7 +374,7 @@ pub fn machine_status(machine: &CapiObject, vsm: Option<&VSphereMachine>) -> Cap
         phase::DELETING
     } else if failure.is_some() {
         status["failureReason"] = failure.into();
-        status["failureMessage"] = vst
+        status["failureMessage"] = v1beta1
             .and_then(|s| s.failure_message.clone())
             .unwrap_or_default()
             .into();
@@ -391,6 +394,7 @@ pub fn machine_status(machine: &CapiObject, vsm: Option<&VSphereMachine>) -> Cap
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::infrastructure::v1beta2::common::Initialization;
     use crate::api::vsphere_machine::VSphereMachineStatus;
 
     fn obj(v: Value) -> CapiObject {
@@ -493,9 +497,11 @@ mod tests {
             out.metadata.finalizers.as_ref().unwrap(),
             &[MACHINE_FINALIZER]
         );
-        v.spec.provider_id = Some("vsphere://abc".into());
+        v.spec.provider_id = "vsphere://abc".into();
         v.status = Some(VSphereMachineStatus {
-            ready: Some(true),
+            initialization: Some(Initialization {
+                provisioned: Some(true),
+            }),
             addresses: serde_json::from_value(
                 json!([{"type": "InternalIP", "address": "10.0.0.5"}]),
             )

@@ -10,11 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::actuated::{VM_GROUP_ANNOTATION, not_provisioned, observed};
 use super::resolve::{self, Desired, Wait, reason};
-use super::status::{VM_PROVISIONED, plan_deleted, plan_status};
+use super::status::{VM_PROVISIONED, mirror_conditions, plan_deleted, plan_status};
 use crate::api::capi_core::{CapiCluster, CapiMachine};
 use crate::api::conditions::{ConditionUpdate, set_capi_condition, severity};
 use crate::api::deployment_zone::VSphereDeploymentZone;
 use crate::api::failure_domain::VSphereFailureDomain;
+use crate::api::infrastructure::v1beta2::common::DeprecatedFailureStatus;
 use crate::api::vsphere_cluster::VSphereCluster;
 use crate::api::vsphere_machine::VSphereMachine;
 use crate::api::vsphere_vm::VSphereVM;
@@ -33,6 +34,8 @@ pub struct Input<'a> {
     pub bootstrap_secret: Option<&'a Secret>,
     /// The VSphereVM the machine controls, if there is one.
     pub existing_vm: Option<&'a VSphereVM>,
+    /// The VSphereMachine's held v1beta1 `spec.failureDomain` ([`resolve::Input`]).
+    pub legacy_failure_domain: Option<&'a str>,
     pub now: &'a Time,
 }
 
@@ -152,6 +155,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
         failure_domains: input.failure_domains,
         bootstrap_secret: input.bootstrap_secret,
         existing_vm: existing,
+        legacy_failure_domain: input.legacy_failure_domain,
     });
     let created = match (&resolved, existing) {
         (Ok(desired), None) => Some(vm_to_create(desired)),
@@ -159,15 +163,16 @@ pub fn plan(input: &Input<'_>) -> Plan {
     };
     let vm = existing.or(created.as_ref());
     let mut after = plan_status(vsm, &resolved, vm.and_then(observed).as_ref(), input.now);
+    let mut edited = false;
     if let Some(c) = vm.and_then(not_provisioned) {
         // The VM's own reason (a failed clone, a zone or claim waited for) is the machine's.
-        let conditions = after
-            .status
-            .get_or_insert_with(Default::default)
+        let st = after.status.get_or_insert_with(Default::default);
+        let conditions = DeprecatedFailureStatus::v1beta1_mut(&mut st.deprecated)
             .conditions
             .get_or_insert_with(Vec::new);
         if let Some(mine) = conditions.iter_mut().find(|m| m.type_ == VM_PROVISIONED) {
             mine.clone_from(c);
+            edited = true;
         }
     }
     if let Some(vst) = vm.and_then(|v| v.status.as_ref()?.deprecated.as_ref()?.v1beta1.as_ref())
@@ -176,18 +181,25 @@ pub fn plan(input: &Input<'_>) -> Plan {
         // The VM cannot be made as asked (a terminal configuration error): the machine says
         // so, as CAPV copies its VSphereVM's failure, instead of waiting for a clone.
         let st = after.status.get_or_insert_with(Default::default);
-        st.failure_reason.clone_from(&vst.failure_reason);
-        st.failure_message.clone_from(&vst.failure_message);
+        let v1beta1 = DeprecatedFailureStatus::v1beta1_mut(&mut st.deprecated);
+        v1beta1.failure_reason.clone_from(&vst.failure_reason);
+        v1beta1.failure_message.clone_from(&vst.failure_message);
         let reason = vst.failure_reason.clone().unwrap_or_default();
         let message = vst.failure_message.clone().unwrap_or_default();
-        let conditions = st.conditions.get_or_insert_with(Vec::new);
+        let conditions = v1beta1.conditions.get_or_insert_with(Vec::new);
         set_capi_condition(
             conditions,
             &ConditionUpdate::false_(VM_PROVISIONED, &reason, severity::ERROR, &message),
             input.now,
         );
+        edited = true;
     }
-    let ready = after.status.as_ref().and_then(|s| s.ready) == Some(true);
+    if edited {
+        // The metav1 conditions say what the v1beta1 ones now say.
+        let paused = matches!(&resolved, Err(w) if w.reason == reason::PAUSED);
+        mirror_conditions(&mut after, paused, input.now);
+    }
+    let ready = after.status.as_ref().is_some_and(|s| s.provisioned());
     let next = match &resolved {
         Err(w) if w.reason == reason::PAUSED => Next::Paused,
         Err(_) => Next::Poll,
@@ -316,6 +328,7 @@ mod tests {
             failure_domains: &empty.1,
             bootstrap_secret: secret,
             existing_vm: vm,
+            legacy_failure_domain: None,
             now,
         }
     }
@@ -354,11 +367,15 @@ mod tests {
         });
         let p = plan(&input(&v, Some(&m), &c, Some(&s), Some(&vm), &e, &t));
         let st = p.after.unwrap().status.unwrap();
-        assert_eq!(st.failure_reason.as_deref(), Some("InvalidConfiguration"));
-        let cond = st
+        let v1beta1 = st.deprecated.as_ref().unwrap().v1beta1.as_ref().unwrap();
+        assert_eq!(
+            v1beta1.failure_reason.as_deref(),
+            Some("InvalidConfiguration")
+        );
+        let cond = v1beta1
             .conditions
-            .unwrap()
-            .into_iter()
+            .iter()
+            .flatten()
             .find(|c| c.type_ == VM_PROVISIONED)
             .unwrap();
         assert_eq!(
@@ -367,6 +384,17 @@ mod tests {
                 Some("InvalidConfiguration"),
                 Some("spec.resourcePool: required")
             )
+        );
+        // The metav1 condition says the same (it is written after the VM's failure is copied).
+        let cond = st
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == VM_PROVISIONED)
+            .unwrap();
+        assert_eq!(
+            (cond.reason.as_str(), cond.message.as_str()),
+            ("InvalidConfiguration", "spec.resourcePool: required")
         );
     }
 
@@ -445,14 +473,7 @@ mod tests {
                 .map(|c| c.reason.clone())
         };
         assert_eq!(
-            ready(
-                status
-                    .v1beta2
-                    .unwrap()
-                    .conditions
-                    .as_deref()
-                    .unwrap_or_default()
-            ),
+            ready(status.conditions.as_deref().unwrap_or_default()),
             Some("Deleting".to_string())
         );
         vm.metadata.deletion_timestamp = Some(now());

@@ -85,6 +85,10 @@ pub struct Input<'a> {
     pub bootstrap_secret: Option<&'a Secret>,
     /// The machine's VSphereVM, if it exists already.
     pub existing_vm: Option<&'a VSphereVM>,
+    /// The VSphereMachine's v1beta1 `spec.failureDomain`, held in its conversion annotation
+    /// since v1beta2 has no such field (`conversion::legacy_failure_domain`): the fallback
+    /// when the Machine names none.
+    pub legacy_failure_domain: Option<&'a str>,
 }
 
 /// A machine that cannot be provisioned yet: the reason and a message naming what it waits for.
@@ -122,9 +126,11 @@ fn given(s: &Option<String>) -> Option<&str> {
 }
 
 /// The deployment zone a machine is placed in: `Machine.spec.failureDomain`, else the
-/// VSphereMachine's `spec.failureDomain` (#3575).
-pub fn zone_name<'a>(machine: &'a CapiMachine, vm: &'a VSphereMachine) -> Option<&'a str> {
-    given(&machine.spec.failure_domain).or_else(|| given(&vm.spec.failure_domain))
+/// VSphereMachine's v1beta1 `spec.failureDomain` (#3575), which v1beta2 dropped: a machine
+/// written at v1beta1 keeps it held for v1beta1 readers, and the edge that reads the machine
+/// passes it in ([`Input::legacy_failure_domain`]).
+pub fn zone_name<'a>(machine: &'a CapiMachine, legacy: Option<&'a str>) -> Option<&'a str> {
+    given(&machine.spec.failure_domain).or(legacy.filter(|s| !s.is_empty()))
 }
 
 /// Resolve what `input.machine` wants, or why it waits.
@@ -181,10 +187,10 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     };
 
     // The failure domain: never clone without its placement.
-    let mut spec = VirtualMachineCloneSpec::from(&vsm.spec.clone);
+    let mut spec = vsm.spec.clone.clone();
     let mut vm_group = None;
     let mut region_zone = None;
-    if let Some(zname) = zone_name(m, vsm) {
+    if let Some(zname) = zone_name(m, input.legacy_failure_domain) {
         let Some(zone) = input.zones.get(zname) else {
             return wait(
                 reason::WAITING_FOR_FAILURE_DOMAIN,
@@ -240,14 +246,10 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     }
 
     let machine_name = m.metadata.name.clone().unwrap_or_default();
-    let template = vsm
-        .spec
-        .naming_strategy
-        .as_ref()
-        .and_then(|n| n.template.as_deref());
+    let template = vsm.spec.naming.as_ref().and_then(|n| n.template.as_deref());
     let mut name = naming::render_name(&machine_name, template).map_err(|e| Wait {
         reason: reason::INVALID_CONFIGURATION,
-        message: format!("spec.namingStrategy.template: {e}"),
+        message: format!("spec.naming.template (v1beta1: spec.namingStrategy.template): {e}"),
     })?;
     if spec.is_windows() {
         name = naming::windows_name(&name);
@@ -260,21 +262,14 @@ pub fn resolve(input: &Input<'_>) -> Result<Desired, Wait> {
     if let Some(c) = m.labels().get(CONTROL_PLANE_LABEL) {
         labels.insert(CONTROL_PLANE_LABEL.to_string(), c.clone());
     }
-    let timeout = vsm
-        .spec
-        .guest_soft_power_off_timeout_seconds()
-        .map_err(|e| Wait {
-            reason: reason::INVALID_CONFIGURATION,
-            message: format!("spec.guestSoftPowerOffTimeout: {e}"),
-        })?;
     let vm_spec = VSphereVMSpec {
         clone: spec,
         bootstrap_ref: Some(SecretReference {
             name: secret_name.to_string(),
         }),
         bios_uuid: input.existing_vm.and_then(|v| v.spec.bios_uuid.clone()),
-        power_off_mode: vsm.spec.power_off_mode.map(Into::into),
-        guest_soft_power_off_timeout_seconds: timeout,
+        power_off_mode: vsm.spec.power_off_mode,
+        guest_soft_power_off_timeout_seconds: vsm.spec.guest_soft_power_off_timeout_seconds,
     };
     let provider_spec = provider_spec(&vm_spec, vm_group);
     let vm = VSphereVM {

@@ -1,6 +1,8 @@
-//! What a VSphereMachine says about itself (the InfraMachine contract, v1beta1): the finalizer
-//! first, then `spec.providerID` (`vsphere://<BIOS UUID>`), `status.ready`, `status.addresses`
-//! and the `VirtualMachineProvisioned` / `Ready` conditions, from the resolution
+//! What a VSphereMachine says about itself (the InfraMachine contract, v1beta2): the finalizer
+//! first, then `spec.providerID` (`vsphere://<BIOS UUID>`), `status.initialization.provisioned`
+//! (v1beta1's `status.ready`), `status.addresses` and the `VirtualMachineProvisioned` / `Ready`
+//! / `Paused` conditions (the first two also in the v1beta1 shape under
+//! `status.deprecated.v1beta1`, for v1beta1 readers), from the resolution
 //! ([`super::resolve`]) and the VM the machine sweep observed. Pure: the controller writes the
 //! object it returns.
 //!
@@ -12,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::resolve::{Desired, Wait, provisioned};
 use crate::api::conditions::{ConditionUpdate, set_capi_condition, set_meta_condition, severity};
-use crate::api::vsphere_machine::{MACHINE_FINALIZER, VSphereMachine};
+use crate::api::infrastructure::v1beta2::common::{DeprecatedFailureStatus, Initialization};
+use crate::api::vsphere_machine::{MACHINE_FINALIZER, VSphereMachine, VSphereMachineStatus};
 use crate::plan::machine::VmObs;
 
 /// The condition CAPV reports the VM's provisioning in.
@@ -40,9 +43,16 @@ pub fn plan_status(
             f.push(MACHINE_FINALIZER.to_string());
         }
     }
-    let was_ready = vsm.status.as_ref().and_then(|s| s.ready) == Some(true);
+    let was_ready = vsm
+        .status
+        .as_ref()
+        .is_some_and(VSphereMachineStatus::provisioned);
     let st = out.status.get_or_insert_with(Default::default);
-    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    let mut addresses = None;
+    let mut provider_id = None;
+    let conditions = DeprecatedFailureStatus::v1beta1_mut(&mut st.deprecated)
+        .conditions
+        .get_or_insert_with(Vec::new);
     let not_yet = |conditions: &mut Vec<_>, reason: &str, sev: &str, msg: &str| {
         for t in [VM_PROVISIONED, READY] {
             set_capi_condition(
@@ -72,19 +82,16 @@ pub fn plan_status(
             // As CAPV: the providerID as soon as the BIOS UUID is known (CAPI reads it once
             // the machine is ready).
             if let Some(b) = &bios {
-                out.spec
-                    .provider_id
-                    .get_or_insert_with(|| crate::plan::machine::create::provider_id(b));
+                provider_id = Some(crate::plan::machine::create::provider_id(b));
             }
             match (bios, obs.powered_on(), ip) {
                 (Some(bios), true, Some(ip)) => {
-                    let (id, addresses) = provisioned(&name, &bios, &[ip]);
+                    let (id, found) = provisioned(&name, &bios, &[ip]);
                     for t in [VM_PROVISIONED, READY] {
                         set_capi_condition(conditions, &ConditionUpdate::true_(t), now);
                     }
-                    st.addresses = Some(addresses);
-                    st.ready = Some(true);
-                    out.spec.provider_id.get_or_insert(id);
+                    addresses = Some(found);
+                    provider_id = provider_id.or(Some(id));
                 }
                 (_, false, _) if !was_ready => not_yet(
                     conditions,
@@ -102,8 +109,17 @@ pub fn plan_status(
             }
         }
     }
+    if let Some(found) = addresses {
+        st.addresses = Some(found);
+        st.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    if let Some(id) = provider_id.filter(|_| out.spec.provider_id.is_empty()) {
+        out.spec.provider_id = id;
+    }
     let paused = matches!(resolved, Err(w) if w.reason == super::resolve::reason::PAUSED);
-    mirror_v1beta2(&mut out, paused, now);
+    mirror_conditions(&mut out, paused, now);
     out
 }
 
@@ -112,19 +128,15 @@ pub const PAUSED: &str = "Paused";
 /// Ready's and VirtualMachineProvisioned's reason while the machine is being deleted (CAPV's).
 pub const DELETING: &str = "Deleting";
 
-/// The v1beta2 conditions (`status.v1beta2.conditions`, read as v1beta2's `status.conditions`
-/// through the conversion webhook): `VirtualMachineProvisioned` and the `Ready` summary as the
-/// v1beta1 conditions say, with a reason always (metav1 requires one), and `Paused` — all set
-/// from the first pass, as the contract asks.
-fn mirror_v1beta2(out: &mut VSphereMachine, paused: bool, now: &Time) {
+/// The metav1 conditions (`status.conditions`): `VirtualMachineProvisioned` and the `Ready`
+/// summary as the v1beta1 ones (`status.deprecated.v1beta1.conditions`) say, with a reason
+/// always (metav1 requires one), and `Paused` — all set from the first pass, as the contract
+/// asks. Run again after a pass edits the v1beta1 ones.
+pub(super) fn mirror_conditions(out: &mut VSphereMachine, paused: bool, now: &Time) {
     let generation = out.metadata.generation;
     let st = out.status.get_or_insert_with(Default::default);
-    let v1 = st.conditions.clone().unwrap_or_default();
-    let v2 = st
-        .v1beta2
-        .get_or_insert_with(Default::default)
-        .conditions
-        .get_or_insert_with(Vec::new);
+    let v1 = DeprecatedFailureStatus::v1beta1_conditions(&st.deprecated).to_vec();
+    let v2 = st.conditions.get_or_insert_with(Vec::new);
     for t in [VM_PROVISIONED, READY] {
         let Some(c) = v1.iter().find(|c| c.type_ == t) else {
             continue;
@@ -162,7 +174,9 @@ pub fn meta_reason<'a>(status: &str, reason: &'a str) -> &'a str {
 pub fn plan_deleted(vsm: &VSphereMachine, vm_exists: bool, now: &Time) -> VSphereMachine {
     let mut out = vsm.clone();
     let st = out.status.get_or_insert_with(Default::default);
-    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    let conditions = DeprecatedFailureStatus::v1beta1_mut(&mut st.deprecated)
+        .conditions
+        .get_or_insert_with(Vec::new);
     let message = if vm_exists {
         "the VM is being deleted"
     } else {
@@ -175,7 +189,7 @@ pub fn plan_deleted(vsm: &VSphereMachine, vm_exists: bool, now: &Time) -> VSpher
             now,
         );
     }
-    mirror_v1beta2(&mut out, false, now);
+    mirror_conditions(&mut out, false, now);
     if !vm_exists && let Some(f) = out.metadata.finalizers.as_mut() {
         f.retain(|f| f != MACHINE_FINALIZER);
     }
@@ -212,18 +226,19 @@ mod tests {
         Time(jiff::Timestamp::from_second(1_700_000_000).unwrap())
     }
 
+    /// A v1beta1 condition's (status, reason), kept under `status.deprecated.v1beta1`.
     fn reason_of(m: &VSphereMachine, t: &str) -> (String, Option<String>) {
-        let c = m
-            .status
-            .as_ref()
-            .unwrap()
-            .conditions
-            .as_ref()
-            .unwrap()
+        let c = DeprecatedFailureStatus::v1beta1_conditions(&m.status.as_ref().unwrap().deprecated)
             .iter()
             .find(|c| c.type_ == t)
             .unwrap();
         (c.status.clone(), c.reason.clone())
+    }
+
+    fn provisioned(m: &VSphereMachine) -> bool {
+        m.status
+            .as_ref()
+            .is_some_and(VSphereMachineStatus::provisioned)
     }
 
     #[test]
@@ -244,8 +259,8 @@ mod tests {
                 Some(reason::WAITING_FOR_FAILURE_DOMAIN.into())
             )
         );
-        assert_eq!(m.status.as_ref().unwrap().ready, None);
-        assert_eq!(m.spec.provider_id, None);
+        assert!(!provisioned(&m));
+        assert_eq!(m.spec.provider_id, "");
 
         for (o, want) in [
             (obs(Some("4230-1"), "poweredOff", None), POWERING_ON),
@@ -257,8 +272,8 @@ mod tests {
             let m = plan_status(&vsm(), &wait, Some(&o), &now());
             assert_eq!(reason_of(&m, READY).1.as_deref(), Some(want));
             // CAPV's: the providerID once the BIOS UUID is known, ready or not.
-            assert_eq!(m.spec.provider_id.as_deref(), Some("vsphere://4230-1"));
-            assert_ne!(m.status.as_ref().unwrap().ready, Some(true));
+            assert_eq!(m.spec.provider_id, "vsphere://4230-1");
+            assert!(!provisioned(&m));
         }
 
         let ready = plan_status(
@@ -268,8 +283,8 @@ mod tests {
             &now(),
         );
         let st = ready.status.clone().unwrap();
-        assert_eq!(st.ready, Some(true));
-        assert_eq!(ready.spec.provider_id.as_deref(), Some("vsphere://4230-1"));
+        assert!(st.provisioned());
+        assert_eq!(ready.spec.provider_id, "vsphere://4230-1");
         let addrs: Vec<&str> = st
             .addresses
             .iter()
@@ -286,7 +301,7 @@ mod tests {
             &now(),
         );
         assert_eq!(reason_of(&again, READY).0, "True");
-        assert_eq!(again.status.unwrap().ready, Some(true));
+        assert!(provisioned(&again), "provisioned is never reset");
     }
 
     /// The v1beta2 contract: Ready, VirtualMachineProvisioned and Paused are metav1 conditions
@@ -297,8 +312,7 @@ mod tests {
             let mut c: Vec<_> = m
                 .status
                 .as_ref()
-                .and_then(|s| s.v1beta2.as_ref())
-                .and_then(|v| v.conditions.clone())
+                .and_then(|s| s.conditions.clone())
                 .unwrap_or_default()
                 .into_iter()
                 .map(|c| (c.type_, c.status, c.reason))

@@ -191,6 +191,33 @@ pub fn lift_held(object: &mut Value) -> bool {
     true
 }
 
+/// A VSphereMachine's v1beta1 `spec.failureDomain`, which v1beta2 dropped (CAPV v1beta2 places
+/// by the Machine's): written at v1beta1, it is held in the conversion annotation for v1beta1
+/// readers, and the machine's resolution still falls back on it (CAPV #3575), so a machine
+/// written before v1beta2 is placed as it was.
+pub fn legacy_failure_domain<T>(vsphere_machine: &T) -> Option<String>
+where
+    T: kube::Resource + Serialize,
+{
+    let held = vsphere_machine
+        .meta()
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(CONVERSION_DATA) || a.contains_key(LEGACY_CONVERSION_DATA));
+    if !held {
+        return None;
+    }
+    let value = serde_json::to_value(vsphere_machine).ok()?;
+    let mut held = read_held(Kind::VSphereMachine, &value).ok()?;
+    held.remove(TYPED_API_VERSION)?
+        .into_iter()
+        .find(|e| e.path == "/spec/failureDomain")?
+        .value?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 /// [`lift_held`] on a typed hub object, for the edges that read typed objects (the
 /// controllers' caches, local mode's state file): the object itself when nothing is held.
 pub fn lift_held_typed<T>(object: T) -> T

@@ -25,7 +25,7 @@ use super::vsphere_failure_domain::DhcpOverrides;
 use crate::api::conditions::CapiCondition;
 
 /// Finalizer CAPV puts on every VSphereMachine.
-pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s.io";
+pub use crate::api::infrastructure::v1beta2::vsphere_machine::MACHINE_FINALIZER;
 pub use crate::api::infrastructure::v1beta2::vsphere_vm::{
     GUEST_SOFT_POWER_OFF_DEFAULT, VM_FINALIZER,
 };

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::clone_spec::{NetworkStatus, PowerOffMode, VirtualMachineCloneSpec};
 use super::common::{Conditions, DeprecatedFailureStatus, Initialization};
+pub use super::vsphere_machine_template::{
+    VSphereMachineTemplate, VSphereMachineTemplateResource, VSphereMachineTemplateSpec,
+};
+
+/// Finalizer CAPV puts on every VSphereMachine.
+pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s.io";
 
 /// VSphereMachineSpec: the VM to clone for a CAPI Machine.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -132,6 +138,17 @@ pub struct VSphereMachineStatus {
     /// deprecated: the v1beta1 conditions and failure fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedFailureStatus>,
+}
+
+impl VSphereMachineStatus {
+    /// `initialization.provisioned`: the contract's "infrastructure ready", never set back to
+    /// false.
+    pub fn provisioned(&self) -> bool {
+        self.initialization
+            .as_ref()
+            .and_then(|i| i.provisioned)
+            .unwrap_or(false)
+    }
 }
 
 /// The Cluster API address types.

@@ -47,11 +47,12 @@ fn vsphere_machine(spec: Value) -> VSphereMachine {
             full[k] = v.clone();
         }
     }
-    from(json!({
+    // Written at v1beta1 (the names these tables use), read at the hub as the controllers do.
+    from(crate::api::conversion::to_typed(&json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachine",
         "metadata": {"name": "demo-md-0-xyz", "namespace": "ns", "uid": "vsm-uid"},
         "spec": full
-    }))
+    })))
 }
 
 fn zone(name: &str, ready: Option<bool>, constraint: Value) -> VSphereDeploymentZone {
@@ -128,6 +129,8 @@ impl World {
     }
 
     fn resolve(&self) -> Result<Desired, Wait> {
+        // As the edges do: a v1beta1 `spec.failureDomain` is held in the annotation.
+        let legacy = crate::api::conversion::legacy_failure_domain(&self.vsm);
         resolve(&Input {
             machine: &self.machine,
             cluster: self.cluster.as_ref(),
@@ -137,6 +140,7 @@ impl World {
             failure_domains: &self.fds,
             bootstrap_secret: self.secret.as_ref(),
             existing_vm: self.existing.as_ref(),
+            legacy_failure_domain: legacy.as_deref(),
         })
     }
 }
