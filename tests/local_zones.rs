@@ -168,7 +168,7 @@ spec:
 fn zone_condition(run: &Run, zone: &str, t: &str) -> (String, String, String) {
     let z = &run.store.zones[zone];
     let c = find_capi(
-        vsphere_provider::api::v1beta2::DeprecatedStatus::v1beta1_conditions(
+        vsphere_provider::api::infrastructure::v1beta2::common::DeprecatedStatus::v1beta1_conditions(
             &z.status.as_ref().unwrap().deprecated,
         ),
         t,

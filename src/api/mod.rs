@@ -17,7 +17,8 @@
 //!
 //! Every `infrastructure.cluster.x-k8s.io` kind is served at v1beta1 (deprecated) and v1beta2
 //! (stored, the hub: [`infrastructure::v1beta2`]); the planners and controllers work on the
-//! Rust type above ([`Kind::api_version`]), the hub for the kinds moved onto it so far.
+//! hub types only ([`Kind::api_version`]), and v1beta1 objects are converted at the edge
+//! ([`conversion`]).
 
 // `#[kube(printcolumn(type_ = ...))]` repeats attribute keys by design.
 #![allow(clippy::duplicated_attributes)]
@@ -29,13 +30,13 @@ pub mod infrastructure;
 pub mod manifest;
 pub mod openshift_config;
 pub mod openshift_machine;
-pub mod v1beta2;
 
 // The modules' former flat paths (`api::failure_domain`, `api::machine`, …), which the
 // planners, controllers and tests name.
 pub use cluster_api::{capi_core, ipam};
 pub use infrastructure::conversion;
-// Kinds whose planners work on the hub (docs/dev/hub-types.md): their flat paths name v1beta2.
+// The infrastructure kinds' flat paths name the hub (v1beta2); v1beta1 is reached only as
+// `infrastructure::v1beta1` (its schemas, for the CRDs and the conversion).
 pub use infrastructure::v1beta2::{
     vsphere_cluster, vsphere_cluster_identity as cluster_identity, vsphere_cluster_template,
     vsphere_deployment_zone as deployment_zone, vsphere_failure_domain as failure_domain,
@@ -138,8 +139,8 @@ impl Kind {
     }
 
     /// The `group/version` of this kind's Rust type, which the planners, the controllers'
-    /// requests, admission rules and local mode work on: the hub (v1beta2) for the kinds moved
-    /// onto it, v1beta1 for the others (docs/dev/hub-types.md moves them kind by kind).
+    /// requests, admission rules and local mode work on: the hub (v1beta2) for every
+    /// `infrastructure.cluster.x-k8s.io` kind.
     pub fn api_version(self) -> &'static str {
         match self {
             Kind::VSphereFailureDomain

@@ -211,7 +211,7 @@ pub fn secret(ns: &str, name: &str, user: &str, password: &str) -> Secret {
 
 /// The zone's v1beta1 condition `type_` as (status, reason, message).
 pub fn zone_condition(z: &VSphereDeploymentZone, type_: &str) -> Option<(String, String, String)> {
-    let conds = vsphere_provider::api::v1beta2::DeprecatedStatus::v1beta1_conditions(
+    let conds = vsphere_provider::api::infrastructure::v1beta2::common::DeprecatedStatus::v1beta1_conditions(
         &z.status.as_ref()?.deprecated,
     );
     let c = vsphere_provider::api::conditions::find_capi(conds, type_)?;

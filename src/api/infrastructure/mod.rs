@@ -13,16 +13,9 @@ pub mod v1beta2;
 /// `infrastructure.cluster.x-k8s.io/v1beta1`.
 pub const V1BETA1: &str = v1beta1::API_VERSION;
 
-/// `infrastructure.cluster.x-k8s.io/v1beta2`: the hub every conversion goes through.
+/// `infrastructure.cluster.x-k8s.io/v1beta2`: the hub every conversion goes through, the
+/// version of every Rust type the planners, controllers, admission rules and local mode work
+/// on, and the version the API server stores (as CAPV v1.16+ does; objects stored as v1beta1
+/// by earlier releases are rewritten by the manager's storage migration,
+/// [`crate::controllers::storage_migration`]).
 pub const HUB: &str = v1beta2::API_VERSION;
-
-/// The version this provider's typed objects are written against: the planners, the
-/// controllers' requests, the admission rules and local mode all see v1beta1 Rust types. The
-/// API server stores [`STORAGE_API_VERSION`] and converts through our webhook at the edge.
-/// (docs/dev/hub-types.md moves them onto the hub, kind by kind.)
-pub const TYPED_API_VERSION: &str = V1BETA1;
-
-/// The version the API server stores every `infrastructure.cluster.x-k8s.io` kind in, as CAPV
-/// v1.16+ does: v1beta2. Objects stored as v1beta1 by earlier releases are rewritten by the
-/// manager's storage migration ([`crate::controllers::storage_migration`]).
-pub const STORAGE_API_VERSION: &str = HUB;

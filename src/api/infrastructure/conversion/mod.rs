@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{TYPED_API_VERSION, v1beta2::API_VERSION as V1BETA2};
+use super::{V1BETA1, v1beta2::API_VERSION as V1BETA2};
 use crate::api::Kind;
 
 /// The annotation that keeps, per source `apiVersion`, what the object's current version
@@ -165,7 +165,7 @@ pub fn lift_held(object: &mut Value) -> bool {
     let Ok(mut held) = read_held(kind, object) else {
         return false;
     };
-    let Some(entries) = held.remove(TYPED_API_VERSION) else {
+    let Some(entries) = held.remove(V1BETA1) else {
         return false;
     };
     let schema = kind.schema_for(V1BETA2);
@@ -185,7 +185,7 @@ pub fn lift_held(object: &mut Value) -> bool {
         }
     }
     if !keep.is_empty() {
-        held.insert(TYPED_API_VERSION.to_string(), keep);
+        held.insert(V1BETA1.to_string(), keep);
     }
     write_held(object, &held);
     true
@@ -209,7 +209,7 @@ where
     }
     let value = serde_json::to_value(vsphere_machine).ok()?;
     let mut held = read_held(Kind::VSphereMachine, &value).ok()?;
-    held.remove(TYPED_API_VERSION)?
+    held.remove(V1BETA1)?
         .into_iter()
         .find(|e| e.path == "/spec/failureDomain")?
         .value?
@@ -335,7 +335,7 @@ pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> 
 fn map(kind: Kind, object: &Value, from: &str, to: &str) -> Result<Value, FieldError> {
     let mut v = object.clone();
     v["apiVersion"] = Value::String(to.to_string());
-    let direction = if from == TYPED_API_VERSION && to == V1BETA2 {
+    let direction = if from == V1BETA1 && to == V1BETA2 {
         Direction::Up
     } else {
         Direction::Down

@@ -3,11 +3,10 @@
 //! unchanged. One addition: the failure domain's region and zone keep `autoConfigure`, which
 //! CAPV dropped and this provider implements.
 //!
-//! The storage version. The planners and controllers still work on the v1beta1 Rust types
-//! ([`crate::api::infrastructure::TYPED_API_VERSION`]); the API server converts their requests
-//! through our conversion webhook, and [`crate::api::conversion`] converts between the two
-//! without loss (what one version cannot hold is kept in the `cluster.x-k8s.io/conversion-data`
-//! annotation). The step left is to move the planners onto these types.
+//! The hub and the storage version: the planners, the controllers, admission and local mode
+//! work on these types only. A v1beta1 object meets them at the edge, through
+//! [`crate::api::conversion`] (the webhook, the manifest loader, admission), without loss: what
+//! one version cannot hold is kept in the `cluster.x-k8s.io/conversion-data` annotation.
 
 pub mod clone_spec;
 pub mod common;
