@@ -741,7 +741,10 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
         "realapi_capi_cluster: restart resync, {} requests: {requests:#?}",
         requests.len()
     );
-    let watches: Vec<&String> = requests.iter().filter(|r| r.contains("watch=true")).collect();
+    let watches: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.contains("watch=true"))
+        .collect();
     assert!(
         watches.iter().all(|w| w.contains("sendInitialEvents=true")),
         "initial lists are streamed: {watches:#?}"
@@ -832,11 +835,17 @@ async fn a_rotated_secret_password_is_used_at_the_next_login() {
         false,
     )
     .await;
-    let c = wait_until(&api, "VCenterAvailable False", Duration::from_secs(30), |c| {
-        v1beta2(c, "VCenterAvailable").is_some_and(|v| v.0 == "False")
-    })
+    let c = wait_until(
+        &api,
+        "VCenterAvailable False",
+        Duration::from_secs(30),
+        |c| v1beta2(c, "VCenterAvailable").is_some_and(|v| v.0 == "False"),
+    )
     .await;
-    assert!(!c.to_string().contains("stale-pw-0b9d"), "no secret in the status");
+    assert!(
+        !c.to_string().contains("stale-pw-0b9d"),
+        "no secret in the status"
+    );
     // Refused twice, so the copy in memory was used at least once more.
     tokio::time::sleep(Duration::from_secs(6)).await;
 
@@ -848,9 +857,12 @@ async fn a_rotated_secret_password_is_used_at_the_next_login() {
         None,
     )
     .ok();
-    let c = wait_until(&api, "provisioned with the rotated password", Duration::from_secs(60), |c| {
-        c["status"]["initialization"]["provisioned"] == true
-    })
+    let c = wait_until(
+        &api,
+        "provisioned with the rotated password",
+        Duration::from_secs(60),
+        |c| c["status"]["initialization"]["provisioned"] == true,
+    )
     .await;
     let took = rotated.elapsed();
     assert!(
@@ -858,7 +870,10 @@ async fn a_rotated_secret_password_is_used_at_the_next_login() {
         "the rotated password took {took:?}: read at the reread, not after the refused login"
     );
     assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");
-    assert!(!c.to_string().contains("rotated-pw-5c1e"), "no secret in the status");
+    assert!(
+        !c.to_string().contains("rotated-pw-5c1e"),
+        "no secret in the status"
+    );
     let reads = controllers
         .requests
         .since(mark)
@@ -866,6 +881,8 @@ async fn a_rotated_secret_password_is_used_at_the_next_login() {
         .filter(|r| r.contains(&format!("/namespaces/{ns}/secrets/vsphere-credentials")))
         .count();
     assert!(reads >= 1, "the Secret read again after the refusal");
-    eprintln!("realapi_capi_cluster: rotated password used after {took:?}, {reads} reads of the Secret");
+    eprintln!(
+        "realapi_capi_cluster: rotated password used after {took:?}, {reads} reads of the Secret"
+    );
     controllers.stop().await;
 }

@@ -158,7 +158,9 @@ impl Context {
                 out.secrets.push(s);
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "cannot read {what}"),
+            Err(e) => {
+                tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "cannot read {what}")
+            }
         }
     }
 

@@ -99,8 +99,7 @@ impl SecretCache {
     fn drop_slot(&self, ns: &str, name: &str, slot: &Arc<tokio::sync::Mutex<Option<Entry>>>) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ns.to_string(), name.to_string());
-        if entries.get(&key).is_some_and(|s| Arc::ptr_eq(s, slot)) && Arc::strong_count(slot) <= 2
-        {
+        if entries.get(&key).is_some_and(|s| Arc::ptr_eq(s, slot)) && Arc::strong_count(slot) <= 2 {
             entries.remove(&key);
         }
     }
@@ -124,10 +123,7 @@ mod tests {
 
     /// A client whose API server answers every GET with the Secret `s` holding `password`
     /// (the current value of `password`), or 404 once `gone`; counts the requests.
-    fn server(
-        password: Arc<Mutex<Option<String>>>,
-        requests: Arc<AtomicUsize>,
-    ) -> kube::Client {
+    fn server(password: Arc<Mutex<Option<String>>>, requests: Arc<AtomicUsize>) -> kube::Client {
         let service = tower::service_fn(move |_req: Request<Body>| {
             requests.fetch_add(1, Ordering::SeqCst);
             let password = password.lock().unwrap().clone();
