@@ -755,11 +755,14 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
         .collect();
     assert!(lists.is_empty(), "no list besides the watches: {lists:#?}");
     let secret = format!("GET /api/v1/namespaces/{ns}/secrets/vsphere-credentials");
-    let secret_reads = requests.iter().filter(|r| r.starts_with(&secret)).count();
-    assert_eq!(
-        secret_reads, 1,
-        "the credentials Secret read once for all: {requests:#?}"
-    );
+    let zone_secret = format!("GET /api/v1/namespaces/{SA_NAMESPACE}/secrets/{zone}");
+    for s in [&secret, &zone_secret] {
+        let reads = requests
+            .iter()
+            .filter(|r| r.starts_with(s.as_str()))
+            .count();
+        assert_eq!(reads, 1, "{s}: read once for all: {requests:#?}");
+    }
     let other = unexpected(
         &requests,
         &[
@@ -772,6 +775,7 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
             // them first and the migration then does not; in this process there is none).
             "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/",
             &secret,
+            &zone_secret,
         ],
     );
     assert!(other.is_empty(), "nothing else: {other:#?}");
@@ -787,9 +791,9 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
         single_gets.is_empty(),
         "no object read one by one: {single_gets:#?}"
     );
-    // 12 watched kinds, 8 CRDs, 1 Secret.
+    // 12 watched kinds, 8 CRDs, 2 Secrets (the cluster's identity, the zone's).
     assert!(
-        requests.len() <= 21,
+        requests.len() <= 22,
         "{} requests: {requests:#?}",
         requests.len()
     );
