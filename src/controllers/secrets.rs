@@ -29,12 +29,15 @@ struct Entry {
     secret: Secret,
 }
 
+/// One Secret's read in flight or its last one.
+type Slot = Arc<tokio::sync::Mutex<Option<Entry>>>;
+
 /// See the module documentation.
 #[derive(Clone, Default)]
 pub struct SecretCache {
     /// Per (namespace, name): the read in flight or the last one. The async lock is held across
     /// the GET so that concurrent callers wait for it instead of repeating it.
-    entries: Arc<Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<Option<Entry>>>>>>,
+    entries: Arc<Mutex<HashMap<(String, String), Slot>>>,
 }
 
 /// Where a Secret came from.
@@ -47,7 +50,7 @@ pub enum Read {
 }
 
 impl SecretCache {
-    fn slot(&self, ns: &str, name: &str) -> Arc<tokio::sync::Mutex<Option<Entry>>> {
+    fn slot(&self, ns: &str, name: &str) -> Slot {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .entry((ns.to_string(), name.to_string()))
@@ -96,7 +99,7 @@ impl SecretCache {
 
     /// Drops the slot of a Secret that is not there (nothing to remember), unless another
     /// caller holds it meanwhile.
-    fn drop_slot(&self, ns: &str, name: &str, slot: &Arc<tokio::sync::Mutex<Option<Entry>>>) {
+    fn drop_slot(&self, ns: &str, name: &str, slot: &Slot) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ns.to_string(), name.to_string());
         if entries.get(&key).is_some_and(|s| Arc::ptr_eq(s, slot)) && Arc::strong_count(slot) <= 2 {
