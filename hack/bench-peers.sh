@@ -20,8 +20,10 @@
 #              3 new ones provisioned and the old ones gone).
 #
 #   hack/bench-peers.sh [--rows zones,openshift,capi] [--zone-sizes "3 100"]
-#                       [--machine-sizes "3 30"] [--delay-ms 10] [--release] [--keep]
-# (the defaults shown; the capi row has one size, 3+3).
+#                       [--machine-sizes "3 30"] [--delay-ms 10] [--impls peer,ours]
+#                       [--release] [--keep]
+# (the defaults shown; the capi row has one size, 3+3). `--impls ours` runs only ours (a change
+# of ours measured without waiting for the peers again; quote the peers from a full run).
 #
 # Every run gets a fresh kube-apiserver + etcd (hack/kube/up.sh, audit log of the controller's
 # ServiceAccount) and a fresh vcsim of the same layout, reached through the delaying proxy of
@@ -54,22 +56,29 @@ rows="zones,openshift,capi"
 zone_sizes="3 100"
 machine_sizes="3 30"
 delay_ms=10
+impls="peer,ours"
 profile=debug
 keep=""
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--rows | --zone-sizes | --machine-sizes | --delay-ms) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
+	--rows | --zone-sizes | --machine-sizes | --delay-ms | --impls) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
 	--rows) rows="$2"; shift 2 ;;
 	--zone-sizes) zone_sizes="$2"; shift 2 ;;
 	--machine-sizes) machine_sizes="$2"; shift 2 ;;
 	--delay-ms) delay_ms="$2"; shift 2 ;;
+	--impls) impls="$2"; shift 2 ;;
 	--release) profile=release; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
 for v in $zone_sizes $machine_sizes "$delay_ms"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers only, got '$v'"; done
+for i in ${impls//,/ }; do
+	case "$i" in peer | ours) ;; *) die "unknown implementation '$i' (peer, ours)" ;; esac
+done
+# wanted IMPL: whether --impls asks for IMPL (capv and mao are the peer).
+wanted() { case "$1" in ours) [[ ",$impls," == *,ours,* ]] ;; *) [[ ",$impls," == *,peer,* ]] ;; esac; }
 for r in ${rows//,/ }; do
 	case "$r" in zones | openshift | capi) ;; *) die "unknown row '$r' (zones, openshift, capi)" ;; esac
 done
@@ -245,6 +254,10 @@ phase_end() {
 	fi
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$((soap + rest))" "$soap/$rest" "$depth" \
 		"$(api_requests "$P_AUDIT0")" "$(awk -v a="$P_T0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" "$(hwm_mib)" "${5:-}" >>"$RESULTS"
+	# Where the phase's API requests went (verb, resource, name), kept with the run's logs.
+	tail -n "+$((P_AUDIT0 + 1))" "$KUBE_DIR/audit.log" |
+		jq -r 'select(.stage == "RequestReceived") | "\(.verb) \(.objectRef.resource // .requestURI)\(if .objectRef.subresource then "/" + .objectRef.subresource else "" end) \(.objectRef.name // "")"' |
+		sort | uniq -c | sort -rn >"$run/api-requests-${4//[^a-z0-9]/-}.txt" || true
 	log "  $4: $((soap + rest)) vCenter calls ($soap SOAP, $rest REST), depth $depth, $(api_requests "$P_AUDIT0") API requests, $(awk -v a="$P_T0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, VmHWM $(hwm_mib) MiB${5:+, failed: $5}"
 	P_T1=""
 }
@@ -856,9 +869,9 @@ bench_capi() { # IMPL
 # --- run ----------------------------------------------------------------------------------------
 for r in ${rows//,/ }; do
 	case "$r" in
-	zones) for n in $zone_sizes; do for impl in capv ours; do bench_zones "$n" "$impl"; done; done ;;
-	openshift) for n in $machine_sizes; do for impl in mao ours; do bench_openshift "$n" "$impl"; done; done ;;
-	capi) for impl in capv ours; do bench_capi "$impl"; done ;;
+	zones) for n in $zone_sizes; do for impl in capv ours; do ! wanted "$impl" || bench_zones "$n" "$impl"; done; done ;;
+	openshift) for n in $machine_sizes; do for impl in mao ours; do ! wanted "$impl" || bench_openshift "$n" "$impl"; done; done ;;
+	capi) for impl in capv ours; do ! wanted "$impl" || bench_capi "$impl"; done ;;
 	esac
 done
 

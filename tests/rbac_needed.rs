@@ -115,8 +115,8 @@ const WITNESSES: &[(&str, &str, &str)] = &[
     ),
     (
         "get core/secrets",
-        "src/controllers/credentials.rs",
-        "get_logged(&api, name, \"credentialsSecret\")",
+        "src/controllers/secrets.rs",
+        "let read = api.get_opt(name).await;",
     ),
     (
         "patch core/secrets",

@@ -662,3 +662,231 @@ async fn a_machine_change_wakes_its_vsphere_machine_and_provisioned_passes_read_
         .ok();
     controllers.stop().await;
 }
+
+/// Requests of `requests` that match none of `allowed` (prefixes of `VERB path`), for the
+/// message of a failed budget.
+fn unexpected(requests: &[String], allowed: &[&str]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|r| !allowed.iter().any(|a| r.starts_with(a)))
+        .cloned()
+        .collect()
+}
+
+/// Issue #27: the restart resync (a new manager reconciling every object once with nothing to
+/// change) costs one request per watched kind (the initial list streamed in the watch, no list
+/// before it), one read of the credentials Secret however many reconciles use it, the storage
+/// migration's look at the CRDs, and nothing else: no GET of a Machine, Cluster or VSphereVM
+/// (the caches have them), no write. Before: a list and a watch per kind, a look of its own
+/// per optional kind (Cluster API's), the Secret once per sweep and reconcile.
+///
+/// Stand-ins as in the tests above (the Machine, the Cluster's status, the guest IP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-resync");
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let (user, password) = sim.credentials();
+    let readback = process::Readback::new(sim.url(), sim.base_url(), user, password);
+    let controllers = Controllers::start(cp).await;
+    let bootstrap = bootstrap_secret_m1(&ns, "#cloud-config\n");
+    let zone = ready_cluster(cp, &ns, &sim, vec![bootstrap]).await;
+    capi_machine_m1(
+        cp,
+        &ns,
+        &zone,
+        json!({"template": "DC0_H0_VM0",
+            "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}),
+    );
+    let vm = eventually(
+        "the VM",
+        Duration::from_secs(60),
+        || async { readback.vms().await.into_iter().find(|v| v.name == "m1") },
+        |_| true,
+    )
+    .await;
+    readback.set_guest_ip(&vm.moref, "10.0.0.44").await;
+    eventually(
+        "the VSphereMachine ready",
+        Duration::from_secs(90),
+        || async { get_json(cp, "vspheremachine", &ns, "m1") },
+        |v| v["status"]["ready"] == true,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    controllers.stop().await;
+
+    // The restart: every object reconciled once, until the requests stop for 3 s.
+    let controllers = Controllers::start(cp).await;
+    let mut seen = 0;
+    let mut quiet_since = Instant::now();
+    let started = Instant::now();
+    while quiet_since.elapsed() < Duration::from_secs(3) || vsm_reconciles(&controllers) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the resync never settled: {:#?}",
+            controllers.requests.since(0)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let n = controllers.requests.mark();
+        if n != seen {
+            seen = n;
+            quiet_since = Instant::now();
+        }
+    }
+    let requests = controllers.requests.since(0);
+    eprintln!(
+        "realapi_capi_cluster: restart resync, {} requests: {requests:#?}",
+        requests.len()
+    );
+    let watches: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.contains("watch=true"))
+        .collect();
+    assert!(
+        watches.iter().all(|w| w.contains("sendInitialEvents=true")),
+        "initial lists are streamed: {watches:#?}"
+    );
+    let lists: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.starts_with("GET ") && !r.contains("watch=true") && r.contains('?'))
+        .collect();
+    assert!(lists.is_empty(), "no list besides the watches: {lists:#?}");
+    let secret = format!("GET /api/v1/namespaces/{ns}/secrets/vsphere-credentials");
+    let zone_secret = format!("GET /api/v1/namespaces/{SA_NAMESPACE}/secrets/{zone}");
+    for s in [&secret, &zone_secret] {
+        let reads = requests
+            .iter()
+            .filter(|r| r.starts_with(s.as_str()))
+            .count();
+        assert_eq!(reads, 1, "{s}: read once for all: {requests:#?}");
+    }
+    let other = unexpected(
+        &requests,
+        &[
+            "GET /api/v1/nodes?",
+            "GET /apis/infrastructure.cluster.x-k8s.io/",
+            "GET /apis/machine.openshift.io/",
+            "GET /apis/cluster.x-k8s.io/v1beta2/clusters?",
+            "GET /apis/cluster.x-k8s.io/v1beta2/machines?",
+            // The storage migration's look at our CRDs (the manager's startup check reads
+            // them first and the migration then does not; in this process there is none).
+            "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/",
+            &secret,
+            &zone_secret,
+        ],
+    );
+    assert!(other.is_empty(), "nothing else: {other:#?}");
+    let single_gets = unexpected(
+        &requests
+            .iter()
+            .filter(|r| r.starts_with("GET /apis/infrastructure") && !r.contains('?'))
+            .cloned()
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    assert!(
+        single_gets.is_empty(),
+        "no object read one by one: {single_gets:#?}"
+    );
+    // 12 watched kinds, 8 CRDs, 2 Secrets (the cluster's identity, the zone's).
+    assert!(
+        requests.len() <= 22,
+        "{} requests: {requests:#?}",
+        requests.len()
+    );
+    delete_vsphere_machine_m1(cp, &ns).await;
+    cp.kubectl(ADMIN, &["delete", "vspheredeploymentzone", &zone])
+        .ok();
+    controllers.stop().await;
+}
+
+/// Issue #27: the credentials Secret is remembered for a while (`--credentials-reread-interval`,
+/// 10 min here), yet a rotated password takes effect at the next login: when vCenter refuses
+/// the password remembered, the Secret is read again at once. The cluster starts with a wrong
+/// password in its identity Secret (refused), the admin rotates it to the right one, and the
+/// cluster is provisioned within seconds, not at the next reread; the refused password and the
+/// new one are in no status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_secret_password_is_used_at_the_next_login() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cp = control_plane();
+    install_capi_crds(cp);
+    let ns = cp.namespace("capi-rotate");
+    let sim = Vcsim::builder()
+        .clusters(1)
+        .hosts(1)
+        .pools(1)
+        .credentials("rotate-admin", "rotated-pw-5c1e")
+        .start()
+        .await;
+    let polling = vsphere_provider::plan::machine::waiting::Polling {
+        credentials_reread: Duration::from_secs(600),
+        ..Default::default()
+    };
+    let controllers = Controllers::start_with(cp, polling).await;
+    let mut secret = credentials_secret(&ns, "vsphere-credentials", &sim);
+    secret["stringData"]["password"] = json!("stale-pw-0b9d");
+    cp.apply_text(ADMIN, &secret.to_string(), None).ok();
+    let api = owned_cluster(
+        cp,
+        &ns,
+        &sim,
+        json!({"kind": "Secret", "name": "vsphere-credentials"}),
+        false,
+        false,
+    )
+    .await;
+    let c = wait_until(
+        &api,
+        "VCenterAvailable False",
+        Duration::from_secs(30),
+        |c| v1beta2(c, "VCenterAvailable").is_some_and(|v| v.0 == "False"),
+    )
+    .await;
+    assert!(
+        !c.to_string().contains("stale-pw-0b9d"),
+        "no secret in the status"
+    );
+    // Refused twice, so the copy in memory was used at least once more.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    let mark = controllers.requests.mark();
+    let rotated = Instant::now();
+    cp.apply_text(
+        ADMIN,
+        &credentials_secret(&ns, "vsphere-credentials", &sim).to_string(),
+        None,
+    )
+    .ok();
+    let c = wait_until(
+        &api,
+        "provisioned with the rotated password",
+        Duration::from_secs(60),
+        |c| c["status"]["initialization"]["provisioned"] == true,
+    )
+    .await;
+    let took = rotated.elapsed();
+    assert!(
+        took < Duration::from_secs(45),
+        "the rotated password took {took:?}: read at the reread, not after the refused login"
+    );
+    assert_eq!(v1beta2(&c, "VCenterAvailable").unwrap().0, "True");
+    assert!(
+        !c.to_string().contains("rotated-pw-5c1e"),
+        "no secret in the status"
+    );
+    let reads = controllers
+        .requests
+        .since(mark)
+        .into_iter()
+        .filter(|r| r.contains(&format!("/namespaces/{ns}/secrets/vsphere-credentials")))
+        .count();
+    assert!(reads >= 1, "the Secret read again after the refusal");
+    eprintln!(
+        "realapi_capi_cluster: rotated password used after {took:?}, {reads} reads of the Secret"
+    );
+    controllers.stop().await;
+}

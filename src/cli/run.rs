@@ -100,6 +100,11 @@ pub struct Args {
     /// Between two, at rest, nothing but the long poll reads vCenter.
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     pub zone_resync_interval: Duration,
+    /// How long a vCenter credentials Secret (an identityRef's, a credentialsSecret) is used
+    /// before it is read from the API server again: a rotated or deleted Secret takes effect
+    /// this late at most, and at once when vCenter refuses the password remembered.
+    #[arg(long, default_value = "1m", value_parser = parse_duration, value_name = "DURATION")]
+    pub credentials_reread_interval: Duration,
     /// Long-poll each vCenter (one WaitForUpdatesEx per server and identity) for the tasks and
     /// VMs machines wait on, so that a machine's next step follows its task at once. Off: every
     /// wait is polled at --task-poll-interval.
@@ -424,6 +429,7 @@ async fn start(
             resync: args.machine_resync_interval,
             long_poll: args.vcenter_long_poll,
             infrastructure_resync: args.zone_resync_interval,
+            credentials_reread: args.credentials_reread_interval,
         },
     };
 

@@ -69,6 +69,8 @@ pub struct Context {
     /// When each VSphereCluster's vCenter session was last checked (by UID): owned clusters
     /// look again every 30 s for a pause, but vCenter only at the resync.
     pub vcenter_checks: VcenterChecks,
+    /// The credentials Secrets read lately (see `controllers::secrets`).
+    pub secrets: super::secrets::SecretCache,
 }
 
 /// See [`Context::vcenter_checks`].
@@ -96,6 +98,7 @@ impl Context {
             long_polls: super::machine::long_poll::LongPolls::new(shared.polling.clone(), None),
             polling: shared.polling.clone(),
             vcenter_checks: Default::default(),
+            secrets: Default::default(),
         }
     }
 

@@ -3,8 +3,12 @@
 //! names is read, one object at a time (the manager never lists Secrets): a cluster's
 //! identityRef Secret, or its VSphereClusterIdentity with its Secret in the controller's
 //! namespace and the labels of the cluster's namespace; an OpenShift machine's credentialsSecret
-//! in its namespace; a zone's identityRef in the controller's namespace.
+//! in its namespace; a zone's identityRef in the controller's namespace. Secrets come through
+//! [`super::secrets::SecretCache`]: read once per `--credentials-reread-interval`, not per
+//! sweep, and again at once when vCenter refuses the password they held.
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+use super::secrets::Read;
 use kube::Api;
 use serde::de::DeserializeOwned;
 
@@ -23,6 +27,8 @@ pub struct IdentityObjects {
     pub secrets: Vec<Secret>,
     pub identities: Vec<VSphereClusterIdentity>,
     pub namespaces: Vec<Namespace>,
+    /// Whether some Secret came from memory rather than a read made for this call.
+    pub remembered: bool,
 }
 
 impl IdentityObjects {
@@ -45,7 +51,24 @@ impl Context {
         if server.trim().is_empty() {
             return Err(Failure::config("spec.server is empty"));
         }
-        let objects = self.principal_objects(principal).await;
+        let objects = self.principal_objects(principal, false).await;
+        let client = self.resolved_client(server, principal, &objects)?;
+        // A refused login with a remembered password: the Secret may have been rotated since
+        // it was read. Read it again (once per call; while vCenter keeps refusing, the client
+        // does not try that password again for a while anyway).
+        if objects.remembered && client.login_refused().await {
+            let objects = self.principal_objects(principal, true).await;
+            return self.resolved_client(server, principal, &objects);
+        }
+        Ok(client)
+    }
+
+    fn resolved_client(
+        &self,
+        server: &str,
+        principal: &Principal,
+        objects: &IdentityObjects,
+    ) -> Result<Client, Failure> {
         let id = resolve(
             principal,
             server,
@@ -76,25 +99,24 @@ impl Context {
             .map_err(Failure::from)
     }
 
-    /// What `principal` names, read one object at a time. Missing or unreadable ones are left
-    /// out; `plan::credentials` then says which one is missing.
-    async fn principal_objects(&self, principal: &Principal) -> IdentityObjects {
+    /// What `principal` names, read one object at a time (Secrets remembered for a while,
+    /// unless `reread`). Missing or unreadable ones are left out; `plan::credentials` then
+    /// says which one is missing.
+    async fn principal_objects(&self, principal: &Principal, reread: bool) -> IdentityObjects {
         match principal {
             Principal::Manager => IdentityObjects::default(),
-            Principal::Cluster(c) => self.identity_objects(std::slice::from_ref(c)).await,
+            Principal::Cluster(c) => {
+                self.identity_objects_as(std::slice::from_ref(c), reread)
+                    .await
+            }
             Principal::MachineSecret { namespace, name } => {
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                IdentityObjects {
-                    secrets: get_logged(&api, name, "credentialsSecret")
-                        .await
-                        .into_iter()
-                        .collect(),
-                    ..IdentityObjects::default()
-                }
+                let mut out = IdentityObjects::default();
+                self.secret_into(&mut out, namespace, name, "credentialsSecret", reread)
+                    .await;
+                out
             }
             Principal::Zone { identity, .. } => {
                 let mut out = IdentityObjects::default();
-                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
                 let secret_name = match identity.kind {
                     VSphereIdentityKind::Secret => Some(identity.name.clone()),
                     VSphereIdentityKind::VSphereClusterIdentity => {
@@ -106,10 +128,38 @@ impl Context {
                     }
                 };
                 if let Some(name) = secret_name {
-                    out.secrets
-                        .extend(get_logged(&secrets, &name, "identity Secret").await);
+                    let ns = self.namespace.clone();
+                    self.secret_into(&mut out, &ns, &name, "identity Secret", reread)
+                        .await;
                 }
                 out
+            }
+        }
+    }
+
+    /// The Secret `ns/name` into `out` (see [`super::secrets`]); absent or unreadable, left
+    /// out (a read failure is logged naming the Secret, never its content).
+    async fn secret_into(
+        &self,
+        out: &mut IdentityObjects,
+        ns: &str,
+        name: &str,
+        what: &str,
+        reread: bool,
+    ) {
+        let max_age = if reread {
+            std::time::Duration::ZERO
+        } else {
+            self.polling.credentials_reread
+        };
+        match self.secrets.get(&self.client, ns, name, max_age).await {
+            Ok(Some((s, read))) => {
+                out.remembered |= read == Read::Remembered;
+                out.secrets.push(s);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "cannot read {what}")
             }
         }
     }
@@ -117,6 +167,14 @@ impl Context {
     /// The objects the clusters' identityRefs name. Missing or unreadable ones are left out;
     /// `plan::credentials` then says which one is missing.
     pub async fn identity_objects(&self, clusters: &[VSphereCluster]) -> IdentityObjects {
+        self.identity_objects_as(clusters, false).await
+    }
+
+    async fn identity_objects_as(
+        &self,
+        clusters: &[VSphereCluster],
+        reread: bool,
+    ) -> IdentityObjects {
         let mut out = IdentityObjects::default();
         for c in clusters {
             let Some(r) = &c.spec.identity_ref else {
@@ -125,9 +183,8 @@ impl Context {
             let ns = c.metadata.namespace.clone().unwrap_or_default();
             match r.kind {
                 VSphereIdentityKind::Secret => {
-                    let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-                    out.secrets
-                        .extend(get_logged(&api, &r.name, "identity Secret").await);
+                    self.secret_into(&mut out, &ns, &r.name, "identity Secret", reread)
+                        .await;
                 }
                 VSphereIdentityKind::VSphereClusterIdentity => {
                     let api: Api<VSphereClusterIdentity> = Api::all(self.client.clone());
@@ -135,11 +192,10 @@ impl Context {
                         continue;
                     };
                     if !id.spec.secret_name.is_empty() {
-                        let secrets: Api<Secret> =
-                            Api::namespaced(self.client.clone(), &self.namespace);
-                        out.secrets.extend(
-                            get_logged(&secrets, &id.spec.secret_name, "identity Secret").await,
-                        );
+                        let ns = self.namespace.clone();
+                        let name = id.spec.secret_name.clone();
+                        self.secret_into(&mut out, &ns, &name, "identity Secret", reread)
+                            .await;
                     }
                     out.identities.push(id);
                     let namespaces: Api<Namespace> = Api::all(self.client.clone());

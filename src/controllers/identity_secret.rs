@@ -1,6 +1,9 @@
 //! The I/O of a VSphereCluster's identity Secret ownership (`plan::cluster::identity_secret`
 //! decides): read the Secret named by `identityRef: {kind: Secret}`, patch its owner references
-//! and finalizers when the plan says so (compare-and-swap on its resourceVersion).
+//! and finalizers when the plan says so (compare-and-swap on its resourceVersion). The Secret
+//! is the one the vCenter credentials were read from (`controllers::secrets`, remembered for a
+//! while): once the cluster owns it, a reconcile reads nothing more. A stale copy costs at most
+//! a refused patch (the resourceVersion moved), after which it is read again.
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
@@ -29,8 +32,10 @@ pub async fn reconcile(
     };
     let ns = cluster.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let secret = match secrets.get_metadata(&r.name).await {
-        Ok(s) => s,
+    let max_age = ctx.polling.credentials_reread;
+    let secret = match ctx.secrets.get(&ctx.client, &ns, &r.name, max_age).await {
+        Ok(Some((s, _))) => s,
+        Ok(None) => return Ok(()),
         Err(e) if is_not_found(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
@@ -56,6 +61,8 @@ pub async fn reconcile(
         "ownerReferences": owner_references,
         "finalizers": finalizers,
     }});
+    // The copy remembered no longer holds what the Secret will (nor, if refused, what it does).
+    ctx.secrets.forget(&ns, &r.name);
     secrets
         .patch_metadata(&r.name, &PatchParams::default(), &Patch::Merge(&body))
         .await?;

@@ -49,6 +49,7 @@ pub mod mhc;
 pub mod patch;
 pub mod pause;
 pub mod runtime;
+pub mod secrets;
 pub mod settings;
 pub mod shutdown;
 pub mod startup;

@@ -177,6 +177,7 @@ async fn stores_what_we_write(
             });
         }
     };
+    crate::controllers::storage_migration::note_checked(kind, &crd);
     let stores = crd
         .spec
         .versions

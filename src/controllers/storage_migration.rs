@@ -88,6 +88,57 @@ pub async fn run(client: Client, shutdown: Shutdown) {
     }
 }
 
+/// How long the startup check's finding that a CRD has nothing to migrate stands in for the
+/// migration's own read of it: the controllers (and this migration) start moments after the
+/// check, so reading each CRD again was one request per kind on every process start.
+const FOUND_MIGRATED_FOR: Duration = Duration::from_secs(60);
+
+/// The kinds the startup check (`startup::check`, which reads each CRD anyway) found fully
+/// migrated, and when. A process-wide note, not state to share: a kind is looked up once and
+/// forgotten, so a later leadership term reads its CRD again.
+static FOUND_MIGRATED: std::sync::Mutex<Vec<(Kind, std::time::Instant)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The startup check read `crd` of `kind`: note whether it has nothing to migrate.
+pub(crate) fn note_checked(kind: Kind, crd: &CustomResourceDefinition) {
+    if crd_outcome(kind, crd) == Some(Outcome::NothingToDo) {
+        let mut found = FOUND_MIGRATED.lock().unwrap_or_else(|e| e.into_inner());
+        found.retain(|(k, _)| *k != kind);
+        found.push((kind, std::time::Instant::now()));
+    }
+}
+
+/// Whether the startup check found `kind` migrated moments ago (and forget it).
+fn found_migrated(kind: Kind) -> bool {
+    let mut found = FOUND_MIGRATED.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = found
+        .iter()
+        .any(|(k, at)| *k == kind && at.elapsed() < FOUND_MIGRATED_FOR);
+    found.retain(|(k, _)| *k != kind);
+    fresh
+}
+
+/// What `crd` alone says: nothing to do, the CRD too old, or `None` (objects to rewrite).
+fn crd_outcome(kind: Kind, crd: &CustomResourceDefinition) -> Option<Outcome> {
+    let storage = version_name(kind.storage_version());
+    let stored = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.clone())
+        .unwrap_or_default();
+    let stores = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.as_str());
+    match decide(&stored, stores, storage) {
+        Migration::Done => Some(Outcome::NothingToDo),
+        Migration::CrdOlderThanManager { .. } => Some(Outcome::CrdNotUpgraded),
+        Migration::Rewrite => None,
+    }
+}
+
 /// `<plural>.<group>`.
 pub fn crd_name(kind: Kind) -> String {
     format!("{}.{INFRA_GROUP}", kind.plural())
@@ -96,6 +147,9 @@ pub fn crd_name(kind: Kind) -> String {
 /// Rewrites `kind`'s objects if its CRD still lists an older stored version, then narrows
 /// `storedVersions`.
 pub async fn migrate(client: &Client, kind: Kind) -> Result<Outcome, kube::Error> {
+    if found_migrated(kind) {
+        return Ok(Outcome::NothingToDo);
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = crd_name(kind);
     let crd = crds.get(&name).await?;

@@ -72,7 +72,7 @@ fn spawn_reflector<K>(
 ) where
     K: Watchable,
 {
-    tasks.spawn(reflect(api, writer, deleted));
+    tasks.spawn(reflect(api, writer, deleted, None));
 }
 
 /// The watch of `api` into `writer`, forever. Watch errors (API server restarts, a CRD
@@ -83,13 +83,14 @@ async fn reflect<K>(
     api: Api<DeserializeGuard<K>>,
     writer: reflector::store::Writer<DeserializeGuard<K>>,
     deleted: Option<Deleted<K>>,
+    optional: Option<Optional<K>>,
 ) where
     K: Watchable,
 {
     let kind = K::kind(&()).into_owned();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default())
+        streaming_or_list(api, optional)
             .default_backoff()
             .modify(slim),
     );
@@ -119,20 +120,126 @@ async fn reflect<K>(
         .await;
 }
 
+/// What ends a kind's wait for its CRD: the cache to mark absent meanwhile, and the resource's
+/// name for the log.
+struct Optional<K: Watchable> {
+    cache: cache::Cache<K>,
+    resource: String,
+}
+
+/// The watch of `api` with its initial list streamed (`sendInitialEvents`: one request per
+/// kind, where a list and then a watch take two; a restart resync pays this once per kind).
+/// An API server that refuses streaming lists (400/422: Kubernetes 1.33 turned the feature off
+/// by default, 1.34 on again) gets a list and a watch instead, for good.
+///
+/// With `optional`, a kind the server does not serve (404) or this identity may not list
+/// (403) is found by that first request rather than a look of its own: its cache is absent
+/// (loaded and empty), said once, and the watch is tried again every [`ABSENT_RECHECK`]; once
+/// served, the cache loads.
+fn streaming_or_list<K>(
+    api: Api<DeserializeGuard<K>>,
+    optional: Option<Optional<K>>,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<DeserializeGuard<K>>>> + Send
+where
+    K: Watchable,
+{
+    struct State<K: Watchable> {
+        api: Api<DeserializeGuard<K>>,
+        inner: futures::stream::BoxStream<
+            'static,
+            watcher::Result<watcher::Event<DeserializeGuard<K>>>,
+        >,
+        streaming: bool,
+        answered: bool,
+        optional: Option<Optional<K>>,
+        was_absent: bool,
+    }
+    fn start<K: Watchable>(
+        api: &Api<DeserializeGuard<K>>,
+        streaming: bool,
+    ) -> futures::stream::BoxStream<'static, watcher::Result<watcher::Event<DeserializeGuard<K>>>>
+    {
+        let config = if streaming {
+            watcher::Config::default().streaming_lists()
+        } else {
+            watcher::Config::default()
+        };
+        watcher(api.clone(), config).boxed()
+    }
+    let state = State {
+        inner: start(&api, true),
+        api,
+        streaming: true,
+        answered: false,
+        optional,
+        was_absent: false,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        loop {
+            let item = s.inner.next().await?;
+            if s.answered {
+                return Some((item, s));
+            }
+            let refused = match &item {
+                Err(
+                    watcher::Error::WatchStartFailed(kube::Error::Api(st))
+                    | watcher::Error::InitialListFailed(kube::Error::Api(st)),
+                ) => Some((st.code, st.message.clone())),
+                _ => None,
+            };
+            match refused {
+                None => {
+                    // The first answer: the kind is served and this way of watching works.
+                    s.answered = item.is_ok();
+                    if s.answered
+                        && let Some(o) = s.optional.take()
+                        && s.was_absent
+                    {
+                        tracing::info!(resource = %o.resource, "now served: watched");
+                        let cache = o.cache.clone();
+                        tokio::spawn(async move { cache.load().await });
+                    }
+                    return Some((item, s));
+                }
+                Some((400 | 422, message)) if s.streaming => {
+                    tracing::info!(kind = %K::kind(&()), %message,
+                        "the API server does not stream initial lists: listing, then watching");
+                    s.streaming = false;
+                    s.inner = start(&s.api, false);
+                }
+                Some((code @ (403 | 404), message)) if s.optional.is_some() => {
+                    let o = s.optional.as_ref().unwrap_or_else(|| unreachable!());
+                    if !s.was_absent {
+                        if code == 404 {
+                            tracing::info!(resource = %o.resource, recheck = ?ABSENT_RECHECK,
+                                "not served (Cluster API not installed): not watched; looked for again periodically");
+                        } else {
+                            tracing::warn!(resource = %o.resource, error = %message, recheck = ?ABSENT_RECHECK,
+                                "not allowed to list: not watched; bind the manager's ServiceAccount with config/rbac");
+                        }
+                    }
+                    s.was_absent = true;
+                    o.cache.set_absent(true);
+                    tokio::time::sleep(ABSENT_RECHECK).await;
+                    s.inner = start(&s.api, s.streaming);
+                }
+                Some(_) => return Some((item, s)),
+            }
+        }
+    })
+}
+
 /// How often a kind found not served (its CRD not installed) is looked for again. Installing
 /// Cluster API under a running manager is rare and a restart picks it up at once; a look every
 /// few minutes keeps an OpenShift-only install's requests and logs quiet.
 pub const ABSENT_RECHECK: Duration = Duration::from_secs(300);
 
-/// How soon a look at an optional kind that failed for another reason (the API server
-/// restarting) is tried again; the cache stays loading meanwhile.
-const PROBE_RETRY: Duration = Duration::from_secs(5);
-
 /// Like [`watch_kind`], for a kind the API server may not serve (Cluster API's, whose CRDs an
-/// OpenShift-only install lacks). One list of at most one object tells: not served (404), or
-/// not allowed (403, an older config/rbac), makes the cache absent — loaded and empty, holding
-/// no controller back — said once in the log and looked at again every [`ABSENT_RECHECK`];
-/// once served, the watch starts and the cache loads.
+/// OpenShift-only install lacks). The watch's first request tells: not served (404), or not
+/// allowed (403, an older config/rbac), makes the cache absent — loaded and empty, holding no
+/// controller back — said once in the log and looked at again every [`ABSENT_RECHECK`]; once
+/// served, the cache loads (see [`streaming_or_list`]). No look of its own before the watch:
+/// that was one more request per kind and process start.
 pub(super) fn watch_optional_kind<K, const N: usize>(
     client: &kube::Client,
     tasks: &mut tokio::task::JoinSet<()>,
@@ -148,41 +255,11 @@ where
     });
     let cache = cache::Cache::over(store);
     let api: Api<DeserializeGuard<K>> = Api::all(client.clone());
-    let loaded = cache.clone();
-    tasks.spawn(async move {
-        let resource = format!("{}.{}", K::plural(&()), K::group(&()));
-        let mut was_absent = false;
-        loop {
-            let params = kube::api::ListParams::default().limit(1);
-            match api.list_metadata(&params).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
-                    if !was_absent {
-                        if s.code == 404 {
-                            tracing::info!(%resource, recheck = ?ABSENT_RECHECK,
-                                "not served (Cluster API not installed): not watched; looked for again periodically");
-                        } else {
-                            tracing::warn!(%resource, error = %s.message, recheck = ?ABSENT_RECHECK,
-                                "not allowed to list: not watched; bind the manager's ServiceAccount with config/rbac");
-                        }
-                    }
-                    was_absent = true;
-                    loaded.set_absent(true);
-                    tokio::time::sleep(ABSENT_RECHECK).await;
-                }
-                Err(e) => {
-                    tracing::debug!(%resource, error = %e, "cannot list; trying again");
-                    tokio::time::sleep(PROBE_RETRY).await;
-                }
-            }
-        }
-        if was_absent {
-            tracing::info!(%resource, "now served: watched");
-            futures::join!(reflect(api, writer, None), loaded.load());
-        } else {
-            reflect(api, writer, None).await;
-        }
-    });
+    let optional = Optional {
+        cache: cache.clone(),
+        resource: format!("{}.{}", K::plural(&()), K::group(&())),
+    };
+    tasks.spawn(reflect(api, writer, None, Some(optional)));
     (cache, subscriptions)
 }
 

@@ -179,6 +179,13 @@ impl Client {
         &self.inner.conn.credentials.username
     }
 
+    /// Whether vCenter refused this client's credentials lately (its last login failed with
+    /// `InvalidLogin`): the caller may hold a stale password, e.g. one read from a Secret that
+    /// has been rotated since (`controllers::secrets` reads the Secret again then).
+    pub async fn login_refused(&self) -> bool {
+        self.inner.conn.login_rejected_recently().await
+    }
+
     /// Who this client is on which server, for caches of what it read: the endpoint, the user
     /// and a fingerprint of the password (never the password).
     pub fn principal_key(&self) -> String {

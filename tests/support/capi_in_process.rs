@@ -74,6 +74,14 @@ fn logging(client: kube::Client, requests: Requests) -> kube::Client {
 
 impl Controllers {
     pub async fn start(cp: &ControlPlane) -> Controllers {
+        Self::start_with(cp, Default::default()).await
+    }
+
+    /// [`Controllers::start`] with other intervals (`polling`).
+    pub async fn start_with(
+        cp: &ControlPlane,
+        polling: vsphere_provider::plan::machine::waiting::Polling,
+    ) -> Controllers {
         let stats = Stats::default();
         let metrics_stats = stats.clone();
         let requests = Requests::default();
@@ -87,7 +95,7 @@ impl Controllers {
             metrics: metrics.clone(),
             reporter: "vsphere-provider".into(),
             converts: false,
-            polling: Default::default(),
+            polling,
             health: Health::new(false),
             namespace: SA_NAMESPACE.into(),
         };

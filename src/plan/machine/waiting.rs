@@ -26,6 +26,10 @@ pub struct Polling {
     /// again, and a VSphereCluster's vCenter session checked, when nothing changed. Between
     /// two, nothing but the long poll reads vCenter at rest.
     pub infrastructure_resync: Duration,
+    /// How long a vCenter credentials Secret read from the API server is used before it is
+    /// read again (`controllers::secrets`): a rotated or deleted Secret is seen this late at
+    /// most, or at once when vCenter refuses the remembered password.
+    pub credentials_reread: Duration,
 }
 
 impl Default for Polling {
@@ -35,9 +39,15 @@ impl Default for Polling {
             resync: DEFAULT_RESYNC,
             long_poll: true,
             infrastructure_resync: DEFAULT_INFRASTRUCTURE_RESYNC,
+            credentials_reread: DEFAULT_CREDENTIALS_REREAD,
         }
     }
 }
+
+/// The default of [`Polling::credentials_reread`]: a restart resync or a burst of sweeps reads
+/// each Secret once (it was once per sweep: 68 reads of one Secret while six machines were
+/// made), and a rotated password is picked up within a minute even while the old one works.
+pub const DEFAULT_CREDENTIALS_REREAD: Duration = Duration::from_secs(60);
 
 /// The default of [`Polling::resync`]: vCenter drifts (a VM deleted by hand must turn its
 /// Machine `Failed`), and this is how late that is seen when no long poll reports it.
