@@ -1,7 +1,8 @@
-//! A small in-memory Kubernetes API server for the controller tests (no kube-apiserver binary
-//! can be installed here). It speaks enough of the REST API for kube-rs: list and watch (with
-//! resourceVersion replay), get, create, replace (resourceVersion compare-and-swap), patch
-//! (merge, JSON patch, and server-side apply of the status subresource approximated per field
+//! A small in-memory Kubernetes API server for the controller tests: a stand-in for
+//! kube-apiserver where exact requests and injected faults are asserted (the realapi_* tests run
+//! the real one, tests/support/realapi.rs). It speaks enough of the REST API for kube-rs: list
+//! and watch (streamed initial lists as WatchList serves them, and resourceVersion replay),
+//! get, create, replace (resourceVersion compare-and-swap), patch (merge, JSON patch, and server-side apply of the status subresource approximated per field
 //! manager: what a manager sends is merged in, map-lists by their key (`list_key`), other lists
 //! whole, and what it sent last time but not this time is removed), delete with finalizers and
 //! preconditions, and the status subresource. Every request is recorded so tests can assert
@@ -658,14 +659,53 @@ impl FakeApiServer {
             let ns = t.namespace.clone();
             move |c: &Change| c.key.resource == resource && (ns.is_none() || c.key.namespace == ns)
         };
+        // A streamed list (`sendInitialEvents=true`, as kube-apiserver's WatchList): every
+        // object as ADDED, then the bookmark that ends the initial events, then what changes.
+        let initial_events = query_param(query, "sendInitialEvents").as_deref() == Some("true");
         let (backlog, rx) = {
             let inner = self.inner.lock().unwrap();
-            let backlog: Vec<Change> = inner
-                .changes
-                .iter()
-                .filter(|c| c.rv > since && matches(c))
-                .cloned()
-                .collect();
+            let backlog: Vec<Change> = if initial_events {
+                let mut events: Vec<Change> = inner
+                    .objects
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.resource == t.resource
+                            && (t.namespace.is_none() || k.namespace == t.namespace)
+                    })
+                    .map(|(k, v)| Change {
+                        rv: inner.rv,
+                        type_: "ADDED",
+                        key: k.clone(),
+                        object: v.clone(),
+                    })
+                    .collect();
+                let kind = events
+                    .first()
+                    .and_then(|c| c.object["kind"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                events.push(Change {
+                    rv: inner.rv,
+                    type_: "BOOKMARK",
+                    key: Key {
+                        resource: t.resource.clone(),
+                        namespace: t.namespace.clone(),
+                        name: String::new(),
+                    },
+                    object: json!({"apiVersion": t.api_version, "kind": kind, "metadata": {
+                        "resourceVersion": inner.rv.to_string(),
+                        "annotations": {"k8s.io/initial-events-end": "true"}
+                    }}),
+                });
+                events
+            } else {
+                inner
+                    .changes
+                    .iter()
+                    .filter(|c| c.rv > since && matches(c))
+                    .cloned()
+                    .collect()
+            };
             (backlog, self.tx.subscribe())
         };
         let live = futures::stream::unfold(rx, |mut rx| async move {
