@@ -3,11 +3,11 @@
 //! tests/support/realapi.rs). It speaks enough of the REST API for kube-rs: list and watch
 //! (streamed initial lists as WatchList serves them, and resourceVersion replay), get, create,
 //! replace (resourceVersion compare-and-swap), patch (merge, JSON patch, and server-side apply of
-//! the status subresource approximated per field manager: what a manager sends is merged in, map-
-//! lists by their key (`list_key`), other lists whole, and what it sent last time but not this time
-//! is removed), delete with finalizers and preconditions, and the status subresource. Every request
-//! is recorded so tests can assert what the controllers wrote, and what they did not. Requests can
-//! be failed (`inject`) or held unanswered until released (`hold`).
+//! the status subresource approximated per field manager: what a manager sends is merged in,
+//! map-lists by their key (`list_key`), other lists whole, and what it sent last time but not this
+//! time is removed), delete with finalizers and preconditions, and the status subresource. Every
+//! request is recorded so tests can assert what the controllers wrote, and what they did not.
+//! Requests can be failed (`inject`) or held unanswered until released (`hold`).
 //!
 //! It is an axum `Router` handed to `kube::Client::new`, so no socket is involved.
 //!
