@@ -25,6 +25,18 @@ pub enum CloneMode {
     LinkedClone,
 }
 
+/// `cloneMode` as stored. v1beta1 took any string, and an object stored then is converted to
+/// v1beta2, not validated against its enum: an unknown value decodes as unset (a full clone, as
+/// this provider always read one) instead of making the whole VSphereMachine or VSphereVM
+/// undecodable (hub-types §4.4). The CRD still allows only the two values.
+fn lenient_clone_mode<'de, D>(d: D) -> Result<Option<CloneMode>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let given = Option::<String>::deserialize(d)?;
+    Ok(given.and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok()))
+}
+
 /// How a VM is powered off before it is destroyed.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum PowerOffMode {
@@ -76,7 +88,12 @@ pub struct VirtualMachineCloneSpec {
     #[schemars(length(min = 1, max = 2048))]
     pub template: String,
     /// cloneMode: unset means linked when the template has a snapshot, else full.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient_clone_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<CloneMode>")]
     pub clone_mode: Option<CloneMode>,
     /// snapshot of the template a linked clone starts from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -395,4 +412,30 @@ pub struct NetworkStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub network_name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VSphereVM stored at v1beta1 with a clone mode v1beta2's enum lacks still decodes (as
+    /// unset); the two known ones decode as themselves, and the schema keeps the enum.
+    #[test]
+    fn an_unknown_clone_mode_decodes_as_unset() {
+        let spec = |mode: &str| -> VirtualMachineCloneSpec {
+            serde_json::from_value(serde_json::json!({"template": "t", "cloneMode": mode})).unwrap()
+        };
+        assert_eq!(spec("linkedClone").clone_mode, Some(CloneMode::LinkedClone));
+        assert_eq!(spec("fullClone").clone_mode, Some(CloneMode::FullClone));
+        assert_eq!(spec("LinkedClone").clone_mode, None);
+        let absent: VirtualMachineCloneSpec =
+            serde_json::from_value(serde_json::json!({"template": "t"})).unwrap();
+        assert_eq!(absent.clone_mode, None);
+        let schema = serde_json::to_value(schemars::schema_for!(VirtualMachineCloneSpec)).unwrap();
+        let text = schema.to_string();
+        assert!(
+            text.contains("linkedClone") && text.contains("fullClone"),
+            "{text}"
+        );
+    }
 }
