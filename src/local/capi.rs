@@ -17,6 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::cluster::LocalCluster;
 use super::store::{Store, born};
+use serde_json::{Value, json};
+
 use crate::api::capi_core::CapiObject;
 use crate::api::vsphere_machine::VSphereMachine;
 use crate::api::vsphere_vm::VSphereVM;
@@ -107,12 +109,48 @@ fn clusters(s: &mut Store, pass: &mut CapiPass) {
         if let Err(why) = capi_play::infrastructure_ref(c) {
             pass.waits.insert(format!("cluster {k}"), why);
         }
-        let status = capi_play::cluster_status(c, &s.clusters);
+        let status = cluster_status(c, &capi_play::cluster_infra(c, &s.clusters));
         if status != c.status {
             c.status = status;
             pass.changed = true;
         }
     }
+}
+
+/// The Cluster's status with `infra` written as CAPI's Cluster controller writes it at the
+/// Cluster's own version: v1beta2's `initialization.infrastructureProvisioned` and the
+/// failure-domain list; v1beta1's `infrastructureReady` and a map by name.
+fn cluster_status(cluster: &CapiObject, infra: &capi_play::ClusterInfra) -> Value {
+    let mut status = match &cluster.status {
+        Value::Object(_) => cluster.status.clone(),
+        _ => json!({}),
+    };
+    let v1beta1 = cluster.api_version.ends_with("/v1beta1");
+    if v1beta1 {
+        status["infrastructureReady"] = infra.provisioned.into();
+    } else {
+        status["initialization"]["infrastructureProvisioned"] = infra.provisioned.into();
+    }
+    match &infra.failure_domains {
+        Some(fds) if v1beta1 => {
+            status["failureDomains"] = fds
+                .iter()
+                .map(|f| {
+                    let mut v = json!(f);
+                    v.as_object_mut().map(|o| o.remove("name"));
+                    (f.name.clone(), v)
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        }
+        Some(fds) => status["failureDomains"] = json!(fds),
+        None => {
+            if let Some(o) = status.as_object_mut() {
+                o.remove("failureDomains");
+            }
+        }
+    }
+    status
 }
 
 fn deployments(s: &mut Store, pass: &mut CapiPass, now: &Time) {
@@ -414,5 +452,46 @@ fn machine_statuses(s: &mut Store, pass: &mut CapiPass) {
             *m = after;
             pass.changed = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vsphere_cluster::FailureDomain;
+
+    /// A Cluster's status gets the VSphereCluster's provisioning and failure domains in the
+    /// Cluster's own version's shape.
+    #[test]
+    fn the_cluster_status_follows_the_clusters_version() {
+        let cluster = |api_version: &str| -> CapiObject {
+            serde_json::from_value(json!({"apiVersion": api_version, "kind": "Cluster",
+                "metadata": {"name": "c", "namespace": "ns"}, "spec": {}}))
+            .unwrap()
+        };
+        let infra = capi_play::ClusterInfra {
+            provisioned: true,
+            failure_domains: Some(vec![FailureDomain {
+                name: "a".into(),
+                control_plane: Some(true),
+                attributes: None,
+            }]),
+        };
+        let v1 = cluster_status(&cluster("cluster.x-k8s.io/v1beta1"), &infra);
+        assert_eq!(v1["infrastructureReady"], true);
+        assert_eq!(v1["failureDomains"], json!({"a": {"controlPlane": true}}));
+        let v2 = cluster_status(&cluster("cluster.x-k8s.io/v1beta2"), &infra);
+        assert_eq!(v2["initialization"]["infrastructureProvisioned"], true);
+        assert_eq!(
+            v2["failureDomains"],
+            json!([{"name": "a", "controlPlane": true}])
+        );
+        assert!(v2.get("infrastructureReady").is_none(), "{v2}");
+        let none = cluster_status(
+            &cluster("cluster.x-k8s.io/v1beta2"),
+            &capi_play::ClusterInfra::default(),
+        );
+        assert_eq!(none["initialization"]["infrastructureProvisioned"], false);
+        assert!(none.get("failureDomains").is_none(), "{none}");
     }
 }

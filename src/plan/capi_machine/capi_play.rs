@@ -3,7 +3,7 @@
 //! workload cluster):
 //!
 //! * a `Cluster` is infrastructure-ready when the VSphereCluster its `spec.infrastructureRef`
-//!   names is ready, and gets that cluster's failure domains ([`cluster_status`]);
+//!   names is ready, and gets that cluster's failure domains ([`cluster_infra`]);
 //! * a `MachineDeployment` of `replicas` N becomes N Machines, each with a VSphereMachine from
 //!   its VSphereMachineTemplate, named `<deployment>-<index>` so that re-runs find them again
 //!   (CAPI goes through a MachineSet with random suffixes; local mode skips the MachineSet).
@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::{Value, json};
 
 use crate::api::capi_core::{CLUSTER_NAME_LABEL, CapiObject};
-use crate::api::vsphere_cluster::VSphereCluster;
+use crate::api::vsphere_cluster::{FailureDomain, VSphereCluster};
 use crate::api::vsphere_machine::{VSphereMachine, VSphereMachineTemplate};
 
 /// The finalizer CAPI puts on a Machine: local mode removes it once the VSphereMachine is gone.
@@ -77,51 +77,30 @@ pub fn infrastructure_ref(cluster: &CapiObject) -> Result<String, String> {
     }
 }
 
-/// The Cluster's status as CAPI's Cluster controller would keep it for this provider, in the
-/// Cluster's own version: the VSphereCluster's `initialization.provisioned` as v1beta2's
-/// `initialization.infrastructureProvisioned` (v1beta1: `infrastructureReady`), and its failure
-/// domains (v1beta2: the list as published; v1beta1: a map by name).
-pub fn cluster_status(
+/// What CAPI's Cluster controller copies from the VSphereCluster a Cluster names: whether its
+/// infrastructure is provisioned, and its failure domains (as published, sorted by name). How
+/// that is written into the Cluster's status depends on the Cluster's version, which is the
+/// edge's business (`local::capi`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterInfra {
+    pub provisioned: bool,
+    pub failure_domains: Option<Vec<FailureDomain>>,
+}
+
+/// The [`ClusterInfra`] of `cluster` from the VSphereCluster its `spec.infrastructureRef`
+/// names (not provisioned, no failure domains, when it names none or one not found).
+pub fn cluster_infra(
     cluster: &CapiObject,
     vsphere_clusters: &BTreeMap<String, VSphereCluster>,
-) -> Value {
-    let mut status = match &cluster.status {
-        Value::Object(_) => cluster.status.clone(),
-        _ => json!({}),
-    };
-    let vc = infrastructure_ref(cluster)
+) -> ClusterInfra {
+    let status = infrastructure_ref(cluster)
         .ok()
-        .and_then(|k| vsphere_clusters.get(&k));
-    let ready = vc
-        .and_then(|c| c.status.as_ref())
-        .is_some_and(|s| s.provisioned());
-    let v1beta1 = cluster.api_version.ends_with("/v1beta1");
-    if v1beta1 {
-        status["infrastructureReady"] = ready.into();
-    } else {
-        status["initialization"]["infrastructureProvisioned"] = ready.into();
+        .and_then(|k| vsphere_clusters.get(&k))
+        .and_then(|c| c.status.as_ref());
+    ClusterInfra {
+        provisioned: status.is_some_and(|s| s.provisioned()),
+        failure_domains: status.and_then(|s| s.failure_domains.clone()),
     }
-    let published = vc.and_then(|c| c.status.as_ref()?.failure_domains.as_ref());
-    match published {
-        Some(fds) if v1beta1 => {
-            status["failureDomains"] = fds
-                .iter()
-                .map(|f| {
-                    let mut v = json!(f);
-                    v.as_object_mut().map(|o| o.remove("name"));
-                    (f.name.clone(), v)
-                })
-                .collect::<serde_json::Map<_, _>>()
-                .into()
-        }
-        Some(fds) => status["failureDomains"] = json!(fds),
-        None => {
-            if let Some(o) = status.as_object_mut() {
-                o.remove("failureDomains");
-            }
-        }
-    }
-    status
 }
 
 /// What a MachineDeployment wants done.
@@ -527,7 +506,7 @@ mod tests {
         }))
         .unwrap();
         let mut vcs = BTreeMap::from([("ns/vc".to_string(), vc.clone())]);
-        assert_eq!(cluster_status(&c, &vcs)["infrastructureReady"], false);
+        assert_eq!(cluster_infra(&c, &vcs), ClusterInfra::default());
         vc.status = Some(
             serde_json::from_value(json!({
                 "initialization": {"provisioned": true},
@@ -536,19 +515,9 @@ mod tests {
             .unwrap(),
         );
         vcs.insert("ns/vc".into(), vc);
-        let v1 = cluster_status(&c, &vcs);
-        assert_eq!(v1["infrastructureReady"], true);
-        assert_eq!(v1["failureDomains"], json!({"a": {"controlPlane": true}}));
-        // A v1beta2 Cluster gets the v1beta2 shapes.
-        let mut c2 = c.clone();
-        c2.api_version = "cluster.x-k8s.io/v1beta2".into();
-        let v2 = cluster_status(&c2, &vcs);
-        assert_eq!(v2["initialization"]["infrastructureProvisioned"], true);
-        assert_eq!(
-            v2["failureDomains"],
-            json!([{"name": "a", "controlPlane": true}])
-        );
-        assert!(v2.get("infrastructureReady").is_none(), "{v2}");
+        let infra = cluster_infra(&c, &vcs);
+        assert!(infra.provisioned);
+        assert_eq!(infra.failure_domains.unwrap()[0].name, "a");
         let bad = obj(
             json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": "c"}, "spec": {}}),
