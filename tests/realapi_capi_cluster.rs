@@ -454,14 +454,7 @@ async fn a_vsphere_machine_becomes_a_vm_in_its_zone_with_its_bootstrap_data_and_
     // No IP yet: not ready, and says so. Then the guest reports one.
     let vsm = get_json(cp, "vspheremachine", &ns, "m1").unwrap();
     assert_ne!(vsm["status"]["ready"], true, "{vsm}");
-    readback.set_guest_ip(&vm.moref, "10.0.0.42").await;
-    let vsm = eventually(
-        "the VSphereMachine ready",
-        Duration::from_secs(90),
-        || async { get_json(cp, "vspheremachine", &ns, "m1") },
-        |v| v["status"]["ready"] == true,
-    )
-    .await;
+    let vsm = m1_ready_with_ip(cp, &ns, &readback, &vm.moref, "10.0.0.42").await;
     assert_eq!(
         vsm["spec"]["providerID"],
         format!("vsphere://{bios}"),
@@ -589,14 +582,7 @@ async fn a_machine_change_wakes_its_vsphere_machine_and_provisioned_passes_read_
         |_| true,
     )
     .await;
-    readback.set_guest_ip(&vm.moref, "10.0.0.43").await;
-    eventually(
-        "the VSphereMachine ready",
-        Duration::from_secs(90),
-        || async { get_json(cp, "vspheremachine", &ns, "m1") },
-        |v| v["status"]["ready"] == true,
-    )
-    .await;
+    m1_ready_with_ip(cp, &ns, &readback, &vm.moref, "10.0.0.43").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // Its passes, woken by its own change, its Machine's and its Cluster's.
@@ -707,14 +693,7 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
         |_| true,
     )
     .await;
-    readback.set_guest_ip(&vm.moref, "10.0.0.44").await;
-    eventually(
-        "the VSphereMachine ready",
-        Duration::from_secs(90),
-        || async { get_json(cp, "vspheremachine", &ns, "m1") },
-        |v| v["status"]["ready"] == true,
-    )
-    .await;
+    m1_ready_with_ip(cp, &ns, &readback, &vm.moref, "10.0.0.44").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     controllers.stop().await;
 

@@ -248,14 +248,7 @@ async fn objects_stored_as_v1beta1_are_converted_migrated_and_reconciled_with_no
         |p| p.get("runtime.powerState").map(String::as_str) == Some("poweredOn"),
     )
     .await;
-    readback.set_guest_ip(&vm.moref, "10.0.0.42").await;
-    eventually(
-        "the VSphereMachine ready",
-        Duration::from_secs(90),
-        || async { get_json(cp, "vspheremachine", &ns, "m1") },
-        |v| v["status"]["ready"] == true,
-    )
-    .await;
+    m1_ready_with_ip(cp, &ns, &readback, &vm.moref, "10.0.0.42").await;
     // Let the last status writes land, then stop: the previous release is done.
     tokio::time::sleep(Duration::from_secs(3)).await;
     before.stop().await;

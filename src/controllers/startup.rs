@@ -178,12 +178,7 @@ async fn stores_what_we_write(
         }
     };
     crate::controllers::storage_migration::note_checked(kind, &crd);
-    let stores = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.storage)
-        .map(|v| v.name.as_str());
+    let stores = crate::controllers::storage_migration::crd_stores(&crd);
     let converts = crd
         .spec
         .conversion

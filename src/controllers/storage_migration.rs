@@ -118,21 +118,33 @@ fn found_migrated(kind: Kind) -> bool {
     fresh
 }
 
-/// What `crd` alone says: nothing to do, the CRD too old, or `None` (objects to rewrite).
-fn crd_outcome(kind: Kind, crd: &CustomResourceDefinition) -> Option<Outcome> {
-    let storage = version_name(kind.storage_version());
+/// The version `crd` stores new writes in (`None`: it names none).
+pub(crate) fn crd_stores(crd: &CustomResourceDefinition) -> Option<&str> {
+    crd.spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.as_str())
+}
+
+/// What `crd` says about `kind`'s storage ([`decide`] on its `status.storedVersions` and the
+/// version it stores).
+fn crd_migration(kind: Kind, crd: &CustomResourceDefinition) -> Migration {
     let stored = crd
         .status
         .as_ref()
         .and_then(|s| s.stored_versions.clone())
         .unwrap_or_default();
-    let stores = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.storage)
-        .map(|v| v.name.as_str());
-    match decide(&stored, stores, storage) {
+    decide(
+        &stored,
+        crd_stores(crd),
+        version_name(kind.storage_version()),
+    )
+}
+
+/// What `crd` alone says: nothing to do, the CRD too old, or `None` (objects to rewrite).
+fn crd_outcome(kind: Kind, crd: &CustomResourceDefinition) -> Option<Outcome> {
+    match crd_migration(kind, crd) {
         Migration::Done => Some(Outcome::NothingToDo),
         Migration::CrdOlderThanManager { .. } => Some(Outcome::CrdNotUpgraded),
         Migration::Rewrite => None,
@@ -154,18 +166,7 @@ pub async fn migrate(client: &Client, kind: Kind) -> Result<Outcome, kube::Error
     let name = crd_name(kind);
     let crd = crds.get(&name).await?;
     let storage = version_name(kind.storage_version());
-    let stored = crd
-        .status
-        .as_ref()
-        .and_then(|s| s.stored_versions.clone())
-        .unwrap_or_default();
-    let stores = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.storage)
-        .map(|v| v.name.as_str());
-    match decide(&stored, stores, storage) {
+    match crd_migration(kind, &crd) {
         Migration::Done => return Ok(Outcome::NothingToDo),
         Migration::CrdOlderThanManager { stores } => {
             tracing::warn!(

@@ -509,3 +509,23 @@ pub fn capi_machine_m1_with(
     )
     .ok();
 }
+
+/// m1's guest reports `ip` (set in vcsim, as VMware Tools would report it): the VSphereMachine
+/// `m1` as read at v1beta1 once it is ready.
+#[allow(dead_code)]
+pub async fn m1_ready_with_ip(
+    cp: &ControlPlane,
+    ns: &str,
+    readback: &super::process::Readback,
+    moref: &str,
+    ip: &str,
+) -> Value {
+    readback.set_guest_ip(moref, ip).await;
+    eventually(
+        "the VSphereMachine ready",
+        Duration::from_secs(90),
+        || async { get_json(cp, "vspheremachine", ns, "m1") },
+        |v| v["status"]["ready"] == true,
+    )
+    .await
+}

@@ -191,6 +191,16 @@ pub fn lift_held(object: &mut Value) -> bool {
     true
 }
 
+/// Whether `object` has a conversion annotation (ours or the legacy one): what the typed edges
+/// check before serialising an object to read what it holds.
+fn holds_anything(object: &impl kube::Resource) -> bool {
+    object
+        .meta()
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(CONVERSION_DATA) || a.contains_key(LEGACY_CONVERSION_DATA))
+}
+
 /// A VSphereMachine's v1beta1 `spec.failureDomain`, which v1beta2 dropped (CAPV v1beta2 places
 /// by the Machine's): written at v1beta1, it is held in the conversion annotation for v1beta1
 /// readers, and the machine's resolution still falls back on it (CAPV #3575), so a machine
@@ -199,12 +209,7 @@ pub fn legacy_failure_domain<T>(vsphere_machine: &T) -> Option<String>
 where
     T: kube::Resource + Serialize,
 {
-    let held = vsphere_machine
-        .meta()
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(CONVERSION_DATA) || a.contains_key(LEGACY_CONVERSION_DATA));
-    if !held {
+    if !holds_anything(vsphere_machine) {
         return None;
     }
     let value = serde_json::to_value(vsphere_machine).ok()?;
@@ -224,11 +229,7 @@ pub fn lift_held_typed<T>(object: T) -> T
 where
     T: kube::Resource + Serialize + serde::de::DeserializeOwned,
 {
-    let held =
-        object.meta().annotations.as_ref().is_some_and(|a| {
-            a.contains_key(CONVERSION_DATA) || a.contains_key(LEGACY_CONVERSION_DATA)
-        });
-    if !held {
+    if !holds_anything(&object) {
         return object;
     }
     let Ok(mut value) = serde_json::to_value(&object) else {
