@@ -181,6 +181,7 @@ async fn capvs_ignition_and_node_ipam_templates_boot_machines_in_their_zones() {
         capi,
         true,
         &["--feature-gates=KubeadmBootstrapFormatIgnition=true"],
+        &[],
     )
     .await;
     let flavours = [Flavour::Ignition, Flavour::NodeIpam];

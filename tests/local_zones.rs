@@ -65,6 +65,7 @@ async fn reconcile_with(
         dry_run,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
         simulate_nodes: false,
+        default_zone_selector: None,
     };
     let sessions = SessionCache::new(Stats::default(), ClientOptions::default());
     let report = driver::run(&mut store, &opts, &sessions, &mut |_| {}).await;
@@ -935,6 +936,7 @@ async fn wrong_credentials_and_unreachable_servers_become_conditions() {
         dry_run: false,
         now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
         simulate_nodes: false,
+        default_zone_selector: None,
     };
     let sessions = SessionCache::new(Stats::default(), ClientOptions::default());
     let report = driver::run(&mut store, &opts, &sessions, &mut |_| {}).await;
@@ -1019,19 +1021,7 @@ async fn a_run_killed_midway_converges_on_rerun_without_duplicates() {
 async fn reconcile_cli_prints_tables_and_exit_codes() {
     let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
     let dir = tempfile::tempdir().unwrap();
-    write_zone(
-        &dir,
-        "a",
-        &failure_domain(
-            "a",
-            ("region-1", "Datacenter", "k8s-region", true),
-            ("zone-a", "ComputeCluster", "k8s-zone", true),
-            Some("DC0_C0"),
-            None,
-            "",
-        ),
-        &deployment_zone("a", "a", Some("DC0_C0_RP1"), None),
-    );
+    write_zone_a(&dir);
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))
             .arg("reconcile")
@@ -1090,6 +1080,91 @@ async fn reconcile_cli_prints_tables_and_exit_codes() {
     let (code, _, err) = cli(&["-f", path, "--server", sim.url()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("bad.yaml"), "names the file: {err}");
+    assert_eq!(sim.stats().await.total, 0, "nothing was sent to vCenter");
+}
+
+/// Zone `a` on vcsim's `DC0_C0`, region and zone tags auto-configured.
+fn write_zone_a(dir: &tempfile::TempDir) {
+    write_zone(
+        dir,
+        "a",
+        &failure_domain(
+            "a",
+            ("region-1", "Datacenter", "k8s-region", true),
+            ("zone-a", "ComputeCluster", "k8s-zone", true),
+            Some("DC0_C0"),
+            None,
+            "",
+        ),
+        &deployment_zone("a", "a", Some("DC0_C0_RP1"), None),
+    );
+}
+
+/// A VSphereCluster without `failureDomainSelector` publishes no zones (CAPV's rule) unless the
+/// manager is given `--default-failure-domain-selector`: what lets the clusters of a ClusterClass
+/// that cannot carry a selector (CAPV's own) use the zones. A bad selector is a usage error that
+/// names the flag, with nothing sent.
+#[tokio::test]
+async fn a_cluster_without_a_selector_gets_zones_only_from_the_default_selector() {
+    let sim = Vcsim::builder().clusters(1).hosts(1).pools(1).start().await;
+    let dir = tempfile::tempdir().unwrap();
+    write_zone_a(&dir);
+    write(
+        &dir,
+        "cluster.yaml",
+        &format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: VSphereCluster\nmetadata:\n  name: c1\n  namespace: default\nspec:\n  server: {}\n",
+            sim.url()
+        ),
+    );
+    let path = dir.path().to_str().unwrap();
+    let cli = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vsphere-provider"))
+            .args(["reconcile", "-f", path, "--server", sim.url(), "-o", "json"])
+            .args(extra)
+            .env("VSPHERE_USERNAME", "admin")
+            .env("VSPHERE_PASSWORD", "secret")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), stdout, stderr)
+    };
+    let failure_domains = |out: &str| -> serde_json::Value {
+        let list: serde_json::Value = serde_json::from_str(out).unwrap();
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == "VSphereCluster")
+            .map(|c| c["status"]["failureDomains"].clone())
+            .unwrap_or_else(|| panic!("no VSphereCluster in {out}"))
+    };
+    let (code, out, err) = cli(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        failure_domains(&out).is_null(),
+        "no selector, no default: nothing published: {out}"
+    );
+    let (code, out, err) = cli(&["--default-failure-domain-selector="]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        failure_domains(&out),
+        serde_json::json!([{"name": "a", "controlPlane": true}]),
+        "{out}"
+    );
+    let (_, out, err) = cli(&["--default-failure-domain-selector", "tier=prod"]);
+    assert!(
+        failure_domains(&out).is_null(),
+        "the zone has no tier label: {out}{err}"
+    );
+    sim.reset_stats().await;
+    let (code, _, err) = cli(&["--default-failure-domain-selector", "tier in (prod"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--default-failure-domain-selector") && err.contains("unbalanced '('"),
+        "{err}"
+    );
     assert_eq!(sim.stats().await.total, 0, "nothing was sent to vCenter");
 }
 

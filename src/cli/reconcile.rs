@@ -11,6 +11,7 @@ use super::out::{err, errln, out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use secrecy::SecretString;
 
 use super::connect::ConnectArgs;
@@ -67,6 +68,11 @@ pub struct Args {
     /// in the manifests with the same name wins).
     #[arg(long)]
     pub simulate_nodes: bool,
+    /// The zones a VSphereCluster that sets no `spec.failureDomainSelector` publishes, as a
+    /// label selector (`kubectl -l` syntax; `''` selects every zone on the cluster's server).
+    /// Unset, such a cluster publishes none, as CAPV; see `run --help`.
+    #[arg(long, value_name = "SELECTOR", value_parser = super::parse_label_selector)]
+    pub default_failure_domain_selector: Option<LabelSelector>,
     /// The time the controllers see (RFC 3339, e.g. 2026-11-23T10:00:00Z); default: now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
@@ -241,6 +247,7 @@ pub async fn run(mut args: Args) -> ExitCode {
         dry_run: args.dry_run,
         now: now.clone(),
         simulate_nodes: args.simulate_nodes,
+        default_zone_selector: args.default_failure_domain_selector.clone(),
     };
     if let Some(why) = driver::unused_server(&store, &opts) {
         errln!("warning: {why}");

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::events::Reporter;
 use secrecy::SecretString;
 use tokio::net::TcpListener;
@@ -110,6 +111,14 @@ pub struct Args {
     /// wait is polled at --task-poll-interval.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub vcenter_long_poll: bool,
+    /// The zones (VSphereDeploymentZones, by label) a VSphereCluster that sets no
+    /// `spec.failureDomainSelector` publishes as failure domains, as a label selector
+    /// (`kubectl -l` syntax: `tier=prod,region in (eu,us)`; `''` selects every zone on the
+    /// cluster's server). Unset (the default), such a cluster publishes none, as CAPV. For
+    /// ClusterClasses that cannot carry a selector: CAPV's own sets the VSphereCluster's whole
+    /// spec from variables.
+    #[arg(long, value_name = "SELECTOR", value_parser = super::parse_label_selector)]
+    pub default_failure_domain_selector: Option<LabelSelector>,
     /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub view_ttl: Duration,
@@ -431,6 +440,7 @@ async fn start(
             infrastructure_resync: args.zone_resync_interval,
             credentials_reread: args.credentials_reread_interval,
         },
+        default_zone_selector: args.default_failure_domain_selector.clone(),
     };
 
     let (stop, signal) = shutdown::channel();

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{DynamicObject, ListParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -49,13 +50,15 @@ fn publishes(cluster: &VSphereCluster, zone: &str) -> bool {
 pub fn clusters_concerned(
     clusters: &[Arc<DeserializeGuard<VSphereCluster>>],
     zone: &DeserializeGuard<VSphereDeploymentZone>,
+    default: Option<&LabelSelector>,
 ) -> Vec<ObjectRef<DeserializeGuard<VSphereCluster>>> {
     let name = zone.meta().name.clone().unwrap_or_default();
     clusters
         .iter()
         .filter(|c| {
-            c.0.as_ref()
-                .is_ok_and(|c| publishes(c, &name) || zone.0.as_ref().is_ok_and(|z| selects(c, z)))
+            c.0.as_ref().is_ok_and(|c| {
+                publishes(c, &name) || zone.0.as_ref().is_ok_and(|z| selects(c, z, default))
+            })
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
@@ -126,7 +129,7 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         )));
     }
     let zones = ctx.stores.zones.valid();
-    let publication = plan_cluster(cluster, &zones);
+    let publication = plan_cluster(cluster, &zones, ctx.default_zone_selector.as_ref());
     let (generation, stamp) = (cluster.metadata.generation, now());
     let mut changed = apply(&mut status, &publication, generation, &stamp);
     let stage = match lifecycle::stage_before_vcenter(&cluster.metadata, &owner, &publication) {
@@ -329,7 +332,6 @@ mod tests {
     use super::*;
     use crate::api::vsphere_cluster::{FailureDomain, VSphereClusterStatus};
     use crate::api::{VSphereClusterSpec, VSphereDeploymentZoneSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
     fn cluster(
         name: &str,
@@ -388,7 +390,7 @@ mod tests {
                 ..VSphereDeploymentZoneSpec::default()
             },
         )));
-        let refs = clusters_concerned(&clusters, &zone);
+        let refs = clusters_concerned(&clusters, &zone, None);
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].name, "all");
         assert_eq!(refs[0].namespace.as_deref(), Some("ns"));
@@ -419,7 +421,7 @@ mod tests {
             },
         )));
         assert_eq!(
-            names(clusters_concerned(&clusters, &moved)),
+            names(clusters_concerned(&clusters, &moved, None)),
             ["was-selecting"]
         );
         let undecodable: DeserializeGuard<VSphereDeploymentZone> =
@@ -432,7 +434,7 @@ mod tests {
             .unwrap();
         assert!(undecodable.0.is_err());
         assert_eq!(
-            names(clusters_concerned(&clusters, &undecodable)),
+            names(clusters_concerned(&clusters, &undecodable, None)),
             ["publishes-others"]
         );
     }

@@ -1,5 +1,6 @@
 //! What a reconcile gets: the parts that outlive a leadership term ([`Shared`]) plus the term's
 //! caches and backoff ([`Context`]).
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -40,6 +41,9 @@ pub struct Shared {
     pub converts: bool,
     /// The machine controller's polling intervals and whether it long-polls vCenter.
     pub polling: crate::plan::machine::waiting::Polling,
+    /// The zones a VSphereCluster that sets no `failureDomainSelector` gets
+    /// (`--default-failure-domain-selector`; `None`: none, as CAPV).
+    pub default_zone_selector: Option<LabelSelector>,
 }
 
 /// What a reconcile gets: the shared parts plus this term's stores and backoff.
@@ -71,6 +75,8 @@ pub struct Context {
     pub vcenter_checks: VcenterChecks,
     /// The credentials Secrets read lately (see `controllers::secrets`).
     pub secrets: super::secrets::SecretCache,
+    /// See [`Shared::default_zone_selector`].
+    pub default_zone_selector: Option<LabelSelector>,
 }
 
 /// See [`Context::vcenter_checks`].
@@ -99,6 +105,7 @@ impl Context {
             polling: shared.polling.clone(),
             vcenter_checks: Default::default(),
             secrets: Default::default(),
+            default_zone_selector: shared.default_zone_selector.clone(),
         }
     }
 

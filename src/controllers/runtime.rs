@@ -183,6 +183,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     // Zone changes and deletions both wake the clusters concerned.
     let zone_events = futures::stream::select(zone_to_clusters, deleted_zones);
     let clusters_for_zone = stores.clusters.store();
+    let default_zone_selector = ctx.default_zone_selector.clone();
     let cluster_controller = entry::run(
         cluster::CONTROLLER,
         Controller::for_shared_stream(
@@ -192,7 +193,11 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         .watches_shared_stream(
             zone_events,
             move |z: Arc<DeserializeGuard<VSphereDeploymentZone>>| {
-                cluster::clusters_concerned(&clusters_for_zone.state(), &z)
+                cluster::clusters_concerned(
+                    &clusters_for_zone.state(),
+                    &z,
+                    default_zone_selector.as_ref(),
+                )
             },
         ),
         cluster::reconcile,

@@ -2,7 +2,7 @@
 //! against real vCenters, exactly as the in-cluster controllers would, and say what changed.
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
 use super::store::Store;
 use crate::api::VSphereCluster;
@@ -35,6 +35,9 @@ pub struct Options {
     pub now: Time,
     /// `--simulate-nodes`: a Ready Node for each powered-on machine VM, as a kubelet would.
     pub simulate_nodes: bool,
+    /// `--default-failure-domain-selector`: the zones of a VSphereCluster that sets no
+    /// `failureDomainSelector` (`None`: none, as CAPV).
+    pub default_zone_selector: Option<LabelSelector>,
 }
 
 /// What a run did.
@@ -363,7 +366,7 @@ pub async fn run(
         let Some(c) = store.clusters.get(&k).cloned() else {
             continue;
         };
-        let publication = plan_cluster(&c, &zones);
+        let publication = plan_cluster(&c, &zones, opts.default_zone_selector.as_ref());
         let stage = cluster_stage(&c, &publication, store, opts, sessions).await;
         let generation = c.metadata.generation;
         if let Some(c) = store.clusters.get_mut(&k) {
@@ -392,6 +395,7 @@ mod tests {
             dry_run: false,
             now: Time(jiff::Timestamp::UNIX_EPOCH),
             simulate_nodes: false,
+            default_zone_selector: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Publication of ready zones as failure domains on a VSphereCluster (reference §4), pure.
 //!
-//! Upstream behaviour kept: `failureDomainSelector` unset → nothing happens; `{}` selects all
-//! zones; zones must also name the cluster's server; a zone whose `ready` is unset is published
+//! Upstream behaviour kept: `failureDomainSelector` unset → nothing happens (unless the admin
+//! gave the manager a default selector, `--default-failure-domain-selector`, for clusters that
+//! set none: a ClusterClass such as CAPV's own cannot carry one); `{}` selects all zones; zones must also name the cluster's server; a zone whose `ready` is unset is published
 //! but makes the cluster wait (`WaitingForFailureDomainStatus`, requeue 10 s); `ready: false`
 //! zones are skipped (`FailureDomainsSkipped`). Servers match by host (see
 //! `vcenter::model::endpoint::same_server`), where CAPV compared strings.
@@ -12,7 +13,7 @@ pub mod lifecycle;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
@@ -70,9 +71,23 @@ impl Publication {
     }
 }
 
-/// Whether a zone belongs to a cluster: selected by label and on the same server.
-pub fn selects(cluster: &VSphereCluster, zone: &VSphereDeploymentZone) -> bool {
-    let Some(sel) = &cluster.spec.failure_domain_selector else {
+/// The selector a cluster's zones are chosen by: its own `failureDomainSelector`, else the
+/// manager's default (`None`: CAPV's rule, no failure domains for a cluster that sets none).
+pub fn selector_of<'a>(
+    cluster: &'a VSphereCluster,
+    default: Option<&'a LabelSelector>,
+) -> Option<&'a LabelSelector> {
+    cluster.spec.failure_domain_selector.as_ref().or(default)
+}
+
+/// Whether a zone belongs to a cluster: selected by label (see [`selector_of`]) and on the
+/// same server.
+pub fn selects(
+    cluster: &VSphereCluster,
+    zone: &VSphereDeploymentZone,
+    default: Option<&LabelSelector>,
+) -> bool {
+    let Some(sel) = selector_of(cluster, default) else {
         return false;
     };
     let labels = zone.metadata.labels.clone().unwrap_or_default();
@@ -83,15 +98,19 @@ pub fn selects(cluster: &VSphereCluster, zone: &VSphereDeploymentZone) -> bool {
     server_ok && selector::matches(sel, &labels)
 }
 
-/// Decide the publication for one cluster from all zones.
-pub fn plan_cluster(cluster: &VSphereCluster, zones: &[VSphereDeploymentZone]) -> Publication {
-    if cluster.spec.failure_domain_selector.is_none() {
+/// Decide the publication for one cluster from all zones; `default` as in [`selector_of`].
+pub fn plan_cluster(
+    cluster: &VSphereCluster,
+    zones: &[VSphereDeploymentZone],
+    default: Option<&LabelSelector>,
+) -> Publication {
+    if selector_of(cluster, default).is_none() {
         return Publication::Disabled;
     }
     let mut failure_domains = BTreeMap::new();
     let mut waiting = Vec::new();
     let mut skipped = Vec::new();
-    for z in zones.iter().filter(|z| selects(cluster, z)) {
+    for z in zones.iter().filter(|z| selects(cluster, z, default)) {
         if z.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -252,7 +271,6 @@ mod tests {
     use super::*;
     use crate::api::deployment_zone::{VSphereDeploymentZoneSpec, VSphereDeploymentZoneStatus};
     use crate::api::vsphere_cluster::VSphereClusterSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use proptest::prelude::*;
 
     fn zone(
@@ -282,6 +300,11 @@ mod tests {
             ..VSphereDeploymentZoneStatus::default()
         });
         z
+    }
+
+    /// The publication with no manager default (CAPV's rule).
+    fn plan(c: &VSphereCluster, zones: &[VSphereDeploymentZone]) -> Publication {
+        plan_cluster(c, zones, None)
     }
 
     fn cluster(server: &str, selector: Option<LabelSelector>) -> VSphereCluster {
@@ -321,7 +344,7 @@ mod tests {
     #[test]
     fn no_selector_leaves_the_status_alone() {
         let c = cluster("vc", None);
-        let p = plan_cluster(&c, &[zone("a", "vc", Some(true), None, &[])]);
+        let p = plan(&c, &[zone("a", "vc", Some(true), None, &[])]);
         assert_eq!(p, Publication::Disabled);
         let mut status = VSphereClusterStatus::default();
         assert!(!apply(&mut status, &p, None, &now()));
@@ -338,7 +361,7 @@ mod tests {
             zone("broken", "vc.example.com", Some(false), None, &[]),
             zone("elsewhere", "other-vc", Some(true), None, &[]),
         ];
-        let p = plan_cluster(&c, &zones);
+        let p = plan(&c, &zones);
         let Publication::Zones {
             failure_domains,
             waiting,
@@ -379,7 +402,7 @@ mod tests {
             zone("b", "vc", Some(false), None, &[]),
         ];
         let mut status = VSphereClusterStatus::default();
-        apply(&mut status, &plan_cluster(&c, &zones), None, &now());
+        apply(&mut status, &plan(&c, &zones), None, &now());
         let cond = failure_domains_available(&status).unwrap();
         assert_eq!(
             cond.reason.as_deref(),
@@ -393,14 +416,14 @@ mod tests {
         );
         zones[1].status.as_mut().unwrap().ready = Some(true);
         let later = Time("2026-11-22T04:00:00Z".parse().unwrap());
-        assert!(apply(&mut status, &plan_cluster(&c, &zones), None, &later));
+        assert!(apply(&mut status, &plan(&c, &zones), None, &later));
         let cond = failure_domains_available(&status).unwrap();
         assert_eq!(cond.status, "True");
         assert_eq!(cond.last_transition_time, later);
         // Unchanged input: nothing changes, not even the transition time (no hot loop).
         assert!(!apply(
             &mut status,
-            &plan_cluster(&c, &zones),
+            &plan(&c, &zones),
             None,
             &Time("2026-11-22T05:00:00Z".parse().unwrap())
         ));
@@ -413,12 +436,12 @@ mod tests {
         let mut status = VSphereClusterStatus::default();
         apply(
             &mut status,
-            &plan_cluster(&c, &[zone("a", "vc", Some(true), None, &[])]),
+            &plan(&c, &[zone("a", "vc", Some(true), None, &[])]),
             None,
             &now(),
         );
         assert!(failure_domains_available(&status).is_some());
-        apply(&mut status, &plan_cluster(&c, &[]), None, &now());
+        apply(&mut status, &plan(&c, &[]), None, &now());
         assert!(failure_domains_available(&status).is_none());
         assert!(
             status.deprecated.is_none(),
@@ -450,12 +473,7 @@ mod tests {
             }]),
             ..VSphereClusterStatus::default()
         };
-        assert!(apply(
-            &mut status,
-            &plan_cluster(&c, &zones),
-            Some(3),
-            &now()
-        ));
+        assert!(apply(&mut status, &plan(&c, &zones), Some(3), &now()));
         assert_eq!(status.failure_domains, None, "the stale list is withdrawn");
         let cond = failure_domains_ready(&status);
         assert_eq!(
@@ -471,6 +489,44 @@ mod tests {
     }
 
     #[test]
+    fn the_managers_default_selects_for_clusters_that_set_no_selector_only() {
+        let tier = |t: &str| LabelSelector {
+            match_labels: Some([("tier".to_string(), t.to_string())].into()),
+            ..LabelSelector::default()
+        };
+        let zones = [
+            zone("a", "vc", Some(true), None, &[("tier", "cp")]),
+            zone("b", "vc", Some(true), None, &[("tier", "w")]),
+            zone("c", "other-vc", Some(true), None, &[("tier", "cp")]),
+        ];
+        let published = |c: &VSphereCluster, default: Option<&LabelSelector>| match plan_cluster(
+            c, &zones, default,
+        ) {
+            Publication::Zones {
+                failure_domains, ..
+            } => names(&failure_domains)
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let unset = cluster("vc", None);
+        // No default: CAPV's rule, nothing published.
+        assert_eq!(plan_cluster(&unset, &zones, None), Publication::Disabled);
+        // A default `{}` gives every zone on the cluster's server, and no other server's.
+        assert_eq!(
+            published(&unset, Some(&LabelSelector::default())),
+            ["a", "b"]
+        );
+        assert_eq!(published(&unset, Some(&tier("w"))), ["b"]);
+        assert!(selects(&unset, &zones[1], Some(&tier("w"))));
+        assert!(!selects(&unset, &zones[0], Some(&tier("w"))));
+        // A cluster's own selector wins over the default.
+        let own = cluster("vc", Some(tier("cp")));
+        assert_eq!(published(&own, Some(&tier("w"))), ["a"]);
+    }
+
+    #[test]
     fn the_selector_filters_by_labels() {
         let sel = LabelSelector {
             match_labels: Some([("tier".to_string(), "cp".to_string())].into()),
@@ -483,7 +539,7 @@ mod tests {
         ];
         let Publication::Zones {
             failure_domains, ..
-        } = plan_cluster(&c, &zones)
+        } = plan(&c, &zones)
         else {
             panic!()
         };
@@ -497,7 +553,7 @@ mod tests {
         fn publication_matches_readiness(readies in proptest::collection::vec(prop_oneof![Just(None), Just(Some(true)), Just(Some(false))], 0..8)) {
             let c = cluster("vc", Some(LabelSelector::default()));
             let zones: Vec<_> = readies.iter().enumerate().map(|(i, r)| zone(&format!("z{i}"), "vc", *r, None, &[])).collect();
-            let p = plan_cluster(&c, &zones);
+            let p = plan(&c, &zones);
             let expected: Vec<String> = readies.iter().enumerate().filter(|(_, r)| **r != Some(false)).map(|(i, _)| format!("z{i}")).collect();
             match p {
                 Publication::NoZones => prop_assert!(readies.is_empty()),

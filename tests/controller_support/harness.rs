@@ -47,6 +47,7 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
         polling: Default::default(),
         health: Health::new(false),
         namespace: "vsphere-provider-system".into(),
+        default_zone_selector: None,
     }
 }
 

@@ -98,6 +98,7 @@ impl Controllers {
             polling,
             health: Health::new(false),
             namespace: SA_NAMESPACE.into(),
+            default_zone_selector: None,
         };
         let (trigger, signal) = shutdown::channel();
         let task = tokio::spawn(async move { controllers::run_controllers(&shared, signal).await });

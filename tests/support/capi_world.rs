@@ -143,6 +143,8 @@ pub struct World {
     pub config: String,
     /// The extra arguments Cluster API's managers run with (feature gates).
     pub capi_args: Vec<String>,
+    /// The extra arguments our manager runs with.
+    pub our_args: Vec<String>,
     pub ours: OurManager,
     pub managers: Vec<CapiManager>,
     pub sim: Vcsim,
@@ -291,13 +293,19 @@ pub async fn world(capi: std::path::PathBuf) -> World {
 /// v1beta2 templates need, since their `thumbprint` may not be empty. The manager is given the
 /// certificate's thumbprint (`--thumbprint`), as an admin pins a vCenter it runs against.
 pub async fn world_with(capi: std::path::PathBuf, tls: bool) -> World {
-    world_gated(capi, tls, &[]).await
+    world_gated(capi, tls, &[], &[]).await
 }
 
 /// [`world_with`], CAPI's three managers started with `capi_args`, e.g.
 /// `--feature-gates=ClusterTopology=true` for ClusterClass (core serves ClusterClass and runs the
-/// topology controller only then; KCP admits KubeadmControlPlaneTemplates only then).
-pub async fn world_gated(capi: std::path::PathBuf, tls: bool, capi_args: &[&str]) -> World {
+/// topology controller only then; KCP admits KubeadmControlPlaneTemplates only then), and ours
+/// with `our_args`.
+pub async fn world_gated(
+    capi: std::path::PathBuf,
+    tls: bool,
+    capi_args: &[&str],
+    our_args: &[&str],
+) -> World {
     let cp = control_plane();
     let home = tempfile::tempdir().unwrap();
     let config = capi::repository(&capi, home.path(), IMAGE);
@@ -310,13 +318,14 @@ pub async fn world_gated(capi: std::path::PathBuf, tls: bool, capi_args: &[&str]
         .start()
         .await;
     let admin = estate(&sim).await;
-    let (ours, managers) = manage(&capi, cp, home.path(), &config, &sim, capi_args);
+    let (ours, managers) = manage(&capi, cp, home.path(), &config, &sim, capi_args, our_args);
     World {
         cp,
         capi,
         home,
         config,
         capi_args: capi_args.iter().map(|a| a.to_string()).collect(),
+        our_args: our_args.iter().map(|a| a.to_string()).collect(),
         ours,
         managers,
         sim,
@@ -335,6 +344,7 @@ fn manage(
     config: &str,
     sim: &Vcsim,
     capi_args: &[&str],
+    our_args: &[&str],
 ) -> (OurManager, Vec<CapiManager>) {
     let (user, password) = sim.credentials();
     // clusterctl brings our CRDs with its own conversion webhook Service.
@@ -356,10 +366,11 @@ fn manage(
     // The zones name no identityRef: they act as the manager, whose credentials are bound to
     // this simulator (VSPHERE_SERVER, as the clusterctl Secret hands it over).
     let pin = sim.thumbprint_sha256();
-    let extra: Vec<&str> = pin
+    let mut extra: Vec<&str> = pin
         .as_deref()
         .map(|t| vec!["--thumbprint", t])
         .unwrap_or_default();
+    extra.extend(our_args);
     let ours = OurManager::start_with(cp, home, user, password, sim.url(), &extra);
     ours.wire_webhooks(cp);
     let managers = [
@@ -412,7 +423,16 @@ impl World {
         let cp = realapi::second_control_plane();
         let home = tempfile::tempdir().unwrap();
         let args: Vec<&str> = self.capi_args.iter().map(String::as_str).collect();
-        let (ours, managers) = manage(&self.capi, cp, home.path(), &self.config, &self.sim, &args);
+        let our_args: Vec<&str> = self.our_args.iter().map(String::as_str).collect();
+        let (ours, managers) = manage(
+            &self.capi,
+            cp,
+            home.path(),
+            &self.config,
+            &self.sim,
+            &args,
+            &our_args,
+        );
         Management {
             cp,
             home,
