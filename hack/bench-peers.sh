@@ -18,11 +18,15 @@
 #              the restarted infrastructure controller, then a control plane rollout (a new
 #              VSphereMachineTemplate, numCPUs 4: KCP replaces the 3 machines one at a time ->
 #              3 new ones provisioned and the old ones gone).
+# Each row ends its resync with an idle window (--idle SECONDS, default 60; 0 skips it): what the
+# controller reads from vCenter and the API server when nothing changes ("at rest"; long polls
+# included, WaitForUpdatesEx shown apart).
 #
 #   hack/bench-peers.sh [--rows zones,openshift,capi] [--zone-sizes "3 100"]
 #                       [--machine-sizes "3 30"] [--delay-ms 10] [--impls peer,ours]
-#                       [--release] [--keep]
-# (the defaults shown; the capi row has one size, 3+3). `--impls ours` runs only ours (a change
+#                       [--idle 60] [--debug] [--keep]
+# (the defaults shown; the capi row has one size, 3+3). Ours is the release build, as the peers
+# are optimized Go builds; --debug measures the debug build instead (quicker to build). `--impls ours` runs only ours (a change
 # of ours measured without waiting for the peers again; quote the peers from a full run).
 #
 # Every run gets a fresh kube-apiserver + etcd (hack/kube/up.sh, audit log of the controller's
@@ -57,23 +61,26 @@ zone_sizes="3 100"
 machine_sizes="3 30"
 delay_ms=10
 impls="peer,ours"
-profile=debug
+profile=release
+idle=60
 keep=""
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--rows | --zone-sizes | --machine-sizes | --delay-ms | --impls) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
+	--rows | --zone-sizes | --machine-sizes | --delay-ms | --impls | --idle) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
 	--rows) rows="$2"; shift 2 ;;
 	--zone-sizes) zone_sizes="$2"; shift 2 ;;
 	--machine-sizes) machine_sizes="$2"; shift 2 ;;
 	--delay-ms) delay_ms="$2"; shift 2 ;;
 	--impls) impls="$2"; shift 2 ;;
+	--idle) idle="$2"; shift 2 ;;
 	--release) profile=release; shift ;;
+	--debug) profile=debug; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
-for v in $zone_sizes $machine_sizes "$delay_ms"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers only, got '$v'"; done
+for v in $zone_sizes $machine_sizes "$delay_ms" "$idle"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers only, got '$v'"; done
 for i in ${impls//,/ }; do
 	case "$i" in peer | ours) ;; *) die "unknown implementation '$i' (peer, ours)" ;; esac
 done
@@ -285,6 +292,19 @@ settle() {
 	t1="$(now)"
 	wait_quiet "$limit" || log "  still calling vCenter $limit s later"
 	P_T1="$t1"
+}
+
+# at_rest ROW SIZE IMPL: the idle window (--idle s) after a resync, one line of the table; its
+# phase says how many of its vCenter calls were long polls (WaitForUpdatesEx, which return
+# every few seconds with nothing to say).
+at_rest() {
+	[ "$idle" -gt 0 ] || return 0
+	log "  at rest for $idle s"
+	phase_begin
+	sleep "$idle"
+	local polls
+	polls="$(vc_stats | jq '(.soap.WaitForUpdatesEx // 0) - .sim.waitForUpdates')"
+	phase_end "$1" "$2" "$3" "at rest ${idle} s ($polls long polls)" ""
 }
 
 # --- the controllers ----------------------------------------------------------------------------
@@ -532,6 +552,7 @@ bench_zones() { # N IMPL
 	fail=""
 	wait_quiet 600 || fail="still calling vCenter after 600 s"
 	phase_end zones "$n" "$impl" "restart resync" "$fail"
+	at_rest zones "$n" "$impl"
 	run_end
 }
 
@@ -695,6 +716,7 @@ bench_openshift() { # N IMPL
 	fail=""
 	wait_quiet 600 || fail="still calling vCenter after 600 s"
 	phase_end openshift "$n" "$impl" "restart resync" "$fail"
+	at_rest openshift "$n" "$impl"
 
 	log "  deleting the $n Machines"
 	phase_begin
@@ -847,6 +869,7 @@ bench_capi() { # IMPL
 	fail=""
 	wait_quiet 300 || fail="still calling vCenter after 300 s"
 	phase_end capi "$size" "$impl" "restart resync" "$fail"
+	at_rest capi "$size" "$impl"
 
 	# The rollout of tests/capi_workload_cluster.rs: a copy of the control plane's template with
 	# numCPUs 4, KCP pointed at it; it replaces the three machines one at a time (maxSurge 1).
@@ -880,7 +903,7 @@ cat <<EOF
 
 ## bench-peers: upstream peers and vsphere-provider on the same estate
 
-delay ${delay_ms} ms per vCenter request; vsphere-provider $profile build; CAPV $(head -n1 "$CAPV_DIR/VERSIONS" | cut -d' ' -f2); $cores; $(date -u +%Y-%m-%d)
+delay ${delay_ms} ms per vCenter request; vsphere-provider $profile build; at rest: ${idle} s idle after the resync; CAPV $(head -n1 "$CAPV_DIR/VERSIONS" | cut -d' ' -f2); $cores; $(date -u +%Y-%m-%d)
 
 | row | size | controller | phase | vCenter calls | SOAP/REST | depth | API requests | wall s | peak RSS MiB | failed |
 |---|---:|---|---|---:|---:|---:|---:|---:|---:|---|
