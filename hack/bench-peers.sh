@@ -113,7 +113,9 @@ PROXY_BIN="$(cargo test --test bench_peers --no-run --message-format=json 2>/dev
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/vsphere-provider-bench-peers.XXXXXX")"
 RESULTS="$work/results.tsv"
+GAPS="$work/gaps.tsv"
 : >"$RESULTS"
+: >"$GAPS"
 # The processes of the current run: stopped by run_end, or by the EXIT trap.
 CONTROLLER_PID=""
 VCSIM_PID=""
@@ -147,7 +149,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 estate_start() {
 	local n="$1" tls="${2:-}" session region zone inv i id flags=()
 	[ -z "$tls" ] || flags=(-tls -cert-file "$run/vcsim.pem")
-	vcsim_start "$run" -cluster "$n" -host 1 -pool 1 -vm 1 -username bench -password bench "${flags[@]}"
+	vcsim_start "$run" -cluster "$n" -host 1 -pool 1 -vm 1 -username bench -password bench -call-log "$run/vcsim-calls.jsonl" "${flags[@]}"
 	VC_BASE="${VCSIM_URL%/sdk}"
 	session="$(curl -kfsS -X POST -u bench:bench "$VC_BASE/rest/com/vmware/cis/session" | jq -r .value)" ||
 		die "cannot log in to the tagging API of $VC_BASE"
@@ -244,6 +246,7 @@ now() { date +%s.%N; }
 
 # phase_begin / phase_end ROW SIZE IMPL PHASE FAILURES: one line of the table.
 phase_begin() {
+	P_NS0="$(date +%s%N)"
 	vc_reset
 	P_BUSY0="$(busy_ms)"
 	P_AUDIT0="$(audit_mark)"
@@ -292,6 +295,25 @@ settle() {
 	t1="$(now)"
 	wait_quiet "$limit" || log "  still calling vCenter $limit s later"
 	P_T1="$t1"
+}
+
+# step_gaps ROW SIZE IMPL PHASE: how soon each VM's next step followed the end of its power-off
+# in this phase (vcsim's -call-log: from the PowerOffVM_Task's answer, which comes when vcsim's
+# task is done, to the Destroy_Task on the same VM), one line of the second table: what a
+# controller that looks at its task again only after a delay pays per step, whoever it is.
+step_gaps() {
+	[ -s "$run/vcsim-calls.jsonl" ] || return 0
+	jq -rs --argjson from "$P_NS0" --arg row "$1" --arg size "$2" --arg impl "$3" --arg phase "$4" '
+		[.[] | select(.start >= $from)] | group_by(.this)
+		| map((map(select(.op == "PowerOffVM_Task")) | last) as $off
+			| (map(select(.op == "Destroy_Task")) | last) as $d
+			| select($off != null and $d != null and $d.start > $off.end)
+			| ($d.start - $off.end) / 1e9) | sort
+		| if length == 0 then empty else
+			[$row, $size, $impl, $phase, length,
+			 (.[((length - 1) * 0.5 | floor)] | . * 100 | round / 100),
+			 (.[((length * 0.99 | ceil) - 1)] | . * 100 | round / 100),
+			 (last | . * 100 | round / 100)] | @tsv end' "$run/vcsim-calls.jsonl" >>"$GAPS" || true
 }
 
 # at_rest ROW SIZE IMPL: the idle window (--idle s) after a resync, one line of the table; its
@@ -725,6 +747,7 @@ bench_openshift() { # N IMPL
 	wait_count 0 900 machines_count || fail="Machines left after 900 s"
 	P_T1="$(now)"
 	phase_end openshift "$n" "$impl" "delete → gone" "$fail"
+	step_gaps openshift "$n" "$impl" "delete"
 	run_end
 }
 
@@ -886,6 +909,7 @@ bench_capi() { # IMPL
 	wait_count 3 900 capi_rolled "$old" || fail="$(capi_rolled "$old") after 900 s"
 	settle 120
 	phase_end capi "$size" "$impl" "control plane rollout" "$fail"
+	step_gaps capi "$size" "$impl" "control plane rollout"
 	run_end
 }
 
@@ -910,3 +934,14 @@ delay ${delay_ms} ms per vCenter request; vsphere-provider $profile build; at re
 EOF
 awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }' "$RESULTS" |
 	sed 's/| capv |/| CAPV v1.16.1 |/; s/| mao |/| MAO vSphere |/; s/| ours |/| vsphere-provider |/'
+if [ -s "$GAPS" ]; then
+	cat <<EOF
+
+Power-off done → destroy sent, per VM (vcsim's call log; includes the proxy's ${delay_ms} ms):
+
+| row | size | controller | phase | VMs | p50 s | p99 s | max s |
+|---|---:|---|---|---:|---:|---:|---:|
+EOF
+	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$GAPS" |
+		sed 's/| capv |/| CAPV v1.16.1 |/; s/| mao |/| MAO vSphere |/; s/| ours |/| vsphere-provider |/'
+fi

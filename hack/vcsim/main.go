@@ -18,6 +18,11 @@
 //	GET  /__vcsim/stats            {"soap":{op:n},"rest":{"METHOD path":n},"other":{...},"total":n}
 //	POST /__vcsim/stats/reset      zero the counters
 //
+// With -call-log FILE it also appends one JSON line per SOAP call to FILE:
+// {"op":"PowerOffVM_Task","this":"vm-42","start":NS,"end":NS} (Unix nanoseconds when the request
+// arrived and when its answer was written): what hack/bench-peers.sh reads to time the gap
+// between the end of one step on a VM and the client's next step on it, for any client.
+//
 // See hack/vcsim/README.md for the flags and the exact semantics.
 package main
 
@@ -88,6 +93,7 @@ func main() {
 	legacyCert := flag.Bool("tls-legacy-cert", false, "with -tls: serve a fresh RSA-1024 CA:TRUE certificate like old vcsim's built-in one (rejected by rustls/webpki) instead of a fresh ECDSA P-256 leaf")
 	certFile := flag.String("cert-file", "", "with -tls: write the server certificate (PEM) to this file")
 	trace := flag.Bool("trace", false, "dump SOAP traffic to stderr")
+	callLog := flag.String("call-log", "", "append a JSON line per SOAP call (op, _this, arrival and answer in Unix ns) to this file")
 	exitOnEOF := flag.Bool("exit-on-eof", false, "also shut down when stdin reaches EOF (a test harness holds the pipe, so vcsim cannot outlive it)")
 	layoutFile := flag.String("layout", "", "JSON list of steps that rename and add inventory before the URL is published (see layout.go)")
 	flag.Parse()
@@ -155,6 +161,14 @@ func main() {
 	}
 
 	ctl := newControl(model)
+	if *callLog != "" {
+		f, err := os.OpenFile(*callLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			log.Fatalf("-call-log: %v", err)
+		}
+		defer f.Close()
+		ctl.callLog = f
+	}
 	// Set before serving: the simulator reads it on every SOAP call.
 	model.Map().Handler = ctl.dispatch
 	server := svc.NewServer()
@@ -350,6 +364,20 @@ type control struct {
 	mu     sync.Mutex
 	faults []*faultSpec
 	stats  stats
+
+	// callLog, when set (-call-log), gets a JSON line per SOAP call; callMu orders the writes.
+	callLog *os.File
+	callMu  sync.Mutex
+}
+
+// logCall appends one SOAP call to the -call-log file.
+func (c *control) logCall(info soapInfo, start, end time.Time) {
+	line, _ := json.Marshal(map[string]any{
+		"op": info.op, "this": info.thisValue, "start": start.UnixNano(), "end": end.UnixNano(),
+	})
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	_, _ = c.callLog.Write(append(line, '\n'))
 }
 
 func newControl(model *simulator.Model) *control {
@@ -443,6 +471,10 @@ func (c *control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info = parseSOAP(body)
 		if info.op == "" {
 			info.op = "<invalid>"
+		}
+		if c.callLog != nil {
+			start := time.Now()
+			defer func() { c.logCall(info, start, time.Now()) }()
 		}
 	} else if isRESTPath(r.URL.Path) {
 		class = classREST
