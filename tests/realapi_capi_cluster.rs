@@ -660,11 +660,14 @@ fn unexpected(requests: &[String], allowed: &[&str]) -> Vec<String> {
 }
 
 /// Issue #27: the restart resync (a new manager reconciling every object once with nothing to
-/// change) costs one request per watched kind (the initial list streamed in the watch, no list
-/// before it), one read of the credentials Secret however many reconciles use it, the storage
-/// migration's look at the CRDs, and nothing else: no GET of a Machine, Cluster or VSphereVM
-/// (the caches have them), no write. Before: a list and a watch per kind, a look of its own
-/// per optional kind (Cluster API's), the Secret once per sweep and reconcile.
+/// change), its startup check included, costs one request per watched kind (the initial list
+/// streamed in the watch, no list before it), one read of the credentials Secret however many
+/// reconciles use it, one read of each CRD we write (the startup check's, which the storage
+/// migration reuses), and nothing else: no `list ?limit=1` look per kind before the watches
+/// (the CRD reads and the watches' first answers tell what those told), no GET of a Machine,
+/// Cluster or VSphereVM (the caches have them), no write. Before: a list and a watch per kind,
+/// a look of its own per optional kind (Cluster API's) and 7 more by the startup check, the
+/// Secret once per sweep and reconcile.
 ///
 /// Stand-ins as in the tests above (the Machine, the Cluster's status, the guest IP).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -697,8 +700,9 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
     tokio::time::sleep(Duration::from_secs(3)).await;
     controllers.stop().await;
 
-    // The restart: every object reconciled once, until the requests stop for 3 s.
-    let controllers = Controllers::start(cp).await;
+    // The restart, as `run` makes it (the startup check, then the controllers): every object
+    // reconciled once, until the requests stop for 3 s.
+    let controllers = Controllers::start_checked(cp).await;
     let mut seen = 0;
     let mut quiet_since = Instant::now();
     let started = Instant::now();
@@ -718,10 +722,11 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
     let all = controllers.requests.since(0);
     // The controllers watch every namespace, and the other tests of this binary share the API
     // server (and leave their objects): what their objects cost is theirs. Counted here: the
-    // watches and CRD reads, and what names this test's namespace, zone or Secrets.
+    // watches, lists and CRD reads, and what names this test's namespace, zone or Secrets.
     let zone_secret_path = format!("/namespaces/{SA_NAMESPACE}/secrets/{zone}");
     let (requests, theirs): (Vec<String>, Vec<String>) = all.into_iter().partition(|r| {
         r.contains("watch=true")
+            || r.contains("limit=")
             || r.contains("/customresourcedefinitions/")
             || r.contains(&format!("/namespaces/{ns}/"))
             || r.contains(&zone_secret_path)
@@ -763,8 +768,7 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
             "GET /apis/machine.openshift.io/",
             "GET /apis/cluster.x-k8s.io/v1beta2/clusters?",
             "GET /apis/cluster.x-k8s.io/v1beta2/machines?",
-            // The storage migration's look at our CRDs (the manager's startup check reads
-            // them first and the migration then does not; in this process there is none).
+            // The startup check's read of our CRDs (the storage migration then reads none).
             "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/",
             &secret,
             &zone_secret,
@@ -783,7 +787,13 @@ async fn a_restart_resync_reads_each_kind_once_and_the_credentials_secret_once()
         single_gets.is_empty(),
         "no object read one by one: {single_gets:#?}"
     );
-    // 12 watched kinds, 8 CRDs, 2 Secrets (the cluster's identity, the zone's).
+    let crd_reads = requests
+        .iter()
+        .filter(|r| r.contains("/customresourcedefinitions/"))
+        .count();
+    assert_eq!(crd_reads, 8, "each CRD read once: {requests:#?}");
+    // 12 watched kinds, 8 CRDs, 2 Secrets (the cluster's identity, the zone's): 22, where the
+    // startup check's 7 looks made it 29.
     assert!(
         requests.len() <= 22,
         "{} requests: {requests:#?}",

@@ -11,8 +11,10 @@
 //!   the manager logs that the caller refused its certificate and what to fix, and a matching
 //!   certificate written into the directory is served without a restart;
 //! * a Forbidden answer (a copy of config/rbac's ClusterRole without one verb, bound to another
-//!   ServiceAccount): without `list` on nodes, the start-up check names who was refused which
-//!   verb on which resource, retries at 1 s, 2 s, 4 s and starts once it is granted; without
+//!   ServiceAccount): without `watch` on nodes, or on zones, the watch's first request
+//!   (the start-up check makes none per kind) names who was refused which verb on which
+//!   resource, retries at 1 s, 2 s, 4 s, `/readyz` names it, and starts once it is granted;
+//!   without
 //!   `patch` on zones, every attempt is logged naming the verb, the resource and the zone,
 //!   retried at 5 s, 10 s, 20 s (the error metric counts them), and the zone converges once the
 //!   verb is granted.
@@ -210,6 +212,10 @@ async fn a_missing_crd_is_named_with_its_fix_and_waited_for_until_installed() {
     assert!(m.is_running(), "{}", m.log());
     let (status, why) = http_get(&admin, "/readyz").await;
     assert_eq!(status, 503, "{why}");
+    assert!(
+        why.contains(needle),
+        "/readyz says what it waits for: {why}"
+    );
     assert!(
         m.lines_with(&["controllers started"]).is_empty(),
         "{}",
@@ -417,8 +423,8 @@ impl PartialRole {
                 &[
                     "auth",
                     "can-i",
-                    "watch",
-                    "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
+                    "list",
+                    "vsphereclusters.infrastructure.cluster.x-k8s.io",
                     &format!("--as={subject}"),
                 ],
             );
@@ -438,28 +444,54 @@ impl PartialRole {
     }
 }
 
-/// A list refused at start (no `list` on nodes): the manager names the resource, the verb and
-/// who was refused, checks again at 1 s, 2 s, 4 s …, and starts once it is granted.
+/// A watch refused at start (no `watch` on nodes, a kind with no CRD to read): the manager
+/// names the resource, the verb and who was refused, checks again at 1 s, 2 s, 4 s …, and
+/// starts once it is granted. (Without `list` alone it starts: the watch streams its initial
+/// list, which the API server authorizes as `watch`; `list` is what a server that does not
+/// stream initial lists needs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_list_refused_at_start_is_named_and_retried_until_granted() {
+async fn a_watch_of_nodes_refused_at_start_is_named_and_retried_until_granted() {
+    refused_at_start("refused-nodes", "nodes", "watch", "nodes").await;
+}
+
+/// The same for one of our kinds (no `watch` on zones): its CRD read passes, the watch's first
+/// request finds the refusal (the startup check makes no request per kind) and tells it as the
+/// check would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_of_zones_refused_at_start_is_named_and_retried_until_granted() {
+    refused_at_start(
+        "refused-zones",
+        "vspheredeploymentzones",
+        "watch",
+        "vspheredeploymentzones.infrastructure.cluster.x-k8s.io",
+    )
+    .await;
+}
+
+/// The manager under config/rbac's ClusterRole without `verb` on `resource` (named
+/// `qualified` in messages): it names the resource, the verb and who was refused, checks again
+/// at 1 s, 2 s, 4 s …, is not ready meanwhile, and starts once the verb is granted.
+async fn refused_at_start(name: &str, resource: &str, verb: &str, qualified: &str) {
     let _one = ONE.lock().await;
     let cp = control_plane();
-    let ns = cp.namespace("refused-list");
+    let ns = cp.namespace(name);
     let work = work_dir(cp, &ns);
-    let partial = PartialRole::bind(cp, &ns, "nodes", "list").await;
+    let partial = PartialRole::bind(cp, &ns, resource, verb).await;
     let mut m = spawn(
         "manager-0",
         &partial.kubeconfig,
         &work,
         &manager_args(&work),
     );
-    let needle = "the Kubernetes API server refuses to list nodes";
-    let lines = wait_lines(&m, needle, 3).await;
+    let admin =
+        Manager::field(&m.wait_line("admin endpoints listening", LOG_WAIT), "addr").unwrap();
+    let needle = format!("the Kubernetes API server refuses to {verb} {qualified}");
+    let lines = wait_lines(&m, &needle, 3).await;
     eprintln!("realapi_faults: {}", lines[0]);
     for l in &lines {
         assert!(
             l.contains(&format!(
-                "User \"{}\" cannot list resource \"nodes\"",
+                "User \"{}\" cannot {verb} resource \"{resource}\"",
                 partial.subject
             )),
             "names who, the verb and the resource: {l}"
@@ -469,10 +501,17 @@ async fn a_list_refused_at_start_is_named_and_retried_until_granted() {
             "{l}"
         );
     }
-    assert_eq!(retries(&m, needle)[..3], ["1s", "2s", "4s"], "{lines:?}");
+    assert_eq!(retries(&m, &needle)[..3], ["1s", "2s", "4s"], "{lines:?}");
     assert!(m.is_running(), "{}", m.log());
+    let (status, why) = http_get(&admin, "/readyz").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(
+        why.contains(&needle),
+        "/readyz says what it waits for: {why}"
+    );
     partial.grant(cp);
     m.wait_line("controllers started", LOG_WAIT);
+    assert_eq!(http_get(&admin, "/readyz").await.0, 200);
     assert_eq!(m.terminate(), Some(0), "{}", m.log());
 }
 

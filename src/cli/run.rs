@@ -411,6 +411,7 @@ async fn start(
     let stats = Stats::default();
     let shared = Shared {
         client,
+        server: server.to_string(),
         sessions: SessionCache::new(
             stats.clone(),
             ClientOptions {
@@ -487,7 +488,7 @@ async fn start(
     // Not ready, but alive, until the API server serves every watched kind (see
     // `controllers::startup` for why this never exits).
     shared.health.set_waiting_for_api(true);
-    let served = startup::wait_until_served(&shared.client, server, &signal).await;
+    let served = startup::wait_until_served(&shared.client, &shared.server, &signal).await;
     shared.health.set_waiting_for_api(false);
 
     if served {

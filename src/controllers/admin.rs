@@ -1,9 +1,11 @@
 //! The admin endpoints on `--metrics-addr` (loopback by default): `/metrics` (Prometheus), `/healthz` and `/livez` (the
 //! process serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
 //! by for the lease — a standby replica is healthy, not broken).
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -23,6 +25,9 @@ pub struct Health {
     /// Set while `run` waits for the API server to serve the watched kinds
     /// ([`super::startup`]): not ready, whatever else holds.
     waiting_for_api: AtomicBool,
+    /// The watched kinds whose watch was refused before its first answer, and why
+    /// ([`super::startup::FirstAnswer`]): what `/readyz` says the caches wait for.
+    not_served: Mutex<BTreeMap<String, String>>,
 }
 
 impl Health {
@@ -33,6 +38,7 @@ impl Health {
             leading: AtomicBool::new(false),
             synced: AtomicBool::new(false),
             waiting_for_api: AtomicBool::new(false),
+            not_served: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -40,8 +46,26 @@ impl Health {
         self.leading.store(leading, Ordering::SeqCst);
     }
 
+    /// Marks the caches synced or not; unsynced also forgets why kinds were not served (the
+    /// watches that said so are gone with their term).
     pub fn set_synced(&self, synced: bool) {
         self.synced.store(synced, Ordering::SeqCst);
+        if !synced {
+            self.not_served_now().clear();
+        }
+    }
+
+    /// Why `kind` is not served to the controllers (`None`: it is).
+    pub fn set_not_served(&self, kind: &str, why: Option<String>) {
+        let mut not_served = self.not_served_now();
+        match why {
+            Some(why) => not_served.insert(kind.to_string(), why),
+            None => not_served.remove(kind),
+        };
+    }
+
+    fn not_served_now(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.not_served.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set_waiting_for_api(&self, waiting: bool) {
@@ -53,15 +77,25 @@ impl Health {
     }
 
     /// Ready, or why not.
-    pub fn readiness(&self) -> Result<&'static str, &'static str> {
+    pub fn readiness(&self) -> Result<Cow<'static, str>, Cow<'static, str>> {
         if self.waiting_for_api.load(Ordering::SeqCst) {
-            return Err("waiting for the Kubernetes API server to serve every watched kind");
+            return Err("waiting for the Kubernetes API server to serve every watched kind".into());
         }
         let synced = self.synced.load(Ordering::SeqCst);
         match (self.leader_election, self.is_leading(), synced) {
-            (true, false, _) => Ok("standing by for the leader lease"),
-            (_, _, true) => Ok("caches synced"),
-            (_, _, false) => Err("caches not synced yet"),
+            (true, false, _) => Ok("standing by for the leader lease".into()),
+            (_, _, true) => Ok("caches synced".into()),
+            (_, _, false) => {
+                let not_served = self.not_served_now();
+                if not_served.is_empty() {
+                    return Err("caches not synced yet".into());
+                }
+                let why: Vec<String> = not_served
+                    .iter()
+                    .map(|(kind, why)| format!("{kind}: {why}"))
+                    .collect();
+                Err(format!("caches not synced yet, waiting for {}", why.join("; ")).into())
+            }
         }
     }
 }
@@ -128,7 +162,7 @@ mod tests {
         let h = Health::new(true);
         assert!(h.readiness().is_ok(), "standby is ready");
         h.set_leading(true);
-        assert_eq!(h.readiness(), Err("caches not synced yet"));
+        assert_eq!(h.readiness(), Err("caches not synced yet".into()));
         h.set_synced(true);
         assert!(h.readiness().is_ok());
         h.set_waiting_for_api(true);

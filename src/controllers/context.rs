@@ -19,6 +19,8 @@ use crate::vcenter::session::SessionCache;
 #[derive(Clone)]
 pub struct Shared {
     pub client: kube::Client,
+    /// The Kubernetes API server's URL, for the messages that name it.
+    pub server: String,
     /// vCenter sessions per (server, user, TLS); logged out on shutdown.
     pub sessions: SessionCache,
     /// Per-server vCenter views, so N zones on one server cost one gather.

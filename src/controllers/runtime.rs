@@ -14,7 +14,7 @@ use super::stores::Stores;
 use super::watch::{skip_status_only_changes, skip_unchanged, watch_kind, watch_optional_kind};
 use super::{
     Context, Health, Shared, Shutdown, capi_machine, cluster, cluster_identity, cpms, entry,
-    leader, machine, mhc, storage_migration, zone,
+    leader, machine, mhc, startup, storage_migration, zone,
 };
 use k8s_openapi::api::core::v1::Node;
 
@@ -80,19 +80,22 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let client = shared.client.clone();
     let mut tasks = tokio::task::JoinSet::new();
     let _unsynced = Unsynced(shared.health.clone());
+    // What a watch refused before its first answer tells (see `startup`).
+    let first = startup::FirstAnswer::new(&shared.server, shared.health.clone());
 
     // One watch per kind; the triggers are subscribed before the watches start.
     let (zone_deleted, deleted_zones) = futures::channel::mpsc::unbounded();
     let (zone_store, [zone_trigger, zone_to_clusters, zone_to_sets]) =
-        watch_kind::<VSphereDeploymentZone, 3>(&client, Some(zone_deleted), &mut tasks);
-    let (fd_store, [fd_trigger]) = watch_kind::<VSphereFailureDomain, 1>(&client, None, &mut tasks);
+        watch_kind::<VSphereDeploymentZone, 3>(&client, &first, Some(zone_deleted), &mut tasks);
+    let (fd_store, [fd_trigger]) =
+        watch_kind::<VSphereFailureDomain, 1>(&client, &first, None, &mut tasks);
     let (cluster_store, [cluster_trigger]) =
-        watch_kind::<VSphereCluster, 1>(&client, None, &mut tasks);
+        watch_kind::<VSphereCluster, 1>(&client, &first, None, &mut tasks);
     let (machine_store, [machine_trigger, machine_to_sets, machine_to_checks]) =
-        watch_kind::<Machine, 3>(&client, None, &mut tasks);
+        watch_kind::<Machine, 3>(&client, &first, None, &mut tasks);
     let (check_deleted, deleted_checks) = futures::channel::mpsc::unbounded();
     let (check_store, [check_trigger]) =
-        watch_kind::<MachineHealthCheck, 1>(&client, Some(check_deleted), &mut tasks);
+        watch_kind::<MachineHealthCheck, 1>(&client, &first, Some(check_deleted), &mut tasks);
     // A deleted check has no reconcile to clean up after it (it carries no finalizer, as
     // upstream's): its gauges go when the watch sees it go, or its alerts would fire forever.
     let metrics = shared.metrics.clone();
@@ -101,16 +104,17 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         futures::future::ready(())
     }));
     let (set_store, [set_trigger]) =
-        watch_kind::<ControlPlaneMachineSet, 1>(&client, None, &mut tasks);
-    let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, None, &mut tasks);
-    let (vsm_store, [vsm_trigger]) = watch_kind::<VSphereMachine, 1>(&client, None, &mut tasks);
+        watch_kind::<ControlPlaneMachineSet, 1>(&client, &first, None, &mut tasks);
+    let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, &first, None, &mut tasks);
+    let (vsm_store, [vsm_trigger]) =
+        watch_kind::<VSphereMachine, 1>(&client, &first, None, &mut tasks);
     let (vm_deleted, deleted_vms) = futures::channel::mpsc::unbounded();
     let (vm_store, [vm_trigger, vm_to_machines]) =
-        watch_kind::<VSphereVM, 2>(&client, Some(vm_deleted), &mut tasks);
+        watch_kind::<VSphereVM, 2>(&client, &first, Some(vm_deleted), &mut tasks);
     // Identities: their controller reads nothing but the identity and its Secret (by name), so
     // their cache is not one of `Stores` (no other reconcile waits for it).
     let (identity_store, [identity_trigger]) =
-        watch_kind::<VSphereClusterIdentity, 1>(&client, None, &mut tasks);
+        watch_kind::<VSphereClusterIdentity, 1>(&client, &first, None, &mut tasks);
     // Cluster API's Machines and Clusters, when Cluster API is installed: what VSphereMachines
     // are made from, read from these caches rather than fetched on every reconcile.
     let (capi_machines, [capi_machine_trigger]) =

@@ -12,6 +12,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::cache;
+use super::startup::FirstAnswer;
 
 /// A kind that can be watched into a cache.
 pub(super) trait Watchable:
@@ -38,6 +39,7 @@ const SUBSCRIBER_BUFFER: usize = 256;
 /// `deleted`. A kind nothing subscribes to (`N == 0`) gets a plain store.
 pub(super) fn watch_kind<K, const N: usize>(
     client: &kube::Client,
+    first: &FirstAnswer,
     deleted: Option<Deleted<K>>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> (
@@ -57,23 +59,12 @@ where
             .subscribe()
             .unwrap_or_else(|| unreachable!("shared stores can be subscribed to"))
     });
-    spawn_reflector(Api::all(client.clone()), writer, deleted, tasks);
+    let api = Api::all(client.clone());
+    tasks.spawn(reflect(api, writer, deleted, Until::Served(first.clone())));
     (store, subscriptions)
 }
 
 pub(super) type Deleted<K> = futures::channel::mpsc::UnboundedSender<Arc<DeserializeGuard<K>>>;
-
-/// Drive the watch of `api` into `writer` until the task is aborted (see [`reflect`]).
-fn spawn_reflector<K>(
-    api: Api<DeserializeGuard<K>>,
-    writer: reflector::store::Writer<DeserializeGuard<K>>,
-    deleted: Option<Deleted<K>>,
-    tasks: &mut tokio::task::JoinSet<()>,
-) where
-    K: Watchable,
-{
-    tasks.spawn(reflect(api, writer, deleted, None));
-}
 
 /// The watch of `api` into `writer`, forever. Watch errors (API server restarts, a CRD
 /// removed) are logged and retried with the watcher's backoff; an object that does not decode
@@ -83,16 +74,14 @@ async fn reflect<K>(
     api: Api<DeserializeGuard<K>>,
     writer: reflector::store::Writer<DeserializeGuard<K>>,
     deleted: Option<Deleted<K>>,
-    optional: Option<Optional<K>>,
+    until: Until<K>,
 ) where
     K: Watchable,
 {
     let kind = K::kind(&()).into_owned();
     let stream = reflector::reflector(
         writer,
-        streaming_or_list(api, optional)
-            .default_backoff()
-            .modify(slim),
+        streaming_or_list(api, until).default_backoff().modify(slim),
     );
     stream
         .for_each(|event| {
@@ -127,18 +116,30 @@ struct Optional<K: Watchable> {
     resource: String,
 }
 
+/// What a watch does with a refusal before its first answer.
+enum Until<K: Watchable> {
+    /// A kind the controllers need: the refusal is told as the startup check tells its own
+    /// and the watch tried again ([`FirstAnswer`]); the caches stay unsynced meanwhile.
+    Served(FirstAnswer),
+    /// A kind that may be absent ([`watch_optional_kind`]).
+    Optional(Optional<K>),
+}
+
 /// The watch of `api` with its initial list streamed (`sendInitialEvents`: one request per
 /// kind, where a list and then a watch take two; a restart resync pays this once per kind).
 /// An API server that refuses streaming lists (400/422: Kubernetes 1.33 turned the feature off
 /// by default, 1.34 on again) gets a list and a watch instead, for good.
 ///
-/// With `optional`, a kind the server does not serve (404) or this identity may not list
-/// (403) is found by that first request rather than a look of its own: its cache is absent
-/// (loaded and empty), said once, and the watch is tried again every [`ABSENT_RECHECK`]; once
-/// served, the cache loads.
+/// The first request also tells whether the kind is served and this identity may list and
+/// watch it (no look of its own before: see `startup`). Until the first answer, a refusal —
+/// a 404, a 403, an unreachable server — is, per `until`: told as the startup check tells its
+/// own (the kind, what to fix, the attempt and the next try at `startup::retry_delay`), and
+/// named by `/readyz`; or, for an optional kind, a 404 or 403 makes its cache absent (loaded
+/// and empty), said once, and the watch is tried again every [`ABSENT_RECHECK`]; once served,
+/// the cache loads. After the first answer, errors go to the watcher's own backoff.
 fn streaming_or_list<K>(
     api: Api<DeserializeGuard<K>>,
-    optional: Option<Optional<K>>,
+    until: Until<K>,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<DeserializeGuard<K>>>> + Send
 where
     K: Watchable,
@@ -151,8 +152,10 @@ where
         >,
         streaming: bool,
         answered: bool,
-        optional: Option<Optional<K>>,
+        until: Until<K>,
         was_absent: bool,
+        /// Refusals in a row before the first answer.
+        failures: u32,
     }
     fn start<K: Watchable>(
         api: &Api<DeserializeGuard<K>>,
@@ -171,8 +174,9 @@ where
         api,
         streaming: true,
         answered: false,
-        optional,
+        until,
         was_absent: false,
+        failures: 0,
     };
     futures::stream::unfold(state, |mut s| async move {
         loop {
@@ -180,41 +184,59 @@ where
             if s.answered {
                 return Some((item, s));
             }
+            // The request refused, and with which verb.
             let refused = match &item {
-                Err(
-                    watcher::Error::WatchStartFailed(kube::Error::Api(st))
-                    | watcher::Error::InitialListFailed(kube::Error::Api(st)),
-                ) => Some((st.code, st.message.clone())),
+                Err(watcher::Error::InitialListFailed(e)) => Some(("list", e)),
+                Err(watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e)) => {
+                    Some(("watch", e))
+                }
                 _ => None,
             };
-            match refused {
-                None => {
-                    // The first answer: the kind is served and this way of watching works.
-                    s.answered = item.is_ok();
-                    if s.answered
-                        && let Some(o) = s.optional.take()
-                        && s.was_absent
-                    {
-                        tracing::info!(resource = %o.resource, "now served: watched");
-                        let cache = o.cache.clone();
-                        tokio::spawn(async move { cache.load().await });
+            let code = match refused {
+                Some((_, kube::Error::Api(st))) => Some(st.code),
+                _ => None,
+            };
+            match (refused, code) {
+                (None, _) => {
+                    // `Init` comes before a list is made: the first answer is what follows.
+                    s.answered = matches!(
+                        &item,
+                        Ok(watcher::Event::InitApply(_)
+                            | watcher::Event::InitDone
+                            | watcher::Event::Apply(_)
+                            | watcher::Event::Delete(_))
+                    );
+                    if s.answered {
+                        match &mut s.until {
+                            Until::Served(first) => first.answered::<K>(s.failures),
+                            Until::Optional(o) if s.was_absent => {
+                                tracing::info!(resource = %o.resource, "now served: watched");
+                                let cache = o.cache.clone();
+                                tokio::spawn(async move { cache.load().await });
+                            }
+                            Until::Optional(_) => {}
+                        }
                     }
                     return Some((item, s));
                 }
-                Some((400 | 422, message)) if s.streaming => {
-                    tracing::info!(kind = %K::kind(&()), %message,
+                (Some((_, kube::Error::Api(st))), Some(400 | 422)) if s.streaming => {
+                    tracing::info!(kind = %K::kind(&()), message = %st.message,
                         "the API server does not stream initial lists: listing, then watching");
                     s.streaming = false;
                     s.inner = start(&s.api, false);
                 }
-                Some((code @ (403 | 404), message)) if s.optional.is_some() => {
-                    let o = s.optional.as_ref().unwrap_or_else(|| unreachable!());
+                (Some((_, kube::Error::Api(st))), Some(code @ (403 | 404)))
+                    if matches!(s.until, Until::Optional(_)) =>
+                {
+                    let Until::Optional(o) = &s.until else {
+                        unreachable!()
+                    };
                     if !s.was_absent {
                         if code == 404 {
                             tracing::info!(resource = %o.resource, recheck = ?ABSENT_RECHECK,
                                 "not served (Cluster API not installed): not watched; looked for again periodically");
                         } else {
-                            tracing::warn!(resource = %o.resource, error = %message, recheck = ?ABSENT_RECHECK,
+                            tracing::warn!(resource = %o.resource, error = %st.message, recheck = ?ABSENT_RECHECK,
                                 "not allowed to list: not watched; bind the manager's ServiceAccount with config/rbac");
                         }
                     }
@@ -223,7 +245,16 @@ where
                     tokio::time::sleep(ABSENT_RECHECK).await;
                     s.inner = start(&s.api, s.streaming);
                 }
-                Some(_) => return Some((item, s)),
+                (Some((verb, e)), _) if matches!(s.until, Until::Served(_)) => {
+                    let Until::Served(first) = &s.until else {
+                        unreachable!()
+                    };
+                    s.failures += 1;
+                    let wait = first.refused::<K>(s.failures, verb, e);
+                    tokio::time::sleep(wait).await;
+                    s.inner = start(&s.api, s.streaming);
+                }
+                (Some(_), _) => return Some((item, s)),
             }
         }
     })
@@ -259,7 +290,7 @@ where
         cache: cache.clone(),
         resource: format!("{}.{}", K::plural(&()), K::group(&())),
     };
-    tasks.spawn(reflect(api, writer, None, Some(optional)));
+    tasks.spawn(reflect(api, writer, None, Until::Optional(optional)));
     (cache, subscriptions)
 }
 

@@ -948,7 +948,7 @@ async fn handle(State(api): State<FakeApiServer>, req: Request) -> Response {
 }
 
 /// This crate's CRD `name` as `kubectl apply -k config/crd` installs it (with the conversion
-/// webhook), unless a test stored its own: the manager reads the CRDs of its multi-version
+/// webhook, Established), unless a test stored its own: the manager reads the CRDs of its multi-version
 /// kinds before it starts (`controllers::startup`). A stand-in for the real API server's CRDs,
 /// which the realapi tests install.
 fn installed_crd(resource: &str, name: &str) -> Option<Value> {
@@ -959,6 +959,7 @@ fn installed_crd(resource: &str, name: &str) -> Option<Value> {
         .into_iter()
         .find(|k| format!("{}.{}", k.plural(), k.crd().spec.group) == name)?;
     let mut crd = serde_json::to_value(kind.crd()).ok()?;
+    crd["status"] = json!({"conditions": [{"type": "Established", "status": "True"}]});
     if kind.api_versions().len() > 1 {
         crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
             "conversionReviewVersions": ["v1"],

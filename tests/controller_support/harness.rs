@@ -37,6 +37,7 @@ pub fn shared(api: &FakeApiServer, manager: Option<ManagerIdentity>) -> Shared {
     let stats = Stats::default();
     Shared {
         client: api.client(),
+        server: "https://fake-apiserver".into(),
         sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
         views: Arc::new(ServerViews::new(Duration::from_secs(30))),
         manager,

@@ -82,12 +82,27 @@ impl Controllers {
         cp: &ControlPlane,
         polling: vsphere_provider::plan::machine::waiting::Polling,
     ) -> Controllers {
+        Self::start_as(cp, polling, false).await
+    }
+
+    /// [`Controllers::start`] as `vsphere-provider run` starts them: after the startup check
+    /// (`controllers::startup::check`), its requests counted in [`Controllers::requests`] too.
+    pub async fn start_checked(cp: &ControlPlane) -> Controllers {
+        Self::start_as(cp, Default::default(), true).await
+    }
+
+    async fn start_as(
+        cp: &ControlPlane,
+        polling: vsphere_provider::plan::machine::waiting::Polling,
+        checked: bool,
+    ) -> Controllers {
         let stats = Stats::default();
         let metrics_stats = stats.clone();
         let requests = Requests::default();
         let metrics = Metrics::new(stats.clone());
         let shared = Shared {
             client: logging(cp.client(&Identity::Controller).await, requests.clone()),
+            server: cp.server.clone(),
             sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
             views: Arc::new(ServerViews::new(Duration::from_secs(30))),
             manager: None,
@@ -100,6 +115,11 @@ impl Controllers {
             namespace: SA_NAMESPACE.into(),
             default_zone_selector: None,
         };
+        if checked {
+            controllers::startup::check(&shared.client, &shared.server)
+                .await
+                .expect("the startup check passes");
+        }
         let (trigger, signal) = shutdown::channel();
         let task = tokio::spawn(async move { controllers::run_controllers(&shared, signal).await });
         Controllers {
