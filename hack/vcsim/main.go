@@ -19,14 +19,15 @@
 //	POST /__vcsim/stats/reset      zero the counters
 //
 // With -call-log FILE it also appends one JSON line per SOAP call to FILE:
-// {"op":"PowerOffVM_Task","this":"vm-42","start":NS,"end":NS} (Unix nanoseconds when the request
-// arrived and when its answer was written): what hack/bench-peers.sh reads to time the gap
+// {"op":"PowerOffVM_Task","this":"vm-42","start":NS,"end":NS,"status":200} (Unix nanoseconds when
+// the request arrived and when its answer was written; the HTTP status, 500 for a SOAP fault): what hack/bench-peers.sh reads to time the gap
 // between the end of one step on a VM and the client's next step on it, for any client.
 //
 // See hack/vcsim/README.md for the flags and the exact semantics.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -370,10 +371,40 @@ type control struct {
 	callMu  sync.Mutex
 }
 
+// statusRecorder remembers the status of an answer for the -call-log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Hijack lets the drop fault close the connection through the recorder.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("no hijacker")
+	}
+	return hj.Hijack()
+}
+
 // logCall appends one SOAP call to the -call-log file.
-func (c *control) logCall(info soapInfo, start, end time.Time) {
+func (c *control) logCall(info soapInfo, start, end time.Time, status int) {
 	line, _ := json.Marshal(map[string]any{
 		"op": info.op, "this": info.thisValue, "start": start.UnixNano(), "end": end.UnixNano(),
+		"status": status,
 	})
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
@@ -474,7 +505,9 @@ func (c *control) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if c.callLog != nil {
 			start := time.Now()
-			defer func() { c.logCall(info, start, time.Now()) }()
+			rec := &statusRecorder{ResponseWriter: w}
+			w = rec
+			defer func() { c.logCall(info, start, time.Now(), rec.status) }()
 		}
 	} else if isRESTPath(r.URL.Path) {
 		class = classREST
