@@ -11,7 +11,10 @@
 #              bootstrap, kubeadm control plane, as processes): CAPV v1.17's default cluster
 #              template (tests/fixtures/capv/v1.17, v1beta2; storagePolicyName dropped for
 #              both: vcsim serves no /pbm) with 3 control plane machines and 3 workers, no
-#              failure domains for either, the guests played by hack/workload-sim
+#              failure domains for either unless --capi-zones N (then N zones of the zones
+#              row, ready before the apply, and the VSphereCluster `failureDomainSelector: {}`,
+#              CAPV's own patch: KCP spreads the control plane over them; the workers have
+#              none), the guests played by hack/workload-sim
 #              (so KCP's machines after the first can join); phases: kubectl apply -> the first
 #              control plane Machine provisioned (providerID set, infrastructure provisioned),
 #              apply -> all 6 provisioned (counted from the same apply), then the resync of
@@ -24,7 +27,7 @@
 #
 #   hack/bench-peers.sh [--rows zones,openshift,capi] [--zone-sizes "3 100"]
 #                       [--machine-sizes "3 30"] [--delay-ms 10] [--impls peer,ours]
-#                       [--idle 60] [--debug] [--keep]
+#                       [--idle 60] [--capi-zones 0] [--debug] [--keep]
 # (the defaults shown; the capi row has one size, 3+3). Ours is the release build, as the peers
 # are optimized Go builds; --debug measures the debug build instead (quicker to build). `--impls ours` runs only ours (a change
 # of ours measured without waiting for the peers again; quote the peers from a full run).
@@ -63,24 +66,26 @@ delay_ms=10
 impls="peer,ours"
 profile=release
 idle=60
+capi_zones=0
 keep=""
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--rows | --zone-sizes | --machine-sizes | --delay-ms | --impls | --idle) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
+	--rows | --zone-sizes | --machine-sizes | --delay-ms | --impls | --idle | --capi-zones) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
 	--rows) rows="$2"; shift 2 ;;
 	--zone-sizes) zone_sizes="$2"; shift 2 ;;
 	--machine-sizes) machine_sizes="$2"; shift 2 ;;
 	--delay-ms) delay_ms="$2"; shift 2 ;;
 	--impls) impls="$2"; shift 2 ;;
 	--idle) idle="$2"; shift 2 ;;
+	--capi-zones) capi_zones="$2"; shift 2 ;;
 	--release) profile=release; shift ;;
 	--debug) profile=debug; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
-for v in $zone_sizes $machine_sizes "$delay_ms" "$idle"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers only, got '$v'"; done
+for v in $zone_sizes $machine_sizes "$delay_ms" "$idle" "$capi_zones"; do [[ "$v" =~ ^[0-9]+$ ]] || die "numbers only, got '$v'"; done
 for i in ${impls//,/ }; do
 	case "$i" in peer | ours) ;; *) die "unknown implementation '$i' (peer, ours)" ;; esac
 done
@@ -864,14 +869,25 @@ capi_rolled() {
 }
 
 bench_capi() { # IMPL
-	local impl="$1" fail="" ep size="3+3" old
-	run_begin capi "$size" "$impl" 3 tls
+	local impl="$1" fail="" ep size="3+3" old i
+	[ "$capi_zones" -eq 0 ] || size="3+3_${capi_zones}zones" # no space: it names the run directory
+	run_begin capi "$size" "$impl" "$((capi_zones > 3 ? capi_zones : 3))" tls
 	capi_up
 	ep="$(free_port)"
 	wsim_up "$ep"
 	capi_cluster 3 3 "$ep" >"$run/cluster.yaml" 2>"$run/clusterctl.log" ||
 		die "clusterctl generate cluster failed: $(tail -n5 "$run/clusterctl.log")"
 	k create namespace "$NS_CAPI" >/dev/null
+	if [ "$capi_zones" -gt 0 ]; then
+		# The zones first, ready before the clock starts; the VSphereCluster selects them all.
+		awk '/^---/ { vc = 0 } /^kind: VSphereCluster$/ { vc = 1 } { print } vc && /^spec:$/ { print "  failureDomainSelector: {}"; vc = 0 }' \
+			"$run/cluster.yaml" >"$run/cluster-zonal.yaml" && mv "$run/cluster-zonal.yaml" "$run/cluster.yaml"
+		grep -q '^  failureDomainSelector: {}$' "$run/cluster.yaml" || die "no VSphereCluster spec in the generated cluster"
+		zones_manifest "$capi_zones" | k apply -f - 2>&1 >/dev/null | { grep -v '^Warning: .* is deprecated' >&2 || true; }
+		for i in $(seq 300); do [ "$(zones_ready)" -ge "$capi_zones" ] && break; sleep 1; done
+		[ "$(zones_ready)" -ge "$capi_zones" ] || die "$(zones_ready) of $capi_zones zones ready after 300 s"
+		log "  $capi_zones zones ready"
+	fi
 
 	log "  CAPV's default cluster template, 3 control plane machines + 3 workers: apply → provisioned"
 	phase_begin
