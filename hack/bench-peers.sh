@@ -47,6 +47,8 @@
 #                  and requests of a phase are counted until vCenter is quiet for 5 s, so what
 #                  a controller still does after its objects look done is in its phase);
 #   peak RSS       VmHWM of the controller process (/proc/PID/status) at the end of the phase.
+# A second table times each VM's power-off answer -> the destroy sent for it (vcsim -call-log):
+# how soon a controller takes its next step once vCenter's task is done (p50, p99, max).
 # In the capi row, Cluster API's managers and the workload simulator run as well: their API
 # requests are not the controller's (not counted), and the simulator's own vCenter requests (it
 # polls vcsim, reports guest IPs) are subtracted from vcsim's counters (it counts them itself,
@@ -81,7 +83,7 @@ while [ $# -gt 0 ]; do
 	--release) profile=release; shift ;;
 	--debug) profile=debug; shift ;;
 	--keep) keep=1; shift ;;
-	-h | --help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 done
