@@ -4,7 +4,9 @@
 # against it:
 #   1. `doctor` and `inventory` against the simulator;
 #   2. `reconcile -f config/samples`: zones verified, failure domains published;
-#   3. the same again with one deliberately broken zone, to show its condition;
+#   3. the same again with one deliberately broken zone, to show its condition; then a
+#      VSphereCluster without failureDomainSelector (as CAPV's ClusterClass makes them): no
+#      failure domains, until the run is given --default-failure-domain-selector;
 #   4. machines: three Machines placed by zone name get VMs in three compute clusters (with
 #      simulated kubelets), then one is deleted through its lifecycle, a preDrain hook shown
 #      blocking, then removed;
@@ -81,6 +83,19 @@ code=$?
 set -e
 echo "(exit code $code: 1 means something is not ready, as expected here)"
 [ "$code" -eq 1 ] || die "the broken zone should make reconcile exit 1"
+
+banner "a VSphereCluster without failureDomainSelector, as CAPV's ClusterClass makes it"
+mkdir -p "$work/no-selector"
+cp config/samples/failure-domains.yaml config/samples/deployment-zones.yaml config/samples/vsphereclusteridentity.yaml \
+	config/samples/credentials-secret.yaml "$work/no-selector/"
+grep -v 'failureDomainSelector' config/samples/vspherecluster.yaml >"$work/no-selector/vspherecluster.yaml"
+published() { # reconcile's extra flags -> the VSphereCluster's failure domains
+	"$BIN" reconcile -f "$work/no-selector" --no-state -o json "$@" 2>/dev/null |
+		jq -c '[.items[] | select(.kind == "VSphereCluster") | .status.failureDomains // [] | .[].name]'
+}
+echo "without a selector (CAPV's rule): $(published)"
+echo "with --default-failure-domain-selector='' (every zone of the server): $(published --default-failure-domain-selector=)"
+[ "$(published --default-failure-domain-selector=)" != "[]" ] || die "the default selector published no zone"
 
 machines() { # HOOKS_FOR_MASTER_1
 	mkdir -p "$work/machines"

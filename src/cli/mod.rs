@@ -17,11 +17,3 @@ pub mod validate;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code when the work ran but failed or did not converge.
 pub const EXIT_FAILED: u8 = 1;
-
-/// clap's parser for a label-selector flag (`kubectl -l` syntax, see
-/// [`crate::plan::selector::parse`]).
-pub fn parse_label_selector(
-    text: &str,
-) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, String> {
-    crate::plan::selector::parse(text)
-}

@@ -71,7 +71,7 @@ pub struct Args {
     /// The zones a VSphereCluster that sets no `spec.failureDomainSelector` publishes, as a
     /// label selector (`kubectl -l` syntax; `''` selects every zone on the cluster's server).
     /// Unset, such a cluster publishes none, as CAPV; see `run --help`.
-    #[arg(long, value_name = "SELECTOR", value_parser = super::parse_label_selector)]
+    #[arg(long, value_name = "SELECTOR", value_parser = crate::plan::selector::parse)]
     pub default_failure_domain_selector: Option<LabelSelector>,
     /// The time the controllers see (RFC 3339, e.g. 2026-11-23T10:00:00Z); default: now.
     #[arg(long, value_name = "RFC3339")]

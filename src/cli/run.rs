@@ -117,7 +117,7 @@ pub struct Args {
     /// cluster's server). Unset (the default), such a cluster publishes none, as CAPV. For
     /// ClusterClasses that cannot carry a selector: CAPV's own sets the VSphereCluster's whole
     /// spec from variables.
-    #[arg(long, value_name = "SELECTOR", value_parser = super::parse_label_selector)]
+    #[arg(long, value_name = "SELECTOR", value_parser = crate::plan::selector::parse)]
     pub default_failure_domain_selector: Option<LabelSelector>,
     /// How long one vCenter inventory read is shared by the zones of a server (`30s`, `2m`).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
