@@ -5,7 +5,8 @@
 //! vcsim gaps (vcenter-wire.md §11): tasks finish inside their `*_Task` call, so a task is never
 //! seen queued or running and its filter's first update already says `success`; the returned
 //! version is always `-`; a new filter's objects are reported only by a wait from version `""`
-//! (the watcher does that after adding filters; real vCenter reports them to any wait).
+//! (so the watcher reads the objects of filters made during a pending wait once; real vCenter
+//! reports them to the pending wait too, and the watcher drops what it already knows).
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -100,21 +101,42 @@ async fn a_finished_task_and_a_power_change_by_another_client_come_through_the_l
     let w = Watcher::start(ours.clone(), tx, options());
     healthy(&w).await;
 
-    // Our own task: reported finished with no task read (no RetrievePropertiesEx) at all.
+    // Our own tasks, made while the wait is pending: both reported finished by one read of the
+    // new filters' state (vcsim reports a done task's new filter to no pending wait), not a
+    // read per task, and the pending wait is not cancelled for them.
+    let vm1 = vm(&ours, "DC0_H0_VM1").await;
     let before = ours.stats().snapshot();
-    let task = ours.power_off_vm(&vm0).await.unwrap();
-    w.set([task.task.clone()]);
-    assert!(w.watching(&task.task));
-    let e = event_about(&mut rx, &task.task, |_| true).await;
-    assert_eq!(value(&e, "info.state"), Some("success"), "{e:?}");
+    let t0 = ours.power_off_vm(&vm0).await.unwrap();
+    let t1 = ours.power_off_vm(&vm1).await.unwrap();
+    w.set([t0.task.clone(), t1.task.clone()]);
+    assert!(w.watching(&t0.task));
+    for t in [&t0.task, &t1.task] {
+        let e = event_about(&mut rx, t, |_| true).await;
+        assert_eq!(value(&e, "info.state"), Some("success"), "{e:?}");
+    }
     let spent = ours.stats().snapshot().since(&before);
     assert_eq!(
         spent.calls("RetrievePropertiesEx"),
+        1,
+        "{}",
+        spent.summary()
+    );
+    assert_eq!(spent.calls("CreateFilter"), 2, "{}", spent.summary());
+    assert_eq!(
+        spent.calls("CancelWaitForUpdates"),
         0,
         "{}",
         spent.summary()
     );
-    assert!(spent.calls("CreateFilter") >= 1, "{}", spent.summary());
+    // Reported once each: the pending wait's own report of them (real vCenter) or a later one
+    // is not news.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while let Ok(e) = rx.try_recv() {
+        assert!(
+            e.obj() != &t0.task && e.obj() != &t1.task,
+            "reported twice: {e:?}"
+        );
+    }
 
     // The VM, powered on by another client (another session): reported as a modify.
     w.set([vm0.clone()]);

@@ -4,10 +4,15 @@
 //! and reports each change as a [`WatchEvent`]. Callers say *what* to watch ([`Watcher::set`]);
 //! the task does the rest:
 //!
-//! * a changed set interrupts the wait (`CancelWaitForUpdates`), filters of objects no longer
-//!   wanted are destroyed, new ones created, and the next wait starts from version `""` (vcsim
-//!   reports a new filter's objects only then; real vCenter resends the state of every filter,
-//!   which the watcher compares with what it knew and drops when unchanged);
+//! * a changed set does not interrupt the wait: filters of objects no longer wanted are
+//!   destroyed and new ones created on the same collector while the wait is pending, and the
+//!   new objects' watched properties read once (one `RetrievePropertiesEx`) and reported as a
+//!   new filter's first update would be. Their later changes reach the pending wait. vcsim
+//!   reports a new filter's state only to a wait from version `""`, hence the read; real
+//!   vCenter reports it to the pending wait as well, and the watcher drops what it already
+//!   knew. (Interrupting with `CancelWaitForUpdates` was slower: the cancelled wait's end came
+//!   between a task's end and the next step.) Filters made before a collector's first wait
+//!   need no read: that wait starts from `""`;
 //! * a re-login (the client's session generation moved) means the old session's collector and
 //!   filters are gone with it: fresh ones are made. Any other failure destroys the collector
 //!   (retried until done while the session lasts, so none leaks), backs off (1 s doubling to
@@ -22,13 +27,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::{StreamExt, stream};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::client::Client;
 use super::model::error::Error;
 use super::model::fault::FaultKind;
 use super::model::moref::MoRef;
-use super::updates::{UpdateKind, UpdateSet};
+use super::property::PropertyFilter;
+use super::updates::{Change, ObjectUpdate, UpdateKind, UpdateSet};
 
 /// The properties watched for an object of `kind` (none: the kind is not watched).
 pub fn watched_paths(kind: &str) -> &'static [&'static str] {
@@ -38,6 +45,10 @@ pub fn watched_paths(kind: &str) -> &'static [&'static str] {
         _ => &[],
     }
 }
+
+/// Filters made or destroyed at once (vCenter answers each in one round trip; they do not
+/// depend on each other).
+const FILTER_CONCURRENCY: usize = 16;
 
 /// Bounds of a watcher.
 #[derive(Clone, Debug)]
@@ -209,6 +220,14 @@ fn unsupported(e: &Error) -> Option<String> {
     }
 }
 
+/// Whether a task's known values say it has finished (`success` or `error`).
+fn finished(values: &BTreeMap<String, Option<String>>) -> bool {
+    matches!(
+        values.get("info.state").cloned().flatten().as_deref(),
+        Some("success" | "error")
+    )
+}
+
 fn gone(e: &Error) -> bool {
     matches!(
         e.fault().map(|f| &f.kind),
@@ -350,55 +369,9 @@ impl Loop {
                 })
             }
         };
-        let wanted = lock(&self.shared.wanted).clone();
-        let removed: Vec<MoRef> = s
-            .filters
-            .keys()
-            .filter(|o| !wanted.contains(*o))
-            .cloned()
-            .collect();
-        for obj in removed {
-            if let Some(f) = s.filters.get(&obj).filter(|f| !f.value.is_empty()) {
-                match self.client.destroy_property_filter(f).await {
-                    Ok(()) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            s.filters.remove(&obj);
-            self.known.remove(&obj);
-        }
-        let mut added = false;
-        let new: Vec<MoRef> = wanted
-            .iter()
-            .filter(|o| !s.filters.contains_key(*o))
-            .cloned()
-            .collect();
-        for obj in &new {
-            match self
-                .client
-                .create_filter(&s.collector, obj, watched_paths(&obj.kind))
-                .await
-            {
-                Ok(f) => {
-                    s.filters.insert(obj.clone(), f);
-                    added = true;
-                }
-                // Already gone (a destroyed VM, an expired task): its owner should look now.
-                Err(e) if gone_object(&e).is_some_and(|o| *o != s.collector) => {
-                    let _ = self.events.send(WatchEvent::Changed {
-                        obj: obj.clone(),
-                        kind: UpdateKind::Leave,
-                        values: BTreeMap::new(),
-                    });
-                    // Watched as far as anyone can: a placeholder, so it is not retried.
-                    s.filters
-                        .insert(obj.clone(), MoRef::new("PropertyFilter", ""));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        if added {
+        // Before the first wait of a collector, new filters need no read: a wait from version
+        // `""` reports every filter's state.
+        if !self.sync_filters(s).await?.is_empty() {
             s.version = String::new();
         }
         let _ = self.health.send(Health::Healthy);
@@ -413,22 +386,17 @@ impl Loop {
             self.options.max_object_updates,
         );
         tokio::pin!(wait);
-        let result = tokio::select! {
-            r = &mut wait => r,
-            () = self.shared.changed.notified() => {
-                // The wanted set changed: end this wait now rather than at its timeout. A
-                // cancel that reaches the server before the wait does is lost: send it again
-                // a few times, then let the wait end at its maxWaitSeconds.
-                let mut cancels = 0;
-                loop {
-                    if cancels < 5 {
-                        cancels += 1;
-                        let _ = client.cancel_wait_for_updates(&collector).await;
-                    }
-                    tokio::select! {
-                        r = &mut wait => break r,
-                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    }
+        // A change of the wanted set does not interrupt the wait: filters are made and
+        // destroyed on this collector beside it, and the new objects read once. Cancelling
+        // the wait instead (`CancelWaitForUpdates`, then a wait from `""`) put the end of the
+        // cancelled wait between a task's end and its machine's next step, and under load
+        // vcsim ended it 0.3–1.7 s after the cancel (docs/cost.md, "each step's wait").
+        let result = loop {
+            tokio::select! {
+                r = &mut wait => break r,
+                () = self.shared.changed.notified() => {
+                    let added = self.sync_filters(s).await?;
+                    self.read_state(&added).await?;
                 }
             }
         };
@@ -453,6 +421,162 @@ impl Loop {
         }
     }
 
+    /// Bring the collector's filters in line with the wanted set: destroy those of objects no
+    /// longer wanted, create those of new ones. Returns the objects whose filters were made.
+    /// An object already gone (a destroyed VM, an expired task) is reported as left, so its
+    /// owner looks now, and gets a placeholder so that it is not tried again.
+    async fn sync_filters(&mut self, s: &mut Session) -> Result<Vec<MoRef>, Error> {
+        let wanted = lock(&self.shared.wanted).clone();
+        let removed: Vec<MoRef> = s
+            .filters
+            .keys()
+            .filter(|o| !wanted.contains(*o))
+            .cloned()
+            .collect();
+        // One request per filter, sent FILTER_CONCURRENCY at a time: 30 machines' tasks made
+        // one after another cost 30 round trips between a task's end and its machine's wake.
+        let client = &self.client;
+        let destroyed: Vec<(MoRef, Result<(), Error>)> = stream::iter(removed)
+            .map(|obj| {
+                let filter = s.filters.get(&obj).filter(|f| !f.value.is_empty()).cloned();
+                async move {
+                    let r = match filter {
+                        Some(f) => client.destroy_property_filter(&f).await,
+                        None => Ok(()),
+                    };
+                    (obj, r)
+                }
+            })
+            .buffer_unordered(FILTER_CONCURRENCY)
+            .collect()
+            .await;
+        let mut failure = None;
+        for (obj, r) in destroyed {
+            match r {
+                Ok(()) => {}
+                Err(e) if gone(&e) => {}
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            }
+            s.filters.remove(&obj);
+            self.known.remove(&obj);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let new: Vec<MoRef> = wanted
+            .iter()
+            .filter(|o| !s.filters.contains_key(*o))
+            .cloned()
+            .collect();
+        let collector = &s.collector;
+        let created: Vec<(MoRef, Result<MoRef, Error>)> = stream::iter(new)
+            .map(|obj| async move {
+                let r = client
+                    .create_filter(collector, &obj, watched_paths(&obj.kind))
+                    .await;
+                (obj, r)
+            })
+            .buffer_unordered(FILTER_CONCURRENCY)
+            .collect()
+            .await;
+        // Every filter made is recorded, even when another failed: the failure ends this
+        // collector, and with it its filters.
+        let mut added = Vec::new();
+        for (obj, r) in created {
+            match r {
+                Ok(f) => {
+                    s.filters.insert(obj.clone(), f);
+                    added.push(obj);
+                }
+                Err(e) if gone_object(&e).is_some_and(|o| *o != s.collector) => {
+                    self.report_left(obj.clone());
+                    s.filters.insert(obj, MoRef::new("PropertyFilter", ""));
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(added)
+    }
+
+    /// Read the watched properties of objects whose filters were made while a wait was
+    /// pending, once, and report them as that wait would report new filters (vcsim reports a
+    /// new filter's state only to a wait from version `""`, so a task that finished before its
+    /// filter was made would otherwise be heard of only at some other object's next change).
+    /// Real vCenter also reports the new filters' state to the pending wait: what this read
+    /// already reported is in `known` then, and not reported twice. An object gone meanwhile
+    /// is reported as left and the read repeated without it.
+    async fn read_state(&mut self, objs: &[MoRef]) -> Result<(), Error> {
+        let mut objs = objs.to_vec();
+        while !objs.is_empty() {
+            let mut filter = PropertyFilter::new();
+            let kinds: BTreeSet<&str> = objs.iter().map(|o| o.kind.as_str()).collect();
+            for kind in kinds {
+                filter = filter.props(kind, watched_paths(kind));
+            }
+            let read = self.client.retrieve(&filter.objects(&objs)).await;
+            match read {
+                Ok(contents) => {
+                    // An object the read left out is gone (real vCenter omits it rather than
+                    // failing the read).
+                    for obj in objs
+                        .iter()
+                        .filter(|o| !contents.iter().any(|c| c.obj == **o))
+                    {
+                        self.known.remove(obj);
+                        self.report_left(obj.clone());
+                    }
+                    let objects = contents
+                        .into_iter()
+                        .map(|c| ObjectUpdate {
+                            filter: MoRef::new("PropertyFilter", ""),
+                            kind: UpdateKind::Enter,
+                            changes: watched_paths(&c.obj.kind)
+                                .iter()
+                                .map(|p| Change {
+                                    name: p.to_string(),
+                                    op: "assign".into(),
+                                    val: c.props.get(*p).cloned(),
+                                })
+                                .collect(),
+                            obj: c.obj,
+                            missing: Vec::new(),
+                        })
+                        .collect();
+                    self.report(UpdateSet {
+                        objects,
+                        ..UpdateSet::default()
+                    });
+                    return Ok(());
+                }
+                Err(e) => match gone_object(&e).and_then(|g| objs.iter().position(|o| o == g)) {
+                    Some(i) => {
+                        let obj = objs.remove(i);
+                        self.known.remove(&obj);
+                        self.report_left(obj);
+                    }
+                    None => return Err(e),
+                },
+            }
+        }
+        Ok(())
+    }
+
+    fn report_left(&self, obj: MoRef) {
+        let _ = self.events.send(WatchEvent::Changed {
+            obj,
+            kind: UpdateKind::Leave,
+            values: BTreeMap::new(),
+        });
+    }
+
     /// Report what changed: a leave, an update that changes a known value (also the first
     /// state after a restart, if it changed meanwhile), an enter of an object not seen yet —
     /// except a task still queued or running and a VM's first state (whoever asked to watch it
@@ -460,6 +584,15 @@ impl Loop {
     fn report(&mut self, set: UpdateSet) {
         for u in set.objects {
             let known = self.known.get(&u.obj).cloned();
+            // A task's state only moves forward. Once it is known finished, an older state is
+            // stale: vcsim reports a task's past changes to a pending wait after the read of a
+            // new filter's state already said `success`.
+            if u.kind != UpdateKind::Leave
+                && u.obj.kind == "Task"
+                && known.as_ref().is_some_and(finished)
+            {
+                continue;
+            }
             let mut values = known.clone().unwrap_or_default();
             for c in &u.changes {
                 values.insert(
@@ -484,20 +617,22 @@ impl Loop {
                 self.known.insert(u.obj.clone(), values.clone());
             }
             if news {
+                // An object already known that "enters" (a filter's first report, after the
+                // watcher's own read of it) has changed, as far as its owner can tell.
+                let kind = match (u.kind, &known) {
+                    (UpdateKind::Enter, Some(_)) => UpdateKind::Modify,
+                    (kind, _) => kind,
+                };
                 let _ = self.events.send(WatchEvent::Changed {
                     obj: u.obj,
-                    kind: u.kind,
+                    kind,
                     values,
                 });
             }
         }
         for (obj, _) in set.missing_objects {
             self.known.remove(&obj);
-            let _ = self.events.send(WatchEvent::Changed {
-                obj,
-                kind: UpdateKind::Leave,
-                values: BTreeMap::new(),
-            });
+            self.report_left(obj);
         }
     }
 }

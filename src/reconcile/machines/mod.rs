@@ -22,6 +22,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -162,10 +164,14 @@ pub async fn sweep<K: KubeOps>(
     let client = match client {
         Ok(c) => c,
         Err(t) => {
+            let mut plans = Vec::with_capacity(input.machines.len());
             for m in &input.machines {
-                let plan = plan_machine(&base_input(m, input.around(), Some(t.clone())));
-                write_back(kube, m, input.vsphere_vms, plan, &mut out, &input.now).await;
+                plans.push((
+                    m,
+                    plan_machine(&base_input(m, input.around(), Some(t.clone()))),
+                ));
             }
+            write_all_back(kube, &input, plans, &mut out).await;
             return out;
         }
     };
@@ -193,6 +199,7 @@ pub async fn sweep<K: KubeOps>(
     out.inventory = driven.view.map(|v| v.inventory);
     out.vm_paths = std::mem::take(&mut sweep.vm_paths);
     let MachineSweep { plans, results, .. } = sweep;
+    let mut planned = Vec::with_capacity(plans.len());
     for (m, mut plan) in input.machines.iter().zip(plans) {
         let k = key(m);
         let result = results.get(&k);
@@ -205,9 +212,37 @@ pub async fn sweep<K: KubeOps>(
             out.watch
                 .insert(k.clone(), watched_objects(&plan.machine, vm.as_ref()));
         }
-        write_back(kube, m, input.vsphere_vms, plan, &mut out, &input.now).await;
+        planned.push((m, plan));
     }
+    write_all_back(kube, &input, planned, &mut out).await;
     out
+}
+
+/// Machines written back at once: each one's writes are its own (its Machine or VSphereVM,
+/// its Node, its pods, its claims), and written one after another the API server's round
+/// trips of 30 machines came between a vCenter task's end and the next machine's step.
+const WRITE_BACK_CONCURRENCY: usize = 8;
+
+async fn write_all_back<K: KubeOps>(
+    kube: &K,
+    input: &SweepInput<'_>,
+    plans: Vec<(&Machine, MachinePlan)>,
+    out: &mut SweepOutcome,
+) {
+    // A plain loop over `FuturesOrdered` rather than `stream::map(closure).buffered`: the
+    // closure's lifetimes defeat the `Send` proof of the controller's future.
+    let mut plans = plans.into_iter();
+    let mut writing = FuturesOrdered::new();
+    loop {
+        while writing.len() < WRITE_BACK_CONCURRENCY {
+            let Some((m, plan)) = plans.next() else { break };
+            writing.push_back(write_back(kube, m, input.vsphere_vms, plan, &input.now));
+        }
+        let Some(written) = writing.next().await else {
+            break;
+        };
+        written.add_to(out);
+    }
 }
 
 /// What the machines of a sweep are planned on: read fresh, under the server's write lock.

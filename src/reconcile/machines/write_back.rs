@@ -22,10 +22,10 @@ pub async fn write_back<K: KubeOps>(
     before: &Machine,
     vsphere_vms: &BTreeMap<String, VSphereVM>,
     mut plan: MachinePlan,
-    out: &mut SweepOutcome,
     now: &Time,
-) {
+) -> WrittenBack {
     let k = key(before);
+    let mut kube_writes = 0;
     let mut results = Vec::new();
     for step in std::mem::take(&mut plan.kube) {
         let result = match &step {
@@ -49,7 +49,7 @@ pub async fn write_back<K: KubeOps>(
             result.unwrap_or_else(|e| KubeResult::Failed(e.to_string())),
         ));
     }
-    out.kube_writes += after_kube(&mut plan, &results, now);
+    kube_writes += after_kube(&mut plan, &results, now);
     // A VSphereVM's stand-in is written back onto the VSphereVM; the Machine is never stored.
     let vm = is_actuated(before).then(|| vsphere_vms.get(&k)).flatten();
     let regarding = vm.map_or_else(|| machine_ref(before), vm_ref);
@@ -72,12 +72,32 @@ pub async fn write_back<K: KubeOps>(
         None => None,
     };
     match result {
-        Some(Ok(())) => out.kube_writes += 1,
+        Some(Ok(())) => kube_writes += 1,
         // Written on a stale read (another writer came first, e.g. CAPI labelling the object):
         // the next sweep reads it again soon; nothing failed.
         Some(Err(e)) if e.stale() => requeue = Requeue::After(std::time::Duration::from_secs(1)),
         Some(Err(e)) => requeue = Requeue::Backoff(e.to_string()),
         None => {}
     }
-    out.requeues.insert(k, requeue);
+    WrittenBack {
+        key: k,
+        kube_writes,
+        requeue,
+    }
+}
+
+/// What writing one machine's plan back came to.
+pub struct WrittenBack {
+    pub key: String,
+    /// Kubernetes changes made (the machine written, nodes cordoned or deleted, pods evicted).
+    pub kube_writes: usize,
+    /// When the machine wants another look; a failure is `Backoff` with what failed.
+    pub requeue: Requeue,
+}
+
+impl WrittenBack {
+    pub fn add_to(self, out: &mut SweepOutcome) {
+        out.kube_writes += self.kube_writes;
+        out.requeues.insert(self.key, self.requeue);
+    }
 }
