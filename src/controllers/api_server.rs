@@ -489,23 +489,30 @@ impl KubeOps for ApiServer {
             .await
     }
 
+    /// Published in the background: an event is best effort, and a sweep that waited for each
+    /// of its machines' events put an API round trip between a vCenter task's end and the
+    /// machines' next step. Each publish is bounded by the request timeout.
     async fn event(&self, e: EventRecord) {
         let type_ = if e.type_ == "Warning" {
             EventType::Warning
         } else {
             EventType::Normal
         };
-        let publish = super::events::publish_with(
-            &self.recorder,
-            &e.regarding,
-            type_,
-            &e.reason,
-            &e.reason,
-            e.message,
-        );
-        if tokio::time::timeout(self.timeout, publish).await.is_err() {
-            tracing::debug!(object = ?e.regarding.name, "event not published within {:?}", self.timeout);
-        }
+        let recorder = self.recorder.clone();
+        let timeout = self.timeout;
+        tokio::spawn(async move {
+            let publish = super::events::publish_with(
+                &recorder,
+                &e.regarding,
+                type_,
+                &e.reason,
+                &e.reason,
+                e.message,
+            );
+            if tokio::time::timeout(timeout, publish).await.is_err() {
+                tracing::debug!(object = ?e.regarding.name, "event not published within {timeout:?}");
+            }
+        });
     }
 
     async fn update_health_check(

@@ -221,7 +221,7 @@ pub async fn sweep<K: KubeOps>(
 /// Machines written back at once: each one's writes are its own (its Machine or VSphereVM,
 /// its Node, its pods, its claims), and written one after another the API server's round
 /// trips of 30 machines came between a vCenter task's end and the next machine's step.
-const WRITE_BACK_CONCURRENCY: usize = 8;
+const WRITE_BACK_CONCURRENCY: usize = 32;
 
 async fn write_all_back<K: KubeOps>(
     kube: &K,
