@@ -1050,29 +1050,35 @@ async fn machines_follow_their_tasks_through_the_long_poll() {
 }
 
 /// At rest, nothing but the long poll reads vCenter (#27): three ready zones, a VSphereCluster
-/// and six Running worker Machines (Nodes registered by the test, standing in for kubelets).
-/// Once settled, vcsim's own count of the calls it served over 45 s holds `WaitForUpdatesEx`
-/// and nothing else: no per-machine task or power-state poll, no per-zone or per-cluster check
-/// (those come at `--machine-resync-interval` and `--zone-resync-interval`, minutes away).
-/// Any read between resyncs would show here. (An owned VSphereCluster's 30 s pause check reusing
+/// and six provisioned worker Machines, three Running (Nodes registered by the test, standing
+/// in for kubelets) and three still waiting for their Nodes. Once settled, vcsim's own count of
+/// the calls it served over 45 s holds `WaitForUpdatesEx` and nothing else: no per-machine task
+/// or power-state poll, no re-look of the machines waiting for a Node, no per-zone or
+/// per-cluster check (those come at `--machine-resync-interval` and `--zone-resync-interval`,
+/// minutes away). Any read between resyncs would show here. Then the other three Nodes
+/// register, and their machines go Running although `--task-poll-interval` is 10 minutes: the
+/// Node's arrival wakes them. (An owned VSphereCluster's 30 s pause check reusing
 /// its vCenter check is `plan::cluster::lifecycle::reuse_vcenter_check`'s unit test: no CAPI
 /// Cluster owns this one.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_rest_nothing_but_the_long_poll_reads_vcenter() {
     let _one = ONE_MANAGER.lock().await;
-    let env = Env::start("rest").await;
+    let env = Env::start_with("rest", &["--task-poll-interval=10m"]).await;
     let ns = env.ns.clone();
     let names: Vec<String> = (0..6).map(|i| format!("{ns}-w{i}")).collect();
     env.provision_workers(&names, Duration::from_secs(120))
         .await;
-    for (i, n) in names.iter().enumerate() {
-        let m = env.machine(n).unwrap();
-        env.register_node(
-            &format!("{ns}-node-{i}"),
-            m["spec"]["providerID"].as_str().unwrap(),
-        );
-    }
-    for n in &names {
+    let register = |range: std::ops::Range<usize>| {
+        for i in range {
+            let m = env.machine(&names[i]).unwrap();
+            env.register_node(
+                &format!("{ns}-node-{i}"),
+                m["spec"]["providerID"].as_str().unwrap(),
+            );
+        }
+    };
+    register(0..3);
+    for n in &names[..3] {
         env.wait_phase(n, "Running", Duration::from_secs(60)).await;
     }
     // Settled: the last status writes and the long poll's filter changes are done.
@@ -1096,6 +1102,18 @@ async fn at_rest_nothing_but_the_long_poll_reads_vcenter() {
         "the long poll is waiting: {:?}",
         calls.soap
     );
+    for n in &names[3..] {
+        assert_eq!(
+            env.machine(n).unwrap()["status"]["phase"],
+            "Provisioned",
+            "{n} waits for its Node"
+        );
+    }
+    // Their Nodes register: woken by the Node watch, within far less than the 10 min poll.
+    register(3..6);
+    for n in &names[3..] {
+        env.wait_phase(n, "Running", Duration::from_secs(60)).await;
+    }
     env.delete_all(&names, Duration::from_secs(120)).await;
     env.manager.assert_never_forbidden();
     // No Cluster API here (an OpenShift-only install): its kinds are said to be absent once

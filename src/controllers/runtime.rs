@@ -105,7 +105,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     }));
     let (set_store, [set_trigger]) =
         watch_kind::<ControlPlaneMachineSet, 1>(&client, &first, None, &mut tasks);
-    let (node_store, [node_to_checks]) = watch_kind::<Node, 1>(&client, &first, None, &mut tasks);
+    let (node_store, [node_to_checks, node_to_machines]) =
+        watch_kind::<Node, 2>(&client, &first, None, &mut tasks);
     let (vsm_store, [vsm_trigger]) =
         watch_kind::<VSphereMachine, 1>(&client, &first, None, &mut tasks);
     let (vm_deleted, deleted_vms) = futures::channel::mpsc::unbounded();
@@ -151,15 +152,21 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     // The vCenter long polls wake machines through these (see `machine::long_poll`).
     let (machine_wake, machine_woken) = futures::channel::mpsc::unbounded();
     let (vm_wake, vm_woken) = futures::channel::mpsc::unbounded();
+    let wakers = machine::long_poll::Wakers {
+        machines: machine_wake,
+        vms: vm_wake,
+    };
     let mut ctx = Context::new(shared, stores.clone());
-    ctx.long_polls = machine::long_poll::LongPolls::new(
-        shared.polling.clone(),
-        Some(machine::long_poll::Wakers {
-            machines: machine_wake,
-            vms: vm_wake,
-        }),
-    );
+    ctx.long_polls =
+        machine::long_poll::LongPolls::new(shared.polling.clone(), Some(wakers.clone()));
     let ctx = Arc::new(ctx);
+    // A Node's arrival wakes the machines waiting for it (see `machine::node_join`).
+    tasks.spawn(machine::node_join::wake_on_nodes(
+        node_to_machines,
+        stores.machines.store(),
+        ctx.clone(),
+        wakers,
+    ));
 
     let sets_for_zone = stores.machine_sets.store();
     let zones_for_fd = stores.zones.store();

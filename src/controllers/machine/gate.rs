@@ -37,6 +37,8 @@ impl Decision {
         match self.requeue {
             Requeue::Idle => self.decided.elapsed() < idle,
             Requeue::After(d) => self.decided.elapsed() < d,
+            // Mapped by `requeue_with` before it gets here; as planned, it is a task poll.
+            Requeue::NodeJoin => self.decided.elapsed() < crate::plan::machine::TASK_POLL,
             Requeue::Backoff(_) => !self.answered,
         }
     }
@@ -85,6 +87,25 @@ impl Sweeps {
             n += g.lock().await.len();
         }
         n
+    }
+}
+
+impl Sweeps {
+    /// Drop the decisions of these machines from every gate: their next reconcile sweeps.
+    pub async fn forget(&self, keys: &[String]) {
+        let gates: Vec<Gate> = self
+            .servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for g in gates {
+            let mut decisions = g.lock().await;
+            for k in keys {
+                decisions.remove(k);
+            }
+        }
     }
 }
 

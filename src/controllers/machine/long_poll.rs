@@ -23,7 +23,7 @@ use super::gate::Gate;
 use crate::api::Machine;
 use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::machine::Requeue;
-use crate::plan::machine::waiting::{Polling, requeue_with};
+use crate::plan::machine::waiting::{Polling, Woken, requeue_with};
 use crate::vcenter::watcher::{WatchEvent, WatchOptions, Watcher};
 use crate::vcenter::{Client, MoRef};
 
@@ -36,7 +36,9 @@ pub struct Wakers {
 }
 
 impl Wakers {
-    fn wake(&self, key: &str) {
+    /// Trigger the reconcile of the machine keyed `key` (`namespace/name`, or
+    /// `VSphereVM namespace/name`).
+    pub(super) fn wake(&self, key: &str) {
         let (vm, k) = match key.strip_prefix("VSphereVM ") {
             Some(k) => (true, k),
             None => (false, key),
@@ -125,23 +127,31 @@ impl LongPolls {
         let polls = lock(&self.polls);
         let poll = polls.get(gate_key).filter(|_| active);
         let mut tasks: BTreeMap<&str, &MoRef> = BTreeMap::new();
+        let mut vms: BTreeMap<&str, &MoRef> = BTreeMap::new();
         if let Some(p) = poll {
             let mut by_obj: BTreeMap<MoRef, Vec<String>> = BTreeMap::new();
             for (k, objs) in watch {
                 for o in objs {
                     by_obj.entry(o.clone()).or_default().push(k.clone());
-                    if o.kind == "Task" {
-                        tasks.insert(k, o);
-                    }
+                    match o.kind.as_str() {
+                        "Task" => tasks.insert(k, o),
+                        _ => vms.insert(k, o),
+                    };
                 }
             }
             p.watcher.set(by_obj.keys().cloned());
             *lock(&p.owners) = by_obj;
         }
+        let watching = |objs: &BTreeMap<&str, &MoRef>, k: &str| {
+            poll.is_some_and(|p| objs.get(k).is_some_and(|o| p.watcher.watching(o)))
+        };
         for (k, r) in requeues.iter_mut() {
-            let watched =
-                poll.is_some_and(|p| tasks.get(k.as_str()).is_some_and(|t| p.watcher.watching(t)));
-            *r = requeue_with(r.clone(), watched, &self.polling);
+            let woken = Woken {
+                by_task: watching(&tasks, k),
+                // The Node watch runs with the wakers (`node_join`).
+                by_node: watching(&vms, k),
+            };
+            *r = requeue_with(r.clone(), woken, &self.polling);
         }
     }
 

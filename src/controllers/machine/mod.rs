@@ -13,6 +13,7 @@
 //! is the fallback re-look where the long poll does not watch.
 pub mod gate;
 pub mod long_poll;
+pub mod node_join;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ fn verdict(k: &str, r: Requeue, resync: std::time::Duration) -> Result<Action, E
     match r {
         Requeue::Idle => Ok(Action::requeue(resync)),
         Requeue::After(d) => Ok(Action::requeue(d)),
+        Requeue::NodeJoin => Ok(Action::requeue(crate::plan::machine::TASK_POLL)),
         Requeue::Backoff(why) => Err(Error::Machine(format!("machine {k}: {why}"))),
     }
 }

@@ -519,8 +519,8 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         }
         None => {
             set_phase(&mut plan.machine, ph::PROVISIONED);
-            // Waiting for the kubelet to register: look again, the MHC judges the timeout.
-            plan.requeue = Requeue::After(TASK_POLL);
+            // Waiting for the kubelet to register; the MHC judges the timeout.
+            plan.requeue = Requeue::NodeJoin;
         }
     }
     if plan.machine.status != m.status {

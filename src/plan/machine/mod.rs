@@ -289,8 +289,13 @@ pub struct MachineEvent {
 pub enum Requeue {
     /// Nothing pending: the periodic resync will do.
     Idle,
-    /// Something will change soon (a task, a node joining).
+    /// Something will change soon (a task, a VM property).
     After(Duration),
+    /// Provisioned, waiting for its Node to register: the manager wakes the machine when a
+    /// Node that is its arrives (`controllers::machine::node_join`), so it needs no re-look of
+    /// its own where that runs and the long poll watches its VM (whose address a Node may be
+    /// matched by); elsewhere it is looked at again after [`TASK_POLL`].
+    NodeJoin,
     /// A failure, and what failed: the shell's per-object exponential backoff. The reason is
     /// part of the verdict so that no shell can back off without saying why (local mode prints
     /// it, the controller returns it as the reconcile's error).

@@ -10,6 +10,8 @@
 //! ([`may_drain_and_delete`]).
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
+use crate::api::machine::Machine;
+
 /// Provider IDs compare without case and without the `vsphere://` scheme's slashes mattering
 /// (kubelets have written both `vsphere://` and `vsphere:///` over the years).
 fn same_provider_id(a: &str, b: &str) -> bool {
@@ -94,6 +96,33 @@ pub fn find_node<'n>(
         })
 }
 
+/// The machines whose Node `node` is and that have none linked yet (no `status.nodeRef`, not
+/// deleting), matched as [`find_node`] matches: by provider ID, else by internal IP. The Node's
+/// arrival wakes these; every other Node change (status heartbeats, labels) wakes nobody.
+pub fn machines_awaiting<'m>(
+    node: &Node,
+    machines: impl IntoIterator<Item = &'m Machine>,
+) -> Vec<&'m Machine> {
+    machines
+        .into_iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| m.status.as_ref().is_none_or(|s| s.node_ref.is_none()))
+        .filter(|m| {
+            let addresses = m
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_deref())
+                .unwrap_or_default();
+            find_node(
+                m.spec.provider_id.as_deref(),
+                addresses,
+                std::slice::from_ref(node),
+            )
+            .is_some()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::node;
@@ -169,5 +198,54 @@ mod tests {
                 assert!(e.contains(why), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn a_nodes_arrival_concerns_only_the_machines_waiting_for_it() {
+        use crate::api::machine::MachineStatus;
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+        let with = |name: &str, pid: Option<&str>, ip: Option<&str>| {
+            let mut m = super::super::tests::machine(name);
+            m.spec.provider_id = pid.map(str::to_string);
+            m.status = Some(MachineStatus {
+                addresses: ip.map(|a| {
+                    vec![NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: a.into(),
+                    }]
+                }),
+                ..Default::default()
+            });
+            m
+        };
+        let by_id = with("by-id", Some("vsphere://4211-abc"), None);
+        let by_ip = with("by-ip", None, Some("10.0.0.5"));
+        let other = with("other", Some("vsphere://4211-def"), Some("10.0.0.9"));
+        let mut linked = with("linked", Some("vsphere://4211-abc"), None);
+        linked.status.as_mut().unwrap().node_ref = Some(ObjectReference {
+            name: Some("n".into()),
+            ..Default::default()
+        });
+        let mut deleting = with("deleting", Some("vsphere://4211-abc"), None);
+        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        let all = [&by_id, &by_ip, &other, &linked, &deleting];
+        let names = |n: &Node| -> Vec<String> {
+            machines_awaiting(n, all)
+                .into_iter()
+                .map(|m| m.metadata.name.clone().unwrap())
+                .collect()
+        };
+        // By provider ID (either spelling of the scheme); linked and deleting machines are
+        // not woken.
+        assert_eq!(
+            names(&node("n", Some("vsphere:///4211-ABC"), None)),
+            ["by-id"]
+        );
+        // By IP only while the Node has no provider ID of its own.
+        assert_eq!(names(&node("n", None, Some("10.0.0.5"))), ["by-ip"]);
+        assert!(names(&node("n", Some("vsphere:///4211-xyz"), Some("10.0.0.5"))).is_empty());
+        assert!(names(&node("n", None, None)).is_empty());
     }
 }

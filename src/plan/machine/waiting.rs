@@ -15,7 +15,7 @@ use crate::vcenter::model::moref::MoRef;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Polling {
     /// The fallback re-look while a machine waits on a task the long poll does not watch (or
-    /// on a node to join: nothing wakes the machine then).
+    /// on a Node to register where nothing wakes it then).
     pub task_poll: Duration,
     /// The periodic full read of a machine with nothing pending, or whose wait the long poll
     /// covers: the safety net against a missed update.
@@ -78,13 +78,26 @@ pub fn task_in_flight(machine: &Machine) -> Option<MoRef> {
     (!ps.task_ref.is_empty()).then(|| MoRef::new("Task", &ps.task_ref))
 }
 
+/// What wakes a machine, so that it needs no re-look of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Woken {
+    /// The long poll watches the machine's task in flight.
+    pub by_task: bool,
+    /// A Node's arrival wakes the machine (the manager's Node watch) and the long poll watches
+    /// its VM (a new guest address, by which a Node may be matched, wakes it too).
+    pub by_node: bool,
+}
+
 /// The requeue the controller acts on: a task wait (`After(TASK_POLL)`) becomes the periodic
-/// full read when the long poll watches the machine's task (`task_watched`), else the fallback
-/// `task_poll`; other waits are left as planned.
-pub fn requeue_with(requeue: Requeue, task_watched: bool, polling: &Polling) -> Requeue {
+/// full read when the long poll watches the machine's task, else the fallback `task_poll`; a
+/// wait for the Node likewise when its arrival wakes the machine; other waits are left as
+/// planned.
+pub fn requeue_with(requeue: Requeue, woken: Woken, polling: &Polling) -> Requeue {
     match requeue {
-        Requeue::After(d) if d == TASK_POLL && task_watched => Requeue::After(polling.resync),
+        Requeue::After(d) if d == TASK_POLL && woken.by_task => Requeue::After(polling.resync),
         Requeue::After(d) if d == TASK_POLL => Requeue::After(polling.task_poll),
+        Requeue::NodeJoin if woken.by_node => Requeue::After(polling.resync),
+        Requeue::NodeJoin => Requeue::After(polling.task_poll),
         other => other,
     }
 }
@@ -102,27 +115,41 @@ mod tests {
             ..Polling::default()
         };
         let task = Requeue::After(TASK_POLL);
+        let (by_task, by_node) = (
+            Woken {
+                by_task: true,
+                by_node: false,
+            },
+            Woken {
+                by_task: false,
+                by_node: true,
+            },
+        );
+        let (resync, poll) = (
+            Requeue::After(Duration::from_secs(900)),
+            Requeue::After(Duration::from_secs(3)),
+        );
         let cases = [
-            (task.clone(), true, Requeue::After(Duration::from_secs(900))),
-            (task, false, Requeue::After(Duration::from_secs(3))),
-            (Requeue::Idle, true, Requeue::Idle),
+            (task.clone(), by_task, resync.clone()),
+            (task.clone(), by_node, poll.clone()),
+            (task, Woken::default(), poll.clone()),
+            (Requeue::NodeJoin, by_node, resync),
+            (Requeue::NodeJoin, by_task, poll.clone()),
+            (Requeue::NodeJoin, Woken::default(), poll),
+            (Requeue::Idle, by_task, Requeue::Idle),
             (
                 Requeue::After(Duration::from_secs(1)),
-                true,
+                by_task,
                 Requeue::After(Duration::from_secs(1)),
             ),
             (
                 Requeue::Backoff("x".into()),
-                true,
+                by_task,
                 Requeue::Backoff("x".into()),
             ),
         ];
-        for (r, watched, want) in cases {
-            assert_eq!(
-                requeue_with(r.clone(), watched, &p),
-                want,
-                "{r:?} {watched}"
-            );
+        for (r, woken, want) in cases {
+            assert_eq!(requeue_with(r.clone(), woken, &p), want, "{r:?} {woken:?}");
         }
     }
 

@@ -131,6 +131,7 @@ impl SweepOutcome {
             .values()
             .filter_map(|r| match r {
                 Requeue::After(d) => Some(*d),
+                Requeue::NodeJoin => Some(crate::plan::machine::TASK_POLL),
                 _ => None,
             })
             .min()
