@@ -72,35 +72,29 @@ impl Sweeps {
             .clone()
     }
 
-    /// How many machine decisions are kept, over every server (they are dropped with their
-    /// machine, so this never outgrows the machines that exist).
-    pub async fn decisions(&self) -> usize {
-        let gates: Vec<Gate> = self
-            .servers
+    /// Every server's gate (copied out: none is locked while the map is).
+    fn gates(&self) -> Vec<Gate> {
+        self.servers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// How many machine decisions are kept, over every server (they are dropped with their
+    /// machine, so this never outgrows the machines that exist).
+    pub async fn decisions(&self) -> usize {
         let mut n = 0;
-        for g in gates {
+        for g in self.gates() {
             n += g.lock().await.len();
         }
         n
     }
-}
 
-impl Sweeps {
     /// Drop the decisions of these machines from every gate: their next reconcile sweeps.
     pub async fn forget(&self, keys: &[String]) {
-        let gates: Vec<Gate> = self
-            .servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for g in gates {
+        for g in self.gates() {
             let mut decisions = g.lock().await;
             for k in keys {
                 decisions.remove(k);
