@@ -253,11 +253,6 @@ impl Client {
             .await
     }
 
-    /// End the wait in flight on `collector` (it fails with `RequestCanceled`).
-    pub async fn cancel_wait_for_updates(&self, collector: &MoRef) -> Result<()> {
-        self.call_this_only("CancelWaitForUpdates", collector).await
-    }
-
     async fn call_this_only(&self, method: &str, this: &MoRef) -> Result<()> {
         self.call(method, CallKind::Session, &this_only_body(method, this))
             .await
