@@ -4,9 +4,9 @@
 //!
 //! vcsim gaps (vcenter-wire.md §11): tasks finish inside their `*_Task` call, so a task is never
 //! seen queued or running and its filter's first update already says `success`; the returned
-//! version is always `-`; a new filter's objects are reported only by a wait from version `""`
-//! (so the watcher reads the objects of filters made during a pending wait once; real vCenter
-//! reports them to the pending wait too, and the watcher drops what it already knows).
+//! version is always `-`; after a change of the watcher's ListView, the pending wait re-reports
+//! every object of the view as `enter` (real vCenter reports only those that joined); the
+//! watcher drops what it already knows.
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -101,9 +101,9 @@ async fn a_finished_task_and_a_power_change_by_another_client_come_through_the_l
     let w = Watcher::start(ours.clone(), tx, options());
     healthy(&w).await;
 
-    // Our own tasks, made while the wait is pending: both reported finished by one read of the
-    // new filters' state (vcsim reports a done task's new filter to no pending wait), not a
-    // read per task, and the pending wait is not cancelled for them.
+    // Our own tasks, added while the wait is pending: both reported finished by that wait, with
+    // no task read, one `ModifyListView` for the two (no filter per task), and the pending wait
+    // is not cancelled for them.
     let vm1 = vm(&ours, "DC0_H0_VM1").await;
     let before = ours.stats().snapshot();
     let t0 = ours.power_off_vm(&vm0).await.unwrap();
@@ -115,19 +115,14 @@ async fn a_finished_task_and_a_power_change_by_another_client_come_through_the_l
         assert_eq!(value(&e, "info.state"), Some("success"), "{e:?}");
     }
     let spent = ours.stats().snapshot().since(&before);
-    assert_eq!(
-        spent.calls("RetrievePropertiesEx"),
-        1,
-        "{}",
-        spent.summary()
-    );
-    assert_eq!(spent.calls("CreateFilter"), 2, "{}", spent.summary());
-    assert_eq!(
-        spent.calls("CancelWaitForUpdates"),
-        0,
-        "{}",
-        spent.summary()
-    );
+    for (method, n) in [
+        ("RetrievePropertiesEx", 0),
+        ("CreateFilter", 0),
+        ("ModifyListView", 1),
+        ("CancelWaitForUpdates", 0),
+    ] {
+        assert_eq!(spent.calls(method), n, "{method}: {}", spent.summary());
+    }
     // Reported once each: the pending wait's own report of them (real vCenter) or a later one
     // is not news.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -191,7 +186,7 @@ async fn a_finished_task_and_a_power_change_by_another_client_come_through_the_l
     let spent = ours.stats().snapshot().since(&before);
     assert_eq!(
         spent.total(),
-        spent.calls("WaitForUpdatesEx") + spent.calls("DestroyPropertyFilter"),
+        spent.calls("WaitForUpdatesEx") + spent.calls("ModifyListView"),
         "{}",
         spent.summary()
     );
@@ -210,7 +205,10 @@ async fn after_a_lost_session_the_long_poll_resumes_with_fresh_filters_and_leaks
     healthy(&w).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let first = w.collector().unwrap();
-    assert_eq!(ours.collector_filters(&first).await.unwrap().len(), 2);
+    assert_eq!(ours.collector_filters(&first).await.unwrap().len(), 1);
+    let mut in_view = ours.list_view_objects(&w.view().unwrap()).await.unwrap();
+    in_view.sort();
+    assert_eq!(in_view, [vm0.clone(), vm1.clone()]);
 
     // The session ends under the watcher (as an idle timeout or an admin would end it).
     let generation = ours.session_generation().await;
@@ -230,27 +228,30 @@ async fn after_a_lost_session_the_long_poll_resumes_with_fresh_filters_and_leaks
     assert_ne!(first, second, "the old session's collector went with it");
     assert_eq!(
         ours.collector_filters(&second).await.unwrap().len(),
-        2,
-        "one filter per watched object, none left over"
+        1,
+        "one filter over the view, none left over"
     );
+    let view = w.view().unwrap();
+    assert_eq!(ours.list_view_objects(&view).await.unwrap().len(), 2);
 
-    // Objects no longer watched lose their filters.
+    // Objects no longer watched leave the view; the one filter stays.
     w.set([vm1.clone()]);
     tokio::time::timeout(Duration::from_secs(10), async {
-        while ours.collector_filters(&second).await.unwrap().len() != 1 {
+        while ours.list_view_objects(&view).await.unwrap() != [vm1.clone()] {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await
-    .expect("the filter of the unwatched VM was not destroyed");
+    .expect("the unwatched VM did not leave the view");
     w.set([]);
     tokio::time::timeout(Duration::from_secs(10), async {
-        while !ours.collector_filters(&second).await.unwrap().is_empty() {
+        while !ours.list_view_objects(&view).await.unwrap().is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await
-    .expect("filters left behind");
+    .expect("objects left in the view");
+    assert_eq!(ours.collector_filters(&second).await.unwrap().len(), 1);
 }
 
 const METHOD_NOT_FOUND: (u16, &str) = (

@@ -478,7 +478,9 @@ fn rest_transcript_bodies_decode() {
 /// The long poll's calls on recorded vcsim answers: a filter created, the initial wait's
 /// `enter` (a task already `success`: vcsim runs tasks inside their call; `info.error` and
 /// `info.result` unset, so without `<val>`), the timed-out wait (no `returnval`), the collector
-/// destroyed.
+/// destroyed. (The `CreateFilter` pair was recorded for a filter on one task; the watcher now
+/// makes one filter over a ListView, whose answer has the same shape. `CreateListView` and
+/// `ModifyListView` run against a live vcsim in `tests/vcenter_long_poll.rs`.)
 #[tokio::test]
 async fn long_poll_answers_decode() {
     let (c, _q) = logged_in(vec![
@@ -490,7 +492,11 @@ async fn long_poll_answers_decode() {
     .await;
     let pc = MoRef::new("PropertyCollector", "session[x]pc");
     let task = MoRef::new("Task", "task-122");
-    let filter = c.create_filter(&pc, &task, &["info.state"]).await.unwrap();
+    let view = MoRef::new("ListView", "session[x]view");
+    let filter = c
+        .create_view_filter(&pc, &view, &[("Task", &["info.state"])])
+        .await
+        .unwrap();
     assert_eq!(filter.kind, "PropertyFilter");
     let set = c.wait_for_updates(&pc, "", 60, 100).await.unwrap().unwrap();
     assert_eq!(set.version, "-");

@@ -73,19 +73,34 @@ pub(crate) fn create_collector_body(service_collector: &MoRef) -> String {
     Xml::request("CreatePropertyCollector", service_collector).finish("CreatePropertyCollector")
 }
 
-/// `CreateFilter` for the `paths` of one object, whole updates (`partialUpdates` false).
-pub(crate) fn create_filter_body(collector: &MoRef, obj: &MoRef, paths: &[&str]) -> String {
+/// `CreateFilter` over the objects of a ListView (`view`, not itself reported), reading the
+/// `props` (kind, paths) of each, whole updates (`partialUpdates` false). One filter for every
+/// watched object: objects join and leave it with `ModifyListView`, one call for any number,
+/// instead of a `CreateFilter` and a `DestroyPropertyFilter` each.
+pub(crate) fn create_view_filter_body(
+    collector: &MoRef,
+    view: &MoRef,
+    props: &[(&str, &[&str])],
+) -> String {
     let mut x = Xml::request("CreateFilter", collector);
     x.open("spec");
-    x.open("propSet");
-    x.text("type", &obj.kind);
-    for p in paths {
-        x.text("pathSet", p);
+    for (kind, paths) in props {
+        x.open("propSet");
+        x.text("type", kind);
+        for p in *paths {
+            x.text("pathSet", p);
+        }
+        x.close("propSet");
     }
-    x.close("propSet");
     x.open("objectSet");
-    x.moref("obj", obj);
+    x.moref("obj", view);
+    x.text("skip", "true");
+    x.open_typed("selectSet", "TraversalSpec");
+    x.text("name", "view");
+    x.text("type", "ListView");
+    x.text("path", "view");
     x.text("skip", "false");
+    x.close("selectSet");
     x.close("objectSet");
     // A vanished object is reported in the update's missingSet, not as a fault failing every
     // wait of the collector (vcsim faults the whole wait otherwise).
@@ -93,6 +108,24 @@ pub(crate) fn create_filter_body(collector: &MoRef, obj: &MoRef, paths: &[&str])
     x.close("spec");
     x.text("partialUpdates", "false");
     x.finish("CreateFilter")
+}
+
+/// `CreateListView` with no objects yet (they are added with `ModifyListView`, which says which
+/// it could not find).
+pub(crate) fn create_list_view_body(view_manager: &MoRef) -> String {
+    Xml::request("CreateListView", view_manager).finish("CreateListView")
+}
+
+/// `ModifyListView`: `add` joins the view, `remove` leaves it.
+pub(crate) fn modify_list_view_body(view: &MoRef, add: &[MoRef], remove: &[MoRef]) -> String {
+    let mut x = Xml::request("ModifyListView", view);
+    for o in add {
+        x.moref("add", o);
+    }
+    for o in remove {
+        x.moref("remove", o);
+    }
+    x.finish("ModifyListView")
 }
 
 /// `WaitForUpdatesEx` from `version` (`""`: the full state of every filter), returning after at
@@ -231,15 +264,58 @@ impl Client {
             .await
     }
 
-    /// A filter on `collector` over `paths` of `obj`; its first update is `enter`.
-    pub async fn create_filter(
+    /// A filter on `collector` over the objects of the ListView `view` (`props`: kind, paths);
+    /// an object's first update is `enter`.
+    pub async fn create_view_filter(
         &self,
         collector: &MoRef,
-        obj: &MoRef,
-        paths: &[&str],
+        view: &MoRef,
+        props: &[(&str, &[&str])],
     ) -> Result<MoRef> {
-        self.returned_moref("CreateFilter", &create_filter_body(collector, obj, paths))
+        self.returned_moref(
+            "CreateFilter",
+            &create_view_filter_body(collector, view, props),
+        )
+        .await
+    }
+
+    /// An empty ListView of this session (one round trip).
+    pub async fn create_list_view(&self) -> Result<MoRef> {
+        let vm = self
+            .service_content()
+            .await?
+            .view_manager
+            .clone()
+            .ok_or_else(|| Error::Decode {
+                server: self.server(),
+                method: "CreateListView".into(),
+                reason: "this server has no ViewManager".into(),
+            })?;
+        self.returned_moref("CreateListView", &create_list_view_body(&vm))
             .await
+    }
+
+    /// Add `add` to the ListView `view` and remove `remove` from it, in one round trip. Returns
+    /// the objects of `add` the server could not find (gone: a destroyed VM, an expired task).
+    pub async fn modify_list_view(
+        &self,
+        view: &MoRef,
+        add: &[MoRef],
+        remove: &[MoRef],
+    ) -> Result<Vec<MoRef>> {
+        let node = self
+            .call(
+                "ModifyListView",
+                CallKind::Session,
+                &modify_list_view_body(view, add, remove),
+            )
+            .await?;
+        node.children_named("returnval")
+            .map(|n| {
+                MoRef::decode(n, "ModifyListView returnval")
+                    .map_err(|m| m.into_error(self.server(), "ModifyListView"))
+            })
+            .collect()
     }
 
     /// Destroy a filter (its collector stops reporting its object).
@@ -282,6 +358,15 @@ impl Client {
             .unwrap_or_default())
     }
 
+    /// The objects a ListView holds (tests: what a watcher watches).
+    pub async fn list_view_objects(&self, view: &MoRef) -> Result<Vec<MoRef>> {
+        let c = self.retrieve_one(view, &["view"]).await?;
+        Ok(c.props
+            .get("view")
+            .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
+            .unwrap_or_default())
+    }
+
     async fn returned_moref(&self, method: &str, body: &str) -> Result<MoRef> {
         let node = self.call(method, CallKind::Session, body).await?;
         let rv = node.child("returnval").ok_or_else(|| Error::Decode {
@@ -316,9 +401,30 @@ mod tests {
     #[test]
     fn requests_are_encoded_as_the_wsdl_orders_them() {
         let pc = MoRef::new("PropertyCollector", "session[9]pc");
+        let view = MoRef::new("ListView", "session[9]v1");
+        let vm_paths: &[&str] = &["runtime.powerState", "guest.ipAddress"];
         assert_eq!(
-            create_filter_body(&pc, &MoRef::new("Task", "task-7"), &["info.state"]),
-            r#"<CreateFilter xmlns="urn:vim25"><_this type="PropertyCollector">session[9]pc</_this><spec><propSet><type>Task</type><pathSet>info.state</pathSet></propSet><objectSet><obj type="Task">task-7</obj><skip>false</skip></objectSet><reportMissingObjectsInResults>true</reportMissingObjectsInResults></spec><partialUpdates>false</partialUpdates></CreateFilter>"#
+            create_view_filter_body(
+                &pc,
+                &view,
+                &[("Task", &["info.state"]), ("VirtualMachine", vm_paths)]
+            ),
+            r#"<CreateFilter xmlns="urn:vim25"><_this type="PropertyCollector">session[9]pc</_this><spec><propSet><type>Task</type><pathSet>info.state</pathSet></propSet><propSet><type>VirtualMachine</type><pathSet>runtime.powerState</pathSet><pathSet>guest.ipAddress</pathSet></propSet><objectSet><obj type="ListView">session[9]v1</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ListView</type><path>view</path><skip>false</skip></selectSet></objectSet><reportMissingObjectsInResults>true</reportMissingObjectsInResults></spec><partialUpdates>false</partialUpdates></CreateFilter>"#
+        );
+        assert_eq!(
+            modify_list_view_body(
+                &view,
+                &[
+                    MoRef::new("Task", "task-7"),
+                    MoRef::new("VirtualMachine", "vm-3")
+                ],
+                &[MoRef::new("Task", "task-5")]
+            ),
+            r#"<ModifyListView xmlns="urn:vim25"><_this type="ListView">session[9]v1</_this><add type="Task">task-7</add><add type="VirtualMachine">vm-3</add><remove type="Task">task-5</remove></ModifyListView>"#
+        );
+        assert_eq!(
+            create_list_view_body(&MoRef::new("ViewManager", "ViewManager")),
+            r#"<CreateListView xmlns="urn:vim25"><_this type="ViewManager">ViewManager</_this></CreateListView>"#
         );
         assert_eq!(
             wait_body(&pc, "", 15, 100),

@@ -1,21 +1,20 @@
 //! One long poll per client (per vCenter and identity): a background task that keeps a
-//! PropertyCollector of its own with one filter per watched object (tasks in flight:
-//! `info.state`; VMs: `runtime.powerState`, `guest.ipAddress`), waits in `WaitForUpdatesEx`,
-//! and reports each change as a [`WatchEvent`]. Callers say *what* to watch ([`Watcher::set`]);
-//! the task does the rest:
+//! PropertyCollector of its own with one filter over a ListView of the watched objects (tasks
+//! in flight: `info.state`; VMs: `runtime.powerState`, `guest.ipAddress`), waits in
+//! `WaitForUpdatesEx`, and reports each change as a [`WatchEvent`]. Callers say *what* to
+//! watch ([`Watcher::set`]); the task does the rest:
 //!
-//! * a changed set does not interrupt the wait: filters of objects no longer wanted are
-//!   destroyed and new ones created on the same collector while the wait is pending, and the
-//!   new objects' watched properties read once (one `RetrievePropertiesEx`) and reported as a
-//!   new filter's first update would be. Their later changes reach the pending wait. vcsim
-//!   reports a new filter's state only to a wait from version `""`, hence the read; real
-//!   vCenter reports it to the pending wait as well, and the watcher drops what it already
-//!   knew. (Interrupting with `CancelWaitForUpdates` was slower: the cancelled wait's end came
-//!   between a task's end and the next step.) Filters made before a collector's first wait
-//!   need no read: that wait starts from `""`;
-//! * a re-login (the client's session generation moved) means the old session's collector and
-//!   filters are gone with it: fresh ones are made. Any other failure destroys the collector
-//!   (retried until done while the session lasts, so none leaks), backs off (1 s doubling to
+//! * a changed set is one `ModifyListView` (objects added and removed, any number), made
+//!   beside the pending wait, which then reports the objects that joined (`enter`, with their
+//!   state) and their later changes. One filter per object cost a `CreateFilter` and a
+//!   `DestroyPropertyFilter` each (150 calls to delete 30 machines); interrupting the wait
+//!   with `CancelWaitForUpdates` put the cancelled wait's slow end between a task's end and
+//!   the next step. vcsim re-reports every object of the view as `enter` after a change of
+//!   it; what the watcher already knew is not reported again;
+//! * a re-login (the client's session generation moved) means the old session's collector,
+//!   view and filter are gone with it: fresh ones are made. Any other failure destroys the
+//!   collector and the view (retried until done while the session lasts, so none leaks),
+//!   backs off (1 s doubling to
 //!   [`WatchOptions::max_backoff`]) and starts over; every watched object is reported
 //!   [`WatchEvent::Unwatched`] so its owner falls back to polling meanwhile;
 //! * a vCenter that has no `WaitForUpdatesEx` (MethodNotFound, NotSupported, MethodDisabled) or
@@ -27,28 +26,27 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::client::Client;
 use super::model::error::Error;
 use super::model::fault::FaultKind;
 use super::model::moref::MoRef;
-use super::property::PropertyFilter;
-use super::updates::{Change, ObjectUpdate, UpdateKind, UpdateSet};
+use super::updates::{UpdateKind, UpdateSet};
+
+/// Every watched kind with its properties: the view filter's property specs.
+const WATCHED: [(&str, &[&str]); 2] = [
+    ("Task", &["info.state"]),
+    ("VirtualMachine", &["runtime.powerState", "guest.ipAddress"]),
+];
 
 /// The properties watched for an object of `kind` (none: the kind is not watched).
 pub fn watched_paths(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "Task" => &["info.state"],
-        "VirtualMachine" => &["runtime.powerState", "guest.ipAddress"],
-        _ => &[],
-    }
+    WATCHED
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(&[], |(_, paths)| paths)
 }
-
-/// Filters made or destroyed at once (vCenter answers each in one round trip; they do not
-/// depend on each other).
-const FILTER_CONCURRENCY: usize = 16;
 
 /// Bounds of a watcher.
 #[derive(Clone, Debug)]
@@ -112,7 +110,8 @@ pub enum Health {
 struct Shared {
     wanted: Mutex<BTreeSet<MoRef>>,
     changed: Notify,
-    collector: Mutex<Option<MoRef>>,
+    /// The collector and the view in use (tests look at them).
+    collector: Mutex<Option<(MoRef, MoRef)>>,
 }
 
 /// The handle on a client's long poll; dropping it stops the task.
@@ -192,7 +191,12 @@ impl Watcher {
 
     /// The collector in use (tests read its `filter` property to see that none leaked).
     pub fn collector(&self) -> Option<MoRef> {
-        lock(&self.shared.collector).clone()
+        lock(&self.shared.collector).clone().map(|(c, _)| c)
+    }
+
+    /// The ListView of the watched objects (tests read what it holds).
+    pub fn view(&self) -> Option<MoRef> {
+        lock(&self.shared.collector).clone().map(|(_, v)| v)
     }
 }
 
@@ -204,7 +208,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Session {
     generation: u64,
     collector: MoRef,
-    filters: BTreeMap<MoRef, MoRef>,
+    /// The ListView holding every watched object; the collector's one filter reads through it.
+    view: MoRef,
+    /// What the view holds (as asked: an object the server could not find is kept here too,
+    /// so that it is not asked for again while wanted).
+    in_view: BTreeSet<MoRef>,
     version: String,
 }
 
@@ -235,14 +243,6 @@ fn gone(e: &Error) -> bool {
     )
 }
 
-/// The object a ManagedObjectNotFound fault names.
-fn gone_object(e: &Error) -> Option<&MoRef> {
-    match e.fault().map(|f| &f.kind) {
-        Some(FaultKind::ManagedObjectNotFound { obj }) => obj.as_ref(),
-        _ => None,
-    }
-}
-
 struct Loop {
     client: Client,
     shared: Arc<Shared>,
@@ -251,7 +251,7 @@ struct Loop {
     options: WatchOptions,
     /// The watched properties' last known values, by object.
     known: BTreeMap<MoRef, BTreeMap<String, Option<String>>>,
-    /// Collectors to destroy (generation, collector): a failure left them behind.
+    /// Collectors and views to destroy (generation, object): a failure left them behind.
     stale: Vec<(u64, MoRef)>,
 }
 
@@ -299,6 +299,7 @@ async fn run(
                     l.give_up(Health::Unsupported(why));
                     if let Some(s) = session.take() {
                         let _ = l.client.destroy_property_collector(&s.collector).await;
+                        let _ = l.client.destroy_view(&s.view).await;
                     }
                     *lock(&l.shared.collector) = None;
                     return;
@@ -307,6 +308,7 @@ async fn run(
                 l.give_up(Health::Failing(e.to_string()));
                 if let Some(s) = session.take() {
                     l.stale.push((s.generation, s.collector));
+                    l.stale.push((s.generation, s.view));
                 }
                 *lock(&l.shared.collector) = None;
                 tokio::time::sleep(pause).await;
@@ -333,13 +335,17 @@ impl Loop {
     async fn turn(&mut self, session: &mut Option<Session>) -> Result<bool, Error> {
         self.client.login().await?;
         let generation = self.client.session_generation().await;
-        // Collectors left behind by a failure of this session: destroy them first.
+        // Collectors and views left behind by a failure of this session: destroy them first.
         let mut left = Vec::new();
         for (g, c) in std::mem::take(&mut self.stale) {
             if g != generation {
                 continue; // gone with its session
             }
-            match self.client.destroy_property_collector(&c).await {
+            let destroyed = match c.kind.as_str() {
+                "ListView" => self.client.destroy_view(&c).await,
+                _ => self.client.destroy_property_collector(&c).await,
+            };
+            match destroyed {
                 Ok(()) => {}
                 Err(e) if gone(&e) => {}
                 Err(e) => {
@@ -360,20 +366,25 @@ impl Loop {
             None => {
                 let collector = self.client.create_property_collector().await?;
                 tracing::debug!(server = %self.client.server(), %collector, generation, "long poll collector created");
-                *lock(&self.shared.collector) = Some(collector.clone());
+                // From here on a failure leaves the collector to be destroyed.
+                self.stale.push((generation, collector.clone()));
+                let view = self.client.create_list_view().await?;
+                self.stale.push((generation, view.clone()));
+                self.client
+                    .create_view_filter(&collector, &view, &WATCHED)
+                    .await?;
+                self.stale.truncate(self.stale.len() - 2);
+                *lock(&self.shared.collector) = Some((collector.clone(), view.clone()));
                 session.insert(Session {
                     generation,
                     collector,
-                    filters: BTreeMap::new(),
+                    view,
+                    in_view: BTreeSet::new(),
                     version: String::new(),
                 })
             }
         };
-        // Before the first wait of a collector, new filters need no read: a wait from version
-        // `""` reports every filter's state.
-        if !self.sync_filters(s).await?.is_empty() {
-            s.version = String::new();
-        }
+        self.sync_view(s).await?;
         let _ = self.health.send(Health::Healthy);
 
         let client = self.client.clone();
@@ -386,18 +397,16 @@ impl Loop {
             self.options.max_object_updates,
         );
         tokio::pin!(wait);
-        // A change of the wanted set does not interrupt the wait: filters are made and
-        // destroyed on this collector beside it, and the new objects read once. Cancelling
-        // the wait instead (`CancelWaitForUpdates`, then a wait from `""`) put the end of the
-        // cancelled wait between a task's end and its machine's next step, and under load
-        // vcsim ended it 0.3–1.7 s after the cancel (docs/cost.md, "each step's wait").
+        // A change of the wanted set does not interrupt the wait: the view is changed beside
+        // it, and the pending wait reports the objects that joined (`enter`, with their
+        // state). Cancelling the wait instead (`CancelWaitForUpdates`, then a wait from `""`)
+        // put the end of the cancelled wait between a task's end and its machine's next step,
+        // and under load vcsim ended it 0.3–1.7 s after the cancel (docs/cost.md, "each step's
+        // wait").
         let result = loop {
             tokio::select! {
                 r = &mut wait => break r,
-                () = self.shared.changed.notified() => {
-                    let added = self.sync_filters(s).await?;
-                    self.read_state(&added).await?;
-                }
+                () = self.shared.changed.notified() => self.sync_view(s).await?,
             }
         };
         tracing::trace!(server = %self.client.server(), ?result, "long poll wait returned");
@@ -421,151 +430,26 @@ impl Loop {
         }
     }
 
-    /// Bring the collector's filters in line with the wanted set: destroy those of objects no
-    /// longer wanted, create those of new ones. Returns the objects whose filters were made.
-    /// An object already gone (a destroyed VM, an expired task) is reported as left, so its
-    /// owner looks now, and gets a placeholder so that it is not tried again.
-    async fn sync_filters(&mut self, s: &mut Session) -> Result<Vec<MoRef>, Error> {
+    /// Bring the view in line with the wanted set: one `ModifyListView` adding the new objects
+    /// and removing those no longer wanted, whatever their number (none when nothing
+    /// changed). An object the server could not find (a destroyed VM, an expired task) is
+    /// reported as left, so its owner looks now.
+    async fn sync_view(&mut self, s: &mut Session) -> Result<(), Error> {
         let wanted = lock(&self.shared.wanted).clone();
-        let removed: Vec<MoRef> = s
-            .filters
-            .keys()
-            .filter(|o| !wanted.contains(*o))
-            .cloned()
-            .collect();
-        // One request per filter, sent FILTER_CONCURRENCY at a time: 30 machines' tasks made
-        // one after another cost 30 round trips between a task's end and its machine's wake.
-        let client = &self.client;
-        let destroyed: Vec<(MoRef, Result<(), Error>)> = stream::iter(removed)
-            .map(|obj| {
-                let filter = s.filters.get(&obj).filter(|f| !f.value.is_empty()).cloned();
-                async move {
-                    let r = match filter {
-                        Some(f) => client.destroy_property_filter(&f).await,
-                        None => Ok(()),
-                    };
-                    (obj, r)
-                }
-            })
-            .buffer_unordered(FILTER_CONCURRENCY)
-            .collect()
-            .await;
-        let mut failure = None;
-        for (obj, r) in destroyed {
-            match r {
-                Ok(()) => {}
-                Err(e) if gone(&e) => {}
-                Err(e) => {
-                    failure.get_or_insert(e);
-                    continue;
-                }
-            }
-            s.filters.remove(&obj);
+        let add: Vec<MoRef> = wanted.difference(&s.in_view).cloned().collect();
+        let remove: Vec<MoRef> = s.in_view.difference(&wanted).cloned().collect();
+        if add.is_empty() && remove.is_empty() {
+            return Ok(());
+        }
+        let unresolved = self.client.modify_list_view(&s.view, &add, &remove).await?;
+        for obj in &remove {
+            self.known.remove(obj);
+        }
+        for obj in unresolved {
             self.known.remove(&obj);
+            self.report_left(obj);
         }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let new: Vec<MoRef> = wanted
-            .iter()
-            .filter(|o| !s.filters.contains_key(*o))
-            .cloned()
-            .collect();
-        let collector = &s.collector;
-        let created: Vec<(MoRef, Result<MoRef, Error>)> = stream::iter(new)
-            .map(|obj| async move {
-                let r = client
-                    .create_filter(collector, &obj, watched_paths(&obj.kind))
-                    .await;
-                (obj, r)
-            })
-            .buffer_unordered(FILTER_CONCURRENCY)
-            .collect()
-            .await;
-        // Every filter made is recorded, even when another failed: the failure ends this
-        // collector, and with it its filters.
-        let mut added = Vec::new();
-        for (obj, r) in created {
-            match r {
-                Ok(f) => {
-                    s.filters.insert(obj.clone(), f);
-                    added.push(obj);
-                }
-                Err(e) if gone_object(&e).is_some_and(|o| *o != s.collector) => {
-                    self.report_left(obj.clone());
-                    s.filters.insert(obj, MoRef::new("PropertyFilter", ""));
-                }
-                Err(e) => {
-                    failure.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        Ok(added)
-    }
-
-    /// Read the watched properties of objects whose filters were made while a wait was
-    /// pending, once, and report them as that wait would report new filters (vcsim reports a
-    /// new filter's state only to a wait from version `""`, so a task that finished before its
-    /// filter was made would otherwise be heard of only at some other object's next change).
-    /// Real vCenter also reports the new filters' state to the pending wait: what this read
-    /// already reported is in `known` then, and not reported twice. An object gone meanwhile
-    /// is reported as left and the read repeated without it.
-    async fn read_state(&mut self, objs: &[MoRef]) -> Result<(), Error> {
-        let mut objs = objs.to_vec();
-        while !objs.is_empty() {
-            let mut filter = PropertyFilter::new();
-            let kinds: BTreeSet<&str> = objs.iter().map(|o| o.kind.as_str()).collect();
-            for kind in kinds {
-                filter = filter.props(kind, watched_paths(kind));
-            }
-            let read = self.client.retrieve(&filter.objects(&objs)).await;
-            match read {
-                Ok(contents) => {
-                    // An object the read left out is gone (real vCenter omits it rather than
-                    // failing the read).
-                    for obj in objs
-                        .iter()
-                        .filter(|o| !contents.iter().any(|c| c.obj == **o))
-                    {
-                        self.known.remove(obj);
-                        self.report_left(obj.clone());
-                    }
-                    let objects = contents
-                        .into_iter()
-                        .map(|c| ObjectUpdate {
-                            filter: MoRef::new("PropertyFilter", ""),
-                            kind: UpdateKind::Enter,
-                            changes: watched_paths(&c.obj.kind)
-                                .iter()
-                                .map(|p| Change {
-                                    name: p.to_string(),
-                                    op: "assign".into(),
-                                    val: c.props.get(*p).cloned(),
-                                })
-                                .collect(),
-                            obj: c.obj,
-                            missing: Vec::new(),
-                        })
-                        .collect();
-                    self.report(UpdateSet {
-                        objects,
-                        ..UpdateSet::default()
-                    });
-                    return Ok(());
-                }
-                Err(e) => match gone_object(&e).and_then(|g| objs.iter().position(|o| o == g)) {
-                    Some(i) => {
-                        let obj = objs.remove(i);
-                        self.known.remove(&obj);
-                        self.report_left(obj);
-                    }
-                    None => return Err(e),
-                },
-            }
-        }
+        s.in_view = wanted;
         Ok(())
     }
 
@@ -613,6 +497,10 @@ impl Loop {
             };
             if u.kind == UpdateKind::Leave {
                 self.known.remove(&u.obj);
+                // An object taken out of the view leaves it too (real vCenter): not news.
+                if !lock(&self.shared.wanted).contains(&u.obj) {
+                    continue;
+                }
             } else {
                 self.known.insert(u.obj.clone(), values.clone());
             }
