@@ -1,9 +1,9 @@
 //! Waiting for changes instead of polling: a PropertyCollector of our own
-//! (`CreatePropertyCollector`), one `PropertyFilter` per watched object (`CreateFilter`), and
-//! `WaitForUpdatesEx` long polls that return when a watched property changes (or after
-//! `maxWaitSeconds` with no `returnval`). Filters are destroyed when their object is no longer
-//! watched (`DestroyPropertyFilter`); they live in the session that created them, so after a
-//! re-login they are gone and must be created again. The watcher that drives this is
+//! (`CreatePropertyCollector`), a ListView of the watched objects (`CreateListView`, changed
+//! with `ModifyListView`), one `PropertyFilter` over the view (`CreateFilter` with a traversal
+//! of its `view`), and `WaitForUpdatesEx` long polls that return when a watched property
+//! changes (or after `maxWaitSeconds` with no `returnval`). Collectors, views and filters live
+//! in the session that created them, so after a re-login they are gone and must be made again. The watcher that drives this is
 //! [`super::watcher`]; this module is the wire: request bodies and the `UpdateSet` decoder.
 //!
 //! Versions are opaque strings; a `truncated` update set is continued with its version at once
