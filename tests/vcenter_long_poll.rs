@@ -1,6 +1,7 @@
 //! The long poll (`vcenter::watcher`) against a live vcsim: task completion and VM power changes
-//! reported through `WaitForUpdatesEx` without task reads, resumption after a lost session
-//! without leaking PropertyFilters, and the fallback when vCenter refuses the method.
+//! reported through `WaitForUpdatesEx` without task reads, resumption without leaking a
+//! collector or filter and with nothing missed after a lost session, a dropped long poll and a
+//! restarted vCenter, and the fallback when vCenter refuses the method.
 //!
 //! vcsim gaps (vcenter-wire.md §11): tasks finish inside their `*_Task` call, so a task is never
 //! seen queued or running and its filter's first update already says `success`; the returned
@@ -265,6 +266,43 @@ const EMPTY_AT_ONCE: (u16, &str) = (
     r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body><WaitForUpdatesExResponse xmlns="urn:vim25"></WaitForUpdatesExResponse></soapenv:Body></soapenv:Envelope>"#,
 );
 
+/// Pass one SOAP request on to `upstream` with its session cookie, and its answer back.
+async fn forward(
+    http: &reqwest::Client,
+    upstream: &str,
+    headers: &axum::http::HeaderMap,
+    body: String,
+) -> axum::response::Response {
+    let mut req = http
+        .post(upstream)
+        .header("content-type", "text/xml; charset=utf-8")
+        .header("SOAPAction", "urn:vim25/6.5");
+    if let Some(c) = headers.get("cookie").and_then(|v| v.to_str().ok()) {
+        req = req.header("cookie", c);
+    }
+    let Ok(r) = req.body(body).send().await else {
+        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+    };
+    let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let mut out = (
+        status,
+        [("content-type", "text/xml")],
+        r.text().await.unwrap_or_default(),
+    )
+        .into_response();
+    if !cookie.is_empty() {
+        out.headers_mut()
+            .insert("set-cookie", cookie.parse().unwrap());
+    }
+    out
+}
+
 /// A proxy in front of vcsim that answers every `WaitForUpdatesEx` with `answer` (status,
 /// body) instead, and counts them.
 async fn refusing_proxy(upstream: String, answer: (u16, &'static str)) -> (String, Arc<AtomicU64>) {
@@ -285,32 +323,7 @@ async fn refusing_proxy(upstream: String, answer: (u16, &'static str)) -> (Strin
                 )
                     .into_response();
             }
-            let mut req = http
-                .post(&upstream)
-                .header("content-type", "text/xml; charset=utf-8")
-                .header("SOAPAction", "urn:vim25/6.5");
-            if let Some(c) = headers.get("cookie").and_then(|v| v.to_str().ok()) {
-                req = req.header("cookie", c);
-            }
-            let r = req.body(body).send().await.unwrap();
-            let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
-            let cookie = r
-                .headers()
-                .get("set-cookie")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let mut out = (
-                status,
-                [("content-type", "text/xml")],
-                r.text().await.unwrap(),
-            )
-                .into_response();
-            if !cookie.is_empty() {
-                out.headers_mut()
-                    .insert("set-cookie", cookie.parse().unwrap());
-            }
-            out
+            forward(&http, &upstream, &headers, body).await
         }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -369,4 +382,123 @@ async fn a_server_that_does_not_wait_is_not_asked_in_a_hot_loop() {
     let n = asked.load(Ordering::SeqCst);
     assert!((3..=10).contains(&n), "{n} waits in 4 s");
     assert_eq!(w.health(), Health::Healthy);
+}
+
+/// A proxy in front of vcsim whose upstream can be switched (a vCenter restarted: same address,
+/// every session and object state gone) and which, while `dropping`, answers each
+/// `WaitForUpdatesEx` with 502 Bad Gateway and no body, as a load balancer does when its
+/// connection to vCenter is cut. Everything else is passed through with the session cookie.
+struct FlakyProxy {
+    url: String,
+    upstream: Arc<std::sync::Mutex<String>>,
+    dropping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn flaky_proxy(upstream: &str) -> FlakyProxy {
+    let target = Arc::new(std::sync::Mutex::new(upstream.to_string()));
+    let dropping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (t, d) = (target.clone(), dropping.clone());
+    let http = vcsim::insecure_client();
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap, body: String| {
+        let http = http.clone();
+        let upstream = t.lock().unwrap().clone();
+        let dropping = d.load(Ordering::SeqCst);
+        async move {
+            if dropping && body.contains("<WaitForUpdatesEx ") {
+                return axum::http::StatusCode::BAD_GATEWAY.into_response();
+            }
+            forward(&http, &upstream, &headers, body).await
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    FlakyProxy {
+        url: format!("http://{addr}/sdk"),
+        upstream: target,
+        dropping,
+    }
+}
+
+/// The long poll dropped on its way (502 from a proxy, several waits in a row): its owners
+/// hear the VM is unwatched meanwhile, and once the waits go through again a power-off made
+/// while they did not is reported — nothing missed — by a new collector, the old one destroyed
+/// (none leaks).
+#[tokio::test]
+async fn a_dropped_long_poll_resumes_and_misses_nothing() {
+    let sim = Vcsim::start_default().await;
+    let proxy = flaky_proxy(sim.url()).await;
+    let ours = client(&proxy.url);
+    let vm0 = vm(&ours, "DC0_H0_VM0").await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let w = Watcher::start(ours.clone(), tx, options());
+    w.set([vm0.clone()]);
+    healthy(&w).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = w.collector().unwrap();
+
+    proxy.dropping.store(true, Ordering::SeqCst);
+    event_about(&mut rx, &vm0, |e| matches!(e, WatchEvent::Unwatched(_))).await;
+    client(sim.url()).power_off_vm(&vm0).await.unwrap();
+    // A few refused attempts (backoff 1 s, 2 s), then the waits go through again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.dropping.store(false, Ordering::SeqCst);
+    event_about(&mut rx, &vm0, |e| {
+        value(e, "runtime.powerState") == Some("poweredOff")
+    })
+    .await;
+    healthy(&w).await;
+    let second = w.collector().unwrap();
+    assert_ne!(first, second, "a new collector after the failure");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while ours.collector_filters(&first).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the failed collector was not destroyed");
+    assert_eq!(ours.collector_filters(&second).await.unwrap().len(), 1);
+}
+
+/// vCenter restarted under the watcher (the proxy's upstream switched to a fresh vcsim of the
+/// same layout: the session is unknown there, every object is in its first state): the
+/// watcher logs in again, watches the same objects, and reports what differs from what it
+/// knew — the VM it knew powered off is powered on in the restarted vCenter.
+#[tokio::test]
+async fn after_vcenter_restarts_the_long_poll_resumes_and_reports_what_changed() {
+    let sim = Vcsim::start_default().await;
+    let proxy = flaky_proxy(sim.url()).await;
+    let ours = client(&proxy.url);
+    let vm0 = vm(&ours, "DC0_H0_VM0").await;
+    ours.power_off_vm(&vm0).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let w = Watcher::start(ours.clone(), tx, options());
+    w.set([vm0.clone()]);
+    healthy(&w).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let generation = ours.session_generation().await;
+
+    let restarted = Vcsim::start_default().await;
+    assert_eq!(
+        vm(&client(restarted.url()), "DC0_H0_VM0").await,
+        vm0,
+        "the same layout gives the same VM its moref"
+    );
+    *proxy.upstream.lock().unwrap() = restarted.url().to_string();
+    drop(sim);
+    event_about(&mut rx, &vm0, |e| {
+        value(e, "runtime.powerState") == Some("poweredOn")
+    })
+    .await;
+    assert!(
+        ours.session_generation().await > generation,
+        "logged in again"
+    );
+    healthy(&w).await;
+    let c = w.collector().unwrap();
+    assert_eq!(ours.collector_filters(&c).await.unwrap().len(), 1);
+    assert_eq!(
+        ours.list_view_objects(&w.view().unwrap()).await.unwrap(),
+        [vm0]
+    );
 }
