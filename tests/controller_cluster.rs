@@ -343,6 +343,7 @@ async fn a_publication_on_an_unloaded_zone_cache_changes_nothing() {
         vsphere_vms: Cache::from_objects([]),
         capi_machines: Cache::from_objects([]),
         capi_clusters: Cache::from_objects([]),
+        identities: Cache::from_objects([]),
     };
     let action = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await
@@ -375,6 +376,7 @@ async fn an_undecodable_published_zone_is_not_unpublished() {
         vsphere_vms: Cache::from_objects([]),
         capi_machines: Cache::from_objects([]),
         capi_clusters: Cache::from_objects([]),
+        identities: Cache::from_objects([]),
     };
     let err = cluster::reconcile(Arc::new(c1), context_over(&api, stores))
         .await

@@ -527,6 +527,7 @@ async fn a_reconcile_on_unloaded_caches_changes_nothing_and_comes_back_soon() {
         vsphere_vms: Cache::from_objects([]),
         capi_machines: Cache::from_objects([]),
         capi_clusters: Cache::from_objects([]),
+        identities: Cache::from_objects([]),
     };
     let action = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await
@@ -576,6 +577,7 @@ async fn an_undecodable_machine_blocks_a_zone_deletion() {
         vsphere_vms: Cache::from_objects([]),
         capi_machines: Cache::from_objects([]),
         capi_clusters: Cache::from_objects([]),
+        identities: Cache::from_objects([]),
     };
     let err = zone_controller::reconcile(Arc::new(z), context_over(&api, stores))
         .await

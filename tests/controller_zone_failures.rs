@@ -43,6 +43,7 @@ async fn reconcile_failing(server: &str, password: &str) -> (Error, Action, Acti
         vsphere_vms: Cache::from_objects([]),
         capi_machines: Cache::from_objects([]),
         capi_clusters: Cache::from_objects([]),
+        identities: Cache::from_objects([]),
     };
     let ctx = Arc::new(Context::new(
         &shared(&api, Some(manager("admin", password))),

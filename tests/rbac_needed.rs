@@ -79,11 +79,6 @@ const WITNESSES: &[(&str, &str, &str)] = &[
         "api.patch_status(",
     ),
     (
-        "get infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
-        "src/controllers/credentials.rs",
-        "get_logged(&api, &identity.name, \"VSphereClusterIdentity\")",
-    ),
-    (
         "list infrastructure.cluster.x-k8s.io/vsphereclusteridentities",
         "src/controllers/runtime.rs",
         "watch_kind::<VSphereClusterIdentity",

@@ -1,8 +1,9 @@
 //! Credentials for one object on one vCenter server, as the cluster sees them: who acts for the
 //! object is decided by ownership (`plan::credentials::principal`), and only what that principal
 //! names is read, one object at a time (the manager never lists Secrets): a cluster's
-//! identityRef Secret, or its VSphereClusterIdentity with its Secret in the controller's
-//! namespace and the labels of the cluster's namespace; an OpenShift machine's credentialsSecret
+//! identityRef Secret, or its VSphereClusterIdentity (from the watched cache) with its Secret in
+//! the controller's namespace and the labels of the cluster's namespace (read by name: a cache
+//! would need the right to list every Namespace); an OpenShift machine's credentialsSecret
 //! in its namespace; a zone's identityRef in the controller's namespace. Secrets come through
 //! [`super::secrets::SecretCache`]: read once per `--credentials-reread-interval`, not per
 //! sweep, and again at once when vCenter refuses the password they held.
@@ -120,8 +121,7 @@ impl Context {
                 let secret_name = match identity.kind {
                     VSphereIdentityKind::Secret => Some(identity.name.clone()),
                     VSphereIdentityKind::VSphereClusterIdentity => {
-                        let api: Api<VSphereClusterIdentity> = Api::all(self.client.clone());
-                        let id = get_logged(&api, &identity.name, "VSphereClusterIdentity").await;
+                        let id = self.cached_identity(&identity.name);
                         let name = id.as_ref().map(|i| i.spec.secret_name.clone());
                         out.identities.extend(id);
                         name.filter(|n| !n.is_empty())
@@ -133,6 +133,18 @@ impl Context {
                         .await;
                 }
                 out
+            }
+        }
+    }
+
+    /// The VSphereClusterIdentity `name` from the cache (watched: the controller reconciles
+    /// them); absent or undecodable, `None` (`plan::credentials` then says it is missing).
+    fn cached_identity(&self, name: &str) -> Option<VSphereClusterIdentity> {
+        match self.stores.identities.get(None, name)? {
+            Ok(id) => Some(id),
+            Err(why) => {
+                tracing::warn!(object = %name, error = %why, "cannot read VSphereClusterIdentity");
+                None
             }
         }
     }
@@ -187,8 +199,7 @@ impl Context {
                         .await;
                 }
                 VSphereIdentityKind::VSphereClusterIdentity => {
-                    let api: Api<VSphereClusterIdentity> = Api::all(self.client.clone());
-                    let Some(id) = get_logged(&api, &r.name, "VSphereClusterIdentity").await else {
+                    let Some(id) = self.cached_identity(&r.name) else {
                         continue;
                     };
                     if !id.spec.secret_name.is_empty() {

@@ -112,8 +112,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     let (vm_deleted, deleted_vms) = futures::channel::mpsc::unbounded();
     let (vm_store, [vm_trigger, vm_to_machines]) =
         watch_kind::<VSphereVM, 2>(&client, &first, Some(vm_deleted), &mut tasks);
-    // Identities: their controller reads nothing but the identity and its Secret (by name), so
-    // their cache is not one of `Stores` (no other reconcile waits for it).
+    // Identities: a cluster's identityRef is looked up in this cache (`credentials`), not
+    // fetched on every sweep.
     let (identity_store, [identity_trigger]) =
         watch_kind::<VSphereClusterIdentity, 1>(&client, &first, None, &mut tasks);
     // Cluster API's Machines and Clusters, when Cluster API is installed: what VSphereMachines
@@ -135,6 +135,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         vsphere_vms: Cache::over(vm_store.clone()),
         capi_machines: capi_machines.clone(),
         capi_clusters: capi_clusters.clone(),
+        identities: Cache::over(identity_store.clone()),
     };
     // Nothing is reconciled before every cache has loaded. (Until the controllers start,
     // the subscriptions buffer; a full buffer only holds a watch back, never a cache's

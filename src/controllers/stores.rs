@@ -7,6 +7,7 @@ use kube::Resource;
 
 use super::cache::Cache;
 use crate::api::capi_core::{CapiCluster, CapiMachine};
+use crate::api::cluster_identity::VSphereClusterIdentity;
 use crate::api::control_plane_machine_set::ControlPlaneMachineSet;
 use crate::api::machine_health_check::MachineHealthCheck;
 use crate::api::vsphere_machine::VSphereMachine;
@@ -30,6 +31,9 @@ pub struct Stores {
     /// absent ([`Cache::is_served`]) where Cluster API is not installed.
     pub capi_machines: Cache<CapiMachine>,
     pub capi_clusters: Cache<CapiCluster>,
+    /// VSphereClusterIdentities (cluster-scoped, ours): what a cluster's identityRef names is
+    /// looked up here, not fetched per sweep.
+    pub identities: Cache<VSphereClusterIdentity>,
 }
 
 fn by_name<K: Resource>(objects: Vec<K>) -> std::collections::BTreeMap<String, K> {
@@ -68,7 +72,7 @@ where
 
 impl Stores {
     /// Every cache: what the readiness checks iterate.
-    pub fn each(&self) -> [&dyn Loading; 11] {
+    pub fn each(&self) -> [&dyn Loading; 12] {
         [
             &self.zones,
             &self.failure_domains,
@@ -81,6 +85,7 @@ impl Stores {
             &self.vsphere_vms,
             &self.capi_machines,
             &self.capi_clusters,
+            &self.identities,
         ]
     }
 

@@ -253,6 +253,7 @@ pub fn context_with(
             vsphere_vms: Cache::from_objects([]),
             capi_machines: Cache::from_objects([]),
             capi_clusters: Cache::from_objects([]),
+            identities: Cache::from_objects([]),
         },
     )
 }
