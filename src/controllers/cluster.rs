@@ -19,7 +19,8 @@ use super::api_server::dynamic_api;
 use super::patch::{apply_cluster_status, is_not_found, set_finalizers};
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
 use crate::api::capi_core::CORE_API_VERSION;
-use crate::api::vsphere_cluster::CLUSTER_FINALIZER;
+use crate::api::cluster_identity::VSphereClusterIdentity;
+use crate::api::vsphere_cluster::{CLUSTER_FINALIZER, VSphereIdentityKind};
 use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeploymentZone};
 use crate::plan::cluster::lifecycle::{
     self, CLUSTER_NAME_LABEL, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
@@ -58,6 +59,27 @@ pub fn clusters_concerned(
         .filter(|c| {
             c.0.as_ref().is_ok_and(|c| {
                 publishes(c, &name) || zone.0.as_ref().is_ok_and(|z| selects(c, z, default))
+            })
+        })
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// The clusters whose identityRef names the VSphereClusterIdentity of an event. Identities are
+/// looked up in their cache: one that arrives (or whose Secret or allowed namespaces change)
+/// after its clusters were reconciled wakes them, rather than leaving them to their backoff.
+pub fn clusters_naming_identity(
+    clusters: &[Arc<DeserializeGuard<VSphereCluster>>],
+    identity: &DeserializeGuard<VSphereClusterIdentity>,
+) -> Vec<ObjectRef<DeserializeGuard<VSphereCluster>>> {
+    let name = identity.meta().name.clone().unwrap_or_default();
+    clusters
+        .iter()
+        .filter(|c| {
+            c.0.as_ref().is_ok_and(|c| {
+                c.spec.identity_ref.as_ref().is_some_and(|r| {
+                    r.kind == VSphereIdentityKind::VSphereClusterIdentity && r.name == name
+                })
             })
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
@@ -437,5 +459,33 @@ mod tests {
             names(clusters_concerned(&clusters, &undecodable, None)),
             ["publishes-others"]
         );
+    }
+
+    #[test]
+    fn an_identity_wakes_the_clusters_naming_it() {
+        use crate::api::cluster_identity::VSphereClusterIdentitySpec;
+        use crate::api::infrastructure::v1beta2::common::VSphereIdentityReference;
+
+        let with_ref = |name: &str, kind: VSphereIdentityKind, ref_name: &str| {
+            let c = cluster(name, "vc", None, &[]);
+            let mut c = c.0.clone().unwrap();
+            c.spec.identity_ref = Some(VSphereIdentityReference {
+                kind,
+                name: ref_name.into(),
+            });
+            Arc::new(DeserializeGuard(Ok(c)))
+        };
+        let clusters = [
+            with_ref("a", VSphereIdentityKind::VSphereClusterIdentity, "tenant"),
+            with_ref("b", VSphereIdentityKind::VSphereClusterIdentity, "other"),
+            // A Secret of the same name is not the identity.
+            with_ref("c", VSphereIdentityKind::Secret, "tenant"),
+            cluster("d", "vc", None, &[]),
+        ];
+        let identity = DeserializeGuard(Ok(VSphereClusterIdentity::new(
+            "tenant",
+            VSphereClusterIdentitySpec::default(),
+        )));
+        assert_eq!(names(clusters_naming_identity(&clusters, &identity)), ["a"]);
     }
 }

@@ -114,8 +114,8 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
         watch_kind::<VSphereVM, 2>(&client, &first, Some(vm_deleted), &mut tasks);
     // Identities: a cluster's identityRef is looked up in this cache (`credentials`), not
     // fetched on every sweep.
-    let (identity_store, [identity_trigger]) =
-        watch_kind::<VSphereClusterIdentity, 1>(&client, &first, None, &mut tasks);
+    let (identity_store, [identity_trigger, identity_to_clusters]) =
+        watch_kind::<VSphereClusterIdentity, 2>(&client, &first, None, &mut tasks);
     // Cluster API's Machines and Clusters, when Cluster API is installed: what VSphereMachines
     // are made from, read from these caches rather than fetched on every reconcile.
     let (capi_machines, [capi_machine_trigger]) =
@@ -195,6 +195,7 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
     // Zone changes and deletions both wake the clusters concerned.
     let zone_events = futures::stream::select(zone_to_clusters, deleted_zones);
     let clusters_for_zone = stores.clusters.store();
+    let clusters_for_identity = stores.clusters.store();
     let default_zone_selector = ctx.default_zone_selector.clone();
     let cluster_controller = entry::run(
         cluster::CONTROLLER,
@@ -210,6 +211,12 @@ pub async fn run_controllers(shared: &Shared, shutdown: Shutdown) {
                     &z,
                     default_zone_selector.as_ref(),
                 )
+            },
+        )
+        .watches_shared_stream(
+            skip_status_only_changes(identity_to_clusters, identity_store.clone()),
+            move |id: Arc<DeserializeGuard<VSphereClusterIdentity>>| {
+                cluster::clusters_naming_identity(&clusters_for_identity.state(), &id)
             },
         ),
         cluster::reconcile,
