@@ -322,6 +322,19 @@ impl Client {
         Ok(v.pop().unwrap_or_else(|| ObjectContent::new(obj.clone())))
     }
 
+    /// The ViewManager, for `method`; a server without one (not a vCenter) is an error naming it.
+    pub(crate) async fn view_manager(&self, method: &str) -> Result<MoRef> {
+        self.service_content()
+            .await?
+            .view_manager
+            .clone()
+            .ok_or_else(|| Error::Decode {
+                server: self.server(),
+                method: method.into(),
+                reason: "this server has no ViewManager".into(),
+            })
+    }
+
     /// Create a container view of `types` under `container`.
     pub async fn create_container_view(
         &self,
@@ -329,16 +342,7 @@ impl Client {
         types: &[&str],
         recursive: bool,
     ) -> Result<MoRef> {
-        let vm = self
-            .service_content()
-            .await?
-            .view_manager
-            .clone()
-            .ok_or_else(|| Error::Decode {
-                server: self.server(),
-                method: "CreateContainerView".into(),
-                reason: "this server has no ViewManager".into(),
-            })?;
+        let vm = self.view_manager("CreateContainerView").await?;
         let mut x = Xml::request("CreateContainerView", &vm);
         x.moref("container", container);
         for t in types {

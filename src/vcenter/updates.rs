@@ -281,16 +281,7 @@ impl Client {
 
     /// An empty ListView of this session (one round trip).
     pub async fn create_list_view(&self) -> Result<MoRef> {
-        let vm = self
-            .service_content()
-            .await?
-            .view_manager
-            .clone()
-            .ok_or_else(|| Error::Decode {
-                server: self.server(),
-                method: "CreateListView".into(),
-                reason: "this server has no ViewManager".into(),
-            })?;
+        let vm = self.view_manager("CreateListView").await?;
         self.returned_moref("CreateListView", &create_list_view_body(&vm))
             .await
     }
@@ -351,18 +342,19 @@ impl Client {
 
     /// The filters a collector holds (its `filter` property): how tests see that none leaked.
     pub async fn collector_filters(&self, collector: &MoRef) -> Result<Vec<MoRef>> {
-        let c = self.retrieve_one(collector, &["filter"]).await?;
-        Ok(c.props
-            .get("filter")
-            .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
-            .unwrap_or_default())
+        self.morefs_of(collector, "filter").await
     }
 
     /// The objects a ListView holds (tests: what a watcher watches).
     pub async fn list_view_objects(&self, view: &MoRef) -> Result<Vec<MoRef>> {
-        let c = self.retrieve_one(view, &["view"]).await?;
+        self.morefs_of(view, "view").await
+    }
+
+    /// A property of `obj` that lists managed objects.
+    async fn morefs_of(&self, obj: &MoRef, path: &str) -> Result<Vec<MoRef>> {
+        let c = self.retrieve_one(obj, &[path]).await?;
         Ok(c.props
-            .get("view")
+            .get(path)
             .map(|v| v.children.iter().filter_map(MoRef::from_node).collect())
             .unwrap_or_default())
     }
