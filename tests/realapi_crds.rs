@@ -570,6 +570,67 @@ fn cases() -> Vec<Case> {
                 remove(v, "/spec/template/machines_v1beta1_machine_openshift_io")
             }),
         },
+        // A machine's providerID is immutable once set (security review 2026-11-28, N2).
+        Case {
+            kind: MACHINE,
+            path: "spec",
+            rule: PROVIDER_ID_RULE,
+            step: Step::Update(
+                |v| set(v, "/spec/providerID", json!("vsphere://4211-a")),
+                |v| set(v, "/spec/providerID", json!("vsphere://4211-control-plane")),
+            ),
+        },
+        Case {
+            kind: "VSphereMachine",
+            path: "spec",
+            rule: PROVIDER_ID_RULE,
+            step: Step::Update(
+                |v| set(v, "/spec/providerID", json!("vsphere://4211-a")),
+                |v| remove(v, "/spec/providerID"),
+            ),
+        },
+        Case {
+            kind: "VSphereMachineTemplate",
+            path: "spec.template.spec",
+            rule: PROVIDER_ID_RULE,
+            step: Step::Update(
+                |v| {
+                    set(
+                        v,
+                        "/spec/template/spec/providerID",
+                        json!("vsphere://4211-a"),
+                    )
+                },
+                |v| {
+                    set(
+                        v,
+                        "/spec/template/spec/providerID",
+                        json!("vsphere://4211-b"),
+                    )
+                },
+            ),
+        },
+        Case {
+            kind: CPMS,
+            path: "spec.template.machines_v1beta1_machine_openshift_io.spec",
+            rule: PROVIDER_ID_RULE,
+            step: Step::Update(
+                |v| {
+                    set(
+                        v,
+                        "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerID",
+                        json!("vsphere://4211-a"),
+                    )
+                },
+                |v| {
+                    set(
+                        v,
+                        "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerID",
+                        json!("vsphere://4211-b"),
+                    )
+                },
+            ),
+        },
         Case {
             kind: MACHINE,
             path: "status.authoritativeAPI",
@@ -598,6 +659,27 @@ fn cases() -> Vec<Case> {
             ),
         },
     ]
+}
+
+const PROVIDER_ID_RULE: &str = vsphere_provider::api::provider_id_cel::RULE;
+
+/// A valid object of `kind` at `version` (the infrastructure kinds are served at two), named
+/// `name` (in the test's namespace): the base every case edits.
+fn base_at(kind: &str, version: &str, name: &str) -> Value {
+    let api_version = format!("infrastructure.cluster.x-k8s.io/{version}");
+    let machine_spec = json!({"template": "ubuntu",
+        "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}});
+    match kind {
+        "VSphereMachine" => json!({
+            "apiVersion": api_version, "kind": kind, "metadata": {"name": name},
+            "spec": machine_spec
+        }),
+        "VSphereMachineTemplate" => json!({
+            "apiVersion": api_version, "kind": kind, "metadata": {"name": name},
+            "spec": {"template": {"spec": machine_spec}}
+        }),
+        _ => base(kind, name),
+    }
 }
 
 /// A valid object of `kind`, named `name` (in the test's namespace): the base every case edits.
@@ -640,6 +722,8 @@ fn plural(kind: &str) -> &'static str {
     match kind {
         "ControlPlaneMachineSet" => "controlplanemachinesets.machine.openshift.io",
         "Machine" => "machines.machine.openshift.io",
+        "VSphereMachine" => "vspheremachines.infrastructure.cluster.x-k8s.io",
+        "VSphereMachineTemplate" => "vspheremachinetemplates.infrastructure.cluster.x-k8s.io",
         other => panic!("no plural for {other}"),
     }
 }
@@ -693,7 +777,7 @@ fn every_cel_rule_rejects_an_object_breaking_it_with_its_message() {
             .find(|c| c.kind == r.kind && c.path == r.path && c.rule == r.rule)
             .unwrap();
         let name = format!("rule-{i}");
-        let mut obj = base(&r.kind, &name);
+        let mut obj = base_at(&r.kind, &r.version, &name);
         obj["metadata"]["namespace"] = json!(ns);
         // The same change through our own CRD layer (what `validate` and `reconcile` apply).
         let in_process;

@@ -69,6 +69,17 @@ pub use vsphere_cluster_template::{VSphereClusterTemplate, VSphereClusterTemplat
 pub use vsphere_machine::{VSphereMachine, VSphereMachineTemplate};
 pub use vsphere_vm::VSphereVM;
 
+/// The CRD rule that makes a machine's `spec.providerID` immutable once set (OpenShift Machine
+/// and VSphereMachine): the Node a machine is linked to, drained and deleted through is the
+/// one its providerID names, and only the provider sets it (from the VM's BIOS UUID). Admission
+/// implements the same rule for offline checks.
+pub mod provider_id_cel {
+    /// On the spec (a transition rule: updates only). Unset or empty may become set.
+    pub const RULE: &str = "!has(oldSelf.providerID) || oldSelf.providerID == '' || (has(self.providerID) && self.providerID == oldSelf.providerID)";
+    /// Message of [`RULE`].
+    pub const MESSAGE: &str = "providerID is immutable once set";
+}
+
 /// `infrastructure.cluster.x-k8s.io`.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 /// The CRD label that makes `clusterctl move` move every object of the kind with everything

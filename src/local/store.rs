@@ -583,16 +583,9 @@ impl Store {
                 },
                 value: item.clone(),
             };
-            let typed = match obj
+            let typed = obj
                 .typed()
-                .map_err(|e| bad(format!("{kind} {}: {e}", obj.name())))?
-            {
-                // Its actuator state may be held for v1beta1 only (hub-types §4.1).
-                Object::VSphereVM(vm) => {
-                    Object::VSphereVM(Box::new(crate::api::conversion::lift_held_typed(*vm)))
-                }
-                other => other,
-            };
+                .map_err(|e| bad(format!("{kind} {}: {e}", obj.name())))?;
             st.insert(typed)
                 .map_err(|k| bad(format!("duplicate {kind} {k}")))?;
         }
@@ -672,6 +665,7 @@ mod earlier_state_tests {
             ip_address: Some("10.0.0.10".into()),
             path: "/DC0/vm/md-a-0".into(),
             guest_metadata: Some("md-a-0".into()),
+            ..VmObs::default()
         });
         let plan = plan_machine(&i);
         assert_eq!(plan.vm, None, "{plan:#?}");

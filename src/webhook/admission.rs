@@ -276,11 +276,20 @@ fn validate_layers(
     {
         errors.extend(super::machine::status_transition_rules(old, new));
     }
+    if let Some(old) = old {
+        errors.extend(super::machine::provider_id_transition_rule(kind, old, new));
+    }
+    if layers == Layers::CrdAndWebhooks {
+        errors.extend(forged_conversion_data(kind, new, old));
+    }
     // Ratcheting: an update that leaves the spec alone (finalizers, owner references, labels,
     // status) is not judged again by rules the object may predate — otherwise an object admitted
-    // before a rule existed could never lose its finalizer or be deleted.
+    // before a rule existed could never lose its finalizer or be deleted. "Alone" holds for the
+    // spec that is stored too (the hub's, converted with the conversion annotation), not only
+    // the one the request's version shows.
     if let Some(old) = old
         && old.get("spec") == new.get("spec")
+        && hub_spec(kind, old) == hub_spec(kind, new)
     {
         dedup(&mut errors);
         return (errors, warnings);
@@ -321,6 +330,9 @@ fn validate_layers(
         ctx,
         &mut errors,
     );
+    if errors.is_empty() && layers == Layers::CrdAndWebhooks {
+        errors.extend(stored_schema_errors(kind, api_version, new, ctx));
+    }
     let schema_paths: std::collections::HashSet<String> =
         errors.iter().map(|e| e.path.clone()).collect();
 
@@ -369,6 +381,121 @@ fn validate_layers(
     dedup(&mut errors);
     warnings.dedup();
     (errors, warnings)
+}
+
+/// The conversion annotation, as an error path names it.
+const CONVERSION_DATA_PATH: &str = "metadata.annotations[cluster.x-k8s.io/conversion-data]";
+
+/// The spec `object` is stored with: its kind's Rust type's version, converted with what the
+/// conversion annotation holds.
+fn hub_spec(kind: Kind, object: &Value) -> Option<Value> {
+    if kind.api_versions().len() < 2 {
+        return object.get("spec").cloned();
+    }
+    crate::api::conversion::to_typed(object)
+        .get("spec")
+        .cloned()
+}
+
+/// The conversion annotation is the provider's own record: a create, or an update that changes
+/// it, is refused when it holds what no conversion writes ([`conversion::forged_entries`]: an
+/// entry for the request's own version, or one that would change a field the request shows).
+/// The conversion ignores such entries anyway; refusing them says so to whoever wrote them.
+///
+/// [`conversion::forged_entries`]: crate::api::conversion::forged_entries
+fn forged_conversion_data(kind: Kind, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    use crate::api::conversion::{CONVERSION_DATA, LEGACY_CONVERSION_DATA};
+    if kind.api_versions().len() < 2 {
+        return Vec::new();
+    }
+    let held = |v: &Value| {
+        let a = v.pointer("/metadata/annotations");
+        [CONVERSION_DATA, LEGACY_CONVERSION_DATA].map(|k| a.and_then(|a| a.get(k)).cloned())
+    };
+    if old.is_some_and(|old| held(old) == held(new)) {
+        return Vec::new();
+    }
+    let own = new
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    crate::api::conversion::forged_entries(new)
+        .into_iter()
+        .map(|(version, pointer)| {
+            let why = if pointer.starts_with("unreadable") {
+                pointer
+            } else if version == own {
+                format!(
+                    "holds {pointer} for {version}, the version of this request: the provider keeps there only what another version cannot show"
+                )
+            } else {
+                format!(
+                    "holds {pointer} for {version}, which would change what {own} shows: the annotation is the provider's conversion record, not a way to set fields"
+                )
+            };
+            FieldError::forbidden(CONVERSION_DATA_PATH, why)
+        })
+        .collect()
+}
+
+/// Schema errors the conversion annotation adds to the object as it would be stored (converted
+/// to the kind's Rust type's version), when the request is at another version: the stored
+/// object is validated with and without what the annotation holds, and what fails only with it
+/// is the annotation's doing.
+fn stored_schema_errors(
+    kind: Kind,
+    api_version: &str,
+    request: &Value,
+    ctx: &Ctx,
+) -> Vec<FieldError> {
+    use crate::api::conversion::{CONVERSION_DATA, LEGACY_CONVERSION_DATA};
+    if api_version == kind.api_version() || kind.api_versions().len() < 2 {
+        return Vec::new();
+    }
+    let held = |k: &str| {
+        request
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(k))
+    };
+    if held(CONVERSION_DATA).is_none() && held(LEGACY_CONVERSION_DATA).is_none() {
+        return Vec::new();
+    }
+    let stored_errors = |object: &Value| {
+        let stored = crate::api::conversion::to_typed(object);
+        let mut found = Vec::new();
+        if stored.get("apiVersion") == Some(&Value::from(kind.api_version())) {
+            schema::validate(
+                &kind.schema_for(kind.api_version()),
+                &stored,
+                "",
+                ctx,
+                &mut found,
+            );
+        }
+        found
+    };
+    let mut bare = request.clone();
+    if let Some(a) = bare
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(CONVERSION_DATA);
+        a.remove(LEGACY_CONVERSION_DATA);
+    }
+    let without = stored_errors(&bare);
+    stored_errors(request)
+        .into_iter()
+        .filter(|e| !without.contains(e))
+        .map(|e| {
+            FieldError::forbidden(
+                CONVERSION_DATA_PATH,
+                format!(
+                    "converted to {} with this annotation the object is invalid: {e}",
+                    kind.api_version()
+                ),
+            )
+        })
+        .collect()
 }
 
 /// A rule's error, found on the kind's Rust type, as the request `request` at `version` reads:
@@ -757,5 +884,185 @@ mod tests {
             &Ctx::default(),
         );
         assert!(!claim.allowed());
+    }
+
+    const V1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+    const V2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+    const HELD: &str = crate::api::conversion::CONVERSION_DATA;
+
+    fn vsphere_vm(version: &str) -> Value {
+        serde_json::json!({"apiVersion": version, "kind": "VSphereVM",
+            "metadata": {"name": "vm-0", "namespace": "ns"},
+            "spec": {"server": "vc.example.com", "template": "ubuntu", "datacenter": "DC0",
+                     "network": {"devices": [{"networkName": "VM Network", "dhcp4": true}]}}})
+    }
+
+    fn holding(mut o: Value, held: Value) -> Value {
+        o["metadata"]["annotations"] = serde_json::json!({HELD: held.to_string()});
+        o
+    }
+
+    fn forged_paths(out: &AdmissionOutcome) -> Vec<String> {
+        out.errors
+            .iter()
+            .filter(|e| e.path == CONVERSION_DATA_PATH)
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// N1: an annotation-only update at v1beta1 that would set the stored spec's
+    /// `customVMXKeys` is refused, naming the annotation; so is a create carrying it, and one
+    /// holding entries for its own version.
+    #[test]
+    fn a_conversion_annotation_that_sets_fields_is_refused_naming_it() {
+        let ctx = Ctx::default();
+        let old = vsphere_vm(V1);
+        let smuggling = holding(
+            old.clone(),
+            serde_json::json!({V2: [{"path": "/spec/customVMXKeys", "value": {"guestinfo.smuggled": "1"}}]}),
+        );
+        let out = admit(&smuggling, Some(&old), &ctx);
+        let refused = forged_paths(&out);
+        assert_eq!(refused.len(), 1, "{:?}", out.errors);
+        assert!(
+            refused[0].contains("/spec/customVMXKeys") && refused[0].contains(HELD),
+            "{refused:?}"
+        );
+        assert!(!admit(&smuggling, None, &ctx).allowed());
+        let own = holding(
+            vsphere_vm(V2),
+            serde_json::json!({V2: [{"path": "/status/actuatorState", "value": {"phase": "Provisioned"}}]}),
+        );
+        let out = admit(&own, None, &ctx);
+        assert!(
+            forged_paths(&out)[0].contains("the version of this request"),
+            "{:?}",
+            out.errors
+        );
+    }
+
+    /// What a conversion kept is admitted, and an update that leaves a stored annotation alone
+    /// is not judged again (an object stored before the rule can still lose its finalizer).
+    #[test]
+    fn kept_entries_and_unchanged_annotations_are_admitted() {
+        let ctx = Ctx::default();
+        let mut hub = vsphere_vm(V2);
+        hub["spec"]["customVMXKeys"] = serde_json::json!({"disk.EnableUUID": "TRUE"});
+        let read_at_v1 = crate::api::conversion::convert(&hub, V1).unwrap();
+        let out = admit(&read_at_v1, Some(&read_at_v1), &ctx);
+        assert!(out.allowed(), "{:?}", out.errors);
+        let stored = holding(
+            vsphere_vm(V2),
+            serde_json::json!({V2: [{"path": "/spec/server", "value": "x"}]}),
+        );
+        let mut finalized = stored.clone();
+        finalized["metadata"]["finalizers"] = serde_json::json!(["a/b"]);
+        assert!(admit(&finalized, Some(&stored), &ctx).errors.is_empty());
+    }
+
+    /// N2: `spec.providerID` is immutable once set, for both machine APIs; setting it where
+    /// it was unset or empty is allowed (the provider does, from the VM's BIOS UUID).
+    #[test]
+    fn a_machines_provider_id_is_immutable_once_set() {
+        let ctx = Ctx::default();
+        let machine = |pid: Option<&str>| {
+            let mut m = serde_json::json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": "m-0", "namespace": "ns"}, "spec": {}});
+            if let Some(p) = pid {
+                m["spec"]["providerID"] = p.into();
+            }
+            m
+        };
+        let vsm = |pid: Option<&str>| {
+            let mut m = serde_json::json!({"apiVersion": V2, "kind": "VSphereMachine",
+                "metadata": {"name": "m-0", "namespace": "ns"},
+                "spec": {"template": "ubuntu", "network": {"devices": [{"networkName": "n", "dhcp4": true}]}}});
+            if let Some(p) = pid {
+                m["spec"]["providerID"] = p.into();
+            }
+            m
+        };
+        for object in [&machine as &dyn Fn(Option<&str>) -> Value, &vsm] {
+            let set = object(Some("vsphere://4211-a"));
+            for layers in [Layers::Crd, Layers::CrdAndWebhooks] {
+                let changed =
+                    admit_layers(&object(Some("vsphere://cp-0")), Some(&set), &ctx, layers);
+                assert!(
+                    changed.errors.iter().any(|e| e.path == "spec.providerID"
+                        && e.to_string().contains("immutable once set")),
+                    "{:?}",
+                    changed.errors
+                );
+                let removed = admit_layers(&object(None), Some(&set), &ctx, layers);
+                assert!(removed.errors.iter().any(|e| e.path == "spec.providerID"));
+            }
+            for unset in [object(None), object(Some(""))] {
+                let out = admit(&set, Some(&unset), &ctx);
+                assert!(
+                    !out.errors.iter().any(|e| e.path == "spec.providerID"),
+                    "{:?}",
+                    out.errors
+                );
+            }
+        }
+    }
+
+    /// The CRDs carry the rule where admission implements it, and nowhere else.
+    #[test]
+    fn the_crds_carry_the_provider_id_rule_where_admission_implements_it() {
+        for kind in Kind::ALL {
+            for version in kind.api_versions() {
+                let schema = kind.schema_for(version);
+                let mut found = Vec::new();
+                for path in super::super::machine::provider_id_rule_paths(kind) {
+                    let mut at = &schema;
+                    for segment in path.split('.') {
+                        at = &at["properties"][segment];
+                    }
+                    found.push(at["x-kubernetes-validations"].to_string());
+                }
+                assert!(
+                    found
+                        .iter()
+                        .all(|r| r.contains(crate::api::provider_id_cel::RULE)),
+                    "{kind:?} {version}: {found:?}"
+                );
+                let everywhere = schema
+                    .to_string()
+                    .matches(crate::api::provider_id_cel::MESSAGE)
+                    .count();
+                assert_eq!(everywhere, found.len(), "{kind:?} {version}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// N1: no annotation content makes conversion store a spec that admission would refuse:
+        /// when admission lets a v1beta1 request with any held entries through, the object it
+        /// is stored as (v1beta2) passes admission too.
+        #[test]
+        fn no_annotation_stores_what_admission_refuses(
+            entries in proptest::collection::vec((0usize..8, 0usize..7), 1..5)
+        ) {
+            let paths = ["/spec/customVMXKeys", "/spec/server", "/spec/numCPUs", "/spec/template",
+                "/spec/network/devices", "/spec/guestSoftPowerOffTimeoutSeconds", "/spec/powerOffMode",
+                "/spec/additionalDisksGiB"];
+            let values = [serde_json::json!("x"), serde_json::json!(-3), serde_json::json!({"guestinfo.a": "1"}),
+                serde_json::json!([]), serde_json::json!(true), serde_json::json!("hard"), Value::Null];
+            let held: Vec<Value> = entries.iter()
+                .map(|(p, v)| serde_json::json!({"path": paths[*p], "value": values[*v]}))
+                .collect();
+            let ctx = Ctx::default();
+            let request = holding(vsphere_vm(V1), serde_json::json!({V2: held}));
+            // A request the conversion cannot take is refused by the API server itself.
+            if admit(&request, None, &ctx).allowed()
+                && let Ok(stored) = crate::api::conversion::convert(&request, V2)
+            {
+                let out = admit(&stored, None, &ctx);
+                proptest::prop_assert!(out.allowed(), "{:?}\n{}", out.errors, stored);
+            }
+        }
     }
 }

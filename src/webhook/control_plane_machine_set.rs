@@ -323,6 +323,11 @@ pub fn implemented_cel_rules() -> Vec<(String, String)> {
                 m::SYNCHRONIZED_GENERATION_MESSAGE,
             ),
             (m::AUTHORITY_KEPT_RULE, m::AUTHORITY_KEPT_MESSAGE),
+            // `super::machine::provider_id_transition_rule`.
+            (
+                crate::api::provider_id_cel::RULE,
+                crate::api::provider_id_cel::MESSAGE,
+            ),
         ]
         .map(|(r, msg)| (r.to_string(), msg.to_string())),
     );

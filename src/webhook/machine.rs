@@ -151,6 +151,57 @@ pub fn status_transition_rules(old: &Value, new: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// Where a kind's schema carries the `spec.providerID` rule ([`crate::api::provider_id_cel`]):
+/// the machine spec itself, and the machine specs templates embed (the same Rust type).
+pub fn provider_id_rule_paths(kind: crate::api::Kind) -> &'static [&'static str] {
+    use crate::api::Kind;
+    match kind {
+        Kind::Machine | Kind::VSphereMachine => &["spec"],
+        Kind::VSphereMachineTemplate => &["spec.template.spec"],
+        Kind::ControlPlaneMachineSet => {
+            &["spec.template.machines_v1beta1_machine_openshift_io.spec"]
+        }
+        _ => &[],
+    }
+}
+
+/// The CRD's rule on a machine's `providerID` (a transition rule: update only), on raw
+/// objects, wherever `kind` carries it ([`provider_id_rule_paths`]): once set, it never
+/// changes or goes away.
+pub fn provider_id_transition_rule(
+    kind: crate::api::Kind,
+    old: &Value,
+    new: &Value,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for path in provider_id_rule_paths(kind) {
+        let pointer = format!("/{}", path.replace('.', "/"));
+        let pid = |v: &Value| {
+            v.pointer(&pointer).map(|spec| {
+                spec.get("providerID")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+        };
+        // A transition rule runs only where both objects have the spec.
+        let (Some(old_pid), Some(new_pid)) = (pid(old), pid(new)) else {
+            continue;
+        };
+        if let Some(o) = old_pid
+            && !o.is_empty()
+            && new_pid.as_deref() != Some(o.as_str())
+        {
+            // The API server names the rule's field path and the type of where the rule sits.
+            errors.push(FieldError::invalid_type(
+                format!("{path}.providerID"),
+                "object",
+                crate::api::provider_id_cel::MESSAGE,
+            ));
+        }
+    }
+    errors
+}
+
 /// Hooks in `new` that are not in `old` with the same owner.
 pub fn changed_hooks(old: &[LifecycleHook], new: &[LifecycleHook]) -> Vec<LifecycleHook> {
     new.iter().filter(|h| !old.contains(h)).cloned().collect()

@@ -30,7 +30,6 @@ use super::pause::{ClusterReads, paused};
 use super::watch::fingerprint;
 use super::{Context, Error, NOT_SYNCED_REQUEUE};
 use crate::api::Machine;
-use crate::api::conversion::lift_held_typed;
 use crate::api::ipam::{ADDRESS_KIND, CLAIM_API_VERSION, CLAIM_KIND, IpAddress, IpAddressClaim};
 use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::{machine_for, vm_key};
@@ -249,9 +248,7 @@ pub async fn reconcile_vsphere_vm(vm: Arc<VSphereVM>, ctx: Arc<Context>) -> Resu
         return Ok(Action::requeue(NOT_SYNCED_REQUEUE));
     }
     let started = Instant::now();
-    // A VSphereVM stored at v1beta1 may hold its actuator state for v1beta1 only (hub-types
-    // §4.1): lifted here, or the sweep would take it as never acted on.
-    let vm = lift_held_typed(Arc::unwrap_or_clone(vm));
+    let vm = Arc::unwrap_or_clone(vm);
     let standin = machine_for(&vm);
     let k = key(&standin);
     let result = match paused(&ctx, "VSphereVM", &vm.metadata, &mut ClusterReads::new()).await {
@@ -328,7 +325,6 @@ async fn sweep_server(
     let mut reads = ClusterReads::new();
     let mut standins: Vec<(Machine, Option<VSphereVM>)> = Vec::new();
     for vm in ctx.stores.vsphere_vms.valid() {
-        let vm = lift_held_typed(vm);
         let m = machine_for(&vm);
         if machine_server(&m, zones).unwrap_or_default() != server {
             continue;

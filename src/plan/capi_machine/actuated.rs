@@ -366,7 +366,7 @@ pub fn observed(vm: &VSphereVM) -> Option<VmObs> {
         power_state: ps.instance_state,
         ip_address: internal_ips(state.addresses.as_deref()).into_iter().next(),
         path: vm.metadata.name.clone().unwrap_or_default(),
-        guest_metadata: None,
+        ..VmObs::default()
     })
 }
 

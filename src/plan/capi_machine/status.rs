@@ -219,6 +219,7 @@ mod tests {
             ip_address: ip.map(Into::into),
             path: "/DC0/vm/m-0".into(),
             guest_metadata: None,
+            ..VmObs::default()
         }
     }
 

@@ -371,7 +371,14 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         ConditionUpdate::true_(cond::INSTANCE_EXISTS),
         now,
     );
-    if !bios.is_empty() && plan.machine.spec.provider_id.is_none() {
+    if !bios.is_empty()
+        && plan
+            .machine
+            .spec
+            .provider_id
+            .as_deref()
+            .is_none_or(str::is_empty)
+    {
         plan.machine.spec.provider_id = Some(provider_id(&bios));
     }
     let annotations = plan
@@ -493,7 +500,9 @@ pub fn plan_create(input: &MachineInput<'_>) -> MachinePlan {
         }
     }
 
-    let provider_id = plan.machine.spec.provider_id.clone();
+    // Linked by the VM's own providerID, not `spec.providerID` (which its writer may have set
+    // to another Node's).
+    let provider_id = (!bios.is_empty()).then(|| provider_id(&bios));
     let addresses = plan
         .machine
         .status
@@ -568,6 +577,7 @@ mod tests {
             ip_address: Some("10.0.0.9".into()),
             path: "/DC0/vm/m-0".into(),
             guest_metadata: None,
+            ..VmObs::default()
         }
     }
 

@@ -9,7 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::{PodRef, control_plane_drain_hold, is_cordoned, to_evict};
-use super::node_link::may_drain_and_delete;
+use super::node_link::{may_drain_and_delete, vcenter_provider_id};
 use super::{
     CONTROL_PLANE_DRAIN_WAIT, KubeStep, MachineInput, MachinePlan, Requeue, Settled, TASK_POLL,
     VmObs, VmStep, linked_node, provider_status, set_condition, set_provider_status, settle_task,
@@ -181,8 +181,8 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
 
     if !condition_true(m, cond::DRAINED) {
         let linked = linked_node(m, input.nodes);
-        let refused =
-            linked.and_then(|n| may_drain_and_delete(n, m.spec.provider_id.as_deref()).err());
+        let pid = vcenter_provider_id(m, input.vm.as_ref());
+        let refused = linked.and_then(|n| may_drain_and_delete(n, pid.as_deref()).err());
         let node = linked
             .filter(|_| refused.is_none())
             .and_then(|n| n.metadata.name.clone());
@@ -360,7 +360,7 @@ pub fn plan_delete(input: &MachineInput<'_>) -> MachinePlan {
         }
     };
     if let Some(node) = linked_node(m, input.nodes) {
-        match may_drain_and_delete(node, m.spec.provider_id.as_deref()) {
+        match may_drain_and_delete(node, vcenter_provider_id(m, input.vm.as_ref()).as_deref()) {
             Ok(()) => plan.kube.push(KubeStep::DeleteNode(
                 node.metadata.name.clone().unwrap_or_default(),
             )),
@@ -505,6 +505,7 @@ mod tests {
     fn deleting(pre_drain: bool, pre_terminate: bool) -> Machine {
         let mut m = machine("m-0");
         m.spec.provider_id = Some(PID.into());
+        recorded_bios(&mut m, PID);
         m.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         m.metadata.finalizers = Some(vec![MACHINE_FINALIZER.into()]);
         let hook = |n: &str| LifecycleHook {
@@ -523,9 +524,25 @@ mod tests {
         m
     }
 
+    /// The BIOS UUID the machine's status recorded when its VM was read (what `pid` carries).
+    fn recorded_bios(m: &mut Machine, pid: &str) {
+        let mut ps = provider_status(m);
+        ps.instance_id = Some(pid.trim_start_matches("vsphere://").to_string());
+        set_provider_status(m, &ps);
+    }
+
+    /// Its VM, powered on, with the BIOS UUID its status recorded.
+    fn vm_of(m: &Machine) -> VmObs {
+        VmObs {
+            bios_uuid: provider_status(m).instance_id,
+            ..vm("poweredOn")
+        }
+    }
+
     fn vm(power: &str) -> VmObs {
         VmObs {
             moref: Some(MoRef::new("VirtualMachine", "vm-9")),
+            bios_uuid: Some(PID.trim_start_matches("vsphere://").to_string()),
             power_state: Some(power.into()),
             path: "/DC0/vm/m-0".into(),
             ..VmObs::default()
@@ -797,7 +814,7 @@ mod tests {
                     let mut i = input(m);
                     i.nodes = &nodes;
                     i.machines = &machines;
-                    i.vm = Some(vm("poweredOn"));
+                    i.vm = Some(vm_of(m));
                     plan_machine(&i).kube.iter().any(|k| matches!(k, KubeStep::Cordon(_)))
                 })
                 .count();
@@ -903,6 +920,43 @@ mod tests {
         }
     }
 
+    /// N2: a Machine whose `spec.providerID` was changed to a control plane Node's is judged
+    /// by its VM's providerID (vCenter's BIOS UUID): that Node is neither drained nor deleted,
+    /// during the deletion or after the VM is gone.
+    #[test]
+    fn a_provider_id_pointed_at_another_node_drains_and_deletes_nothing() {
+        let victim = "vsphere://4211-control-plane-0";
+        let nodes = vec![node("master-0", Some(victim), Some("10.0.0.9"))];
+        let pods = vec![PodInfo {
+            namespace: "openshift-etcd".into(),
+            name: "etcd-master-0".into(),
+            ..Default::default()
+        }];
+        let mut m = deleting(false, false);
+        m.spec.provider_id = Some(victim.into());
+        m.status.as_mut().unwrap().node_ref.as_mut().unwrap().name = Some("master-0".into());
+        let mut i = input(&m);
+        i.vm = Some(vm("poweredOn"));
+        i.nodes = &nodes;
+        i.pods = &pods;
+        let p = plan_machine(&i);
+        assert!(p.kube.is_empty(), "{:?}", p.kube);
+        assert!(p.events.iter().any(|e| e.reason == event::NODE_NOT_OWNED));
+        // The VM gone (its BIOS UUID as the status recorded it), the Node is still not deleted.
+        let mut i = input(&p.machine);
+        i.nodes = &nodes;
+        i.claims_held = Ok(Vec::new());
+        let p = plan_machine(&i);
+        assert!(
+            !p.kube.iter().any(|k| matches!(
+                k,
+                KubeStep::DeleteNode(_) | KubeStep::Evict(_) | KubeStep::Cordon(_)
+            )),
+            "{:?}",
+            p.kube
+        );
+    }
+
     fn conditions(m: &Machine) -> &[crate::api::conditions::CapiCondition] {
         m.status.as_ref().unwrap().conditions.as_deref().unwrap()
     }
@@ -913,6 +967,7 @@ mod tests {
         m.metadata.name = Some(name.into());
         m.metadata.uid = Some(format!("uid-{name}"));
         m.spec.provider_id = Some(format!("vsphere://{name}"));
+        recorded_bios(&mut m, name);
         m.spec.lifecycle_hooks = None;
         m.metadata.labels = Some(
             [(
@@ -954,7 +1009,7 @@ mod tests {
                 let mut i = input(m);
                 i.nodes = &nodes;
                 i.machines = &machines;
-                i.vm = Some(vm("poweredOn"));
+                i.vm = Some(vm_of(m));
                 plan_machine(&i)
             })
             .collect();
@@ -1009,7 +1064,7 @@ mod tests {
             let mut i = input(m);
             i.nodes = &nodes;
             i.machines = &machines;
-            i.vm = Some(vm("poweredOn"));
+            i.vm = Some(vm_of(m));
             let p = plan_machine(&i);
             assert!(
                 matches!(p.vm, Some(VmStep::PowerOff(_))),

@@ -175,7 +175,11 @@ fn starts_drain_now(m: &Machine, nodes: &[Node]) -> bool {
         && !exempt
         && super::linked_node(m, nodes).is_some_and(|n| {
             !cordoned(n)
-                && super::node_link::may_drain_and_delete(n, m.spec.provider_id.as_deref()).is_ok()
+                && super::node_link::may_drain_and_delete(
+                    n,
+                    super::node_link::vcenter_provider_id(m, None).as_deref(),
+                )
+                .is_ok()
         })
 }
 

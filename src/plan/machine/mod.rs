@@ -11,6 +11,7 @@
 //! * [`ipam`] — static IPs: the IP address claims a clone waits for, and its network kargs.
 //! * [`node_link`] — which Node is the machine's.
 //! * [`outcome`] — what the executed steps' results make of the plan.
+//! * [`ownership`] — whether the VM found for a machine is the machine's to touch.
 pub mod create;
 pub mod deletion;
 pub mod devices;
@@ -19,6 +20,7 @@ pub mod ipam;
 pub mod node_link;
 pub mod observe;
 pub mod outcome;
+pub mod ownership;
 pub mod user_data;
 pub mod waiting;
 
@@ -51,6 +53,11 @@ pub struct VmObs {
     pub path: String,
     /// The host name whose cloud-init metadata the VM carries (Cluster API machines).
     pub guest_metadata: Option<String>,
+    /// The instance UUID the VM was found by (always read by the sweep; `None` only where a
+    /// VM is described without it, as in planner tests).
+    pub instance_uuid: Option<String>,
+    /// The identity marker it carries ([`machine_identity`] of the object it was cloned for).
+    pub identity: Option<String>,
 }
 
 impl VmObs {
@@ -355,8 +362,16 @@ pub const DELETE_POLL: Duration = Duration::from_secs(30);
 /// How long a control plane drain waits for another cordoned control plane node (MAO: 20 s).
 pub const CONTROL_PLANE_DRAIN_WAIT: Duration = Duration::from_secs(20);
 
-/// Decide for one machine.
+/// Decide for one machine. A VM found for it that is not its own
+/// ([`ownership::foreign`]) is never acted on: the machine plans as if it had none, and says so.
 pub fn plan_machine(input: &MachineInput<'_>) -> MachinePlan {
+    if let Some(foreign) = input
+        .vm
+        .as_ref()
+        .and_then(|vm| ownership::foreign(input.machine, vm))
+    {
+        return ownership::plan_without(input, &foreign);
+    }
     if input.machine.metadata.deletion_timestamp.is_some() {
         plan_delete(input)
     } else {

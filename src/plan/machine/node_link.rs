@@ -31,8 +31,21 @@ fn node_provider_id(n: &Node) -> Option<&str> {
         .filter(|p| !p.trim().is_empty())
 }
 
-/// Whether the manager may cordon, drain and delete `node` for a machine whose providerID is
-/// `machine_pid`: only if the Node's providerID is the machine's. A Node linked by IP alone
+/// The providerID of the machine's VM as vCenter knows it (`vsphere://<BIOS UUID>`): from the
+/// VM read this pass, else from the BIOS UUID the machine's status recorded when the VM was
+/// last read (a deleted VM's Node is removed after the VM). Never the Machine's
+/// `spec.providerID`: a tenant can write that one, and a Node is drained and deleted on the
+/// strength of this one.
+pub fn vcenter_provider_id(m: &Machine, vm: Option<&super::VmObs>) -> Option<String> {
+    vm.and_then(|v| v.bios_uuid.clone())
+        .or_else(|| super::provider_status(m).instance_id)
+        .filter(|b| !b.trim().is_empty())
+        .map(|b| super::create::provider_id(&b))
+}
+
+/// Whether the manager may cordon, drain and delete `node` for a machine whose providerID (as
+/// vCenter knows it: [`vcenter_provider_id`]) is `machine_pid`: only if the Node's providerID
+/// is the machine's. A Node linked by IP alone
 /// (its providerID still empty) is not enough: the IP is what the guest says, so a tenant's
 /// guest could name a control plane node. The cost of refusing is small: the cloud provider sets
 /// a real kubelet's providerID seconds after it registers, and a Node left behind by a deleted

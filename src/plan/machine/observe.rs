@@ -163,6 +163,8 @@ pub fn vm_obs(inv: &Inventory, uuid: Option<&str>) -> Option<VmObs> {
         ip_address: vm.ip_address.clone(),
         path: e.path.clone(),
         guest_metadata: vm.guest_metadata.clone(),
+        instance_uuid: vm.instance_uuid.clone(),
+        identity: vm.machine.clone(),
     })
 }
 

@@ -146,51 +146,6 @@ pub fn field_path_at(version: &str, path: &str) -> String {
         .join(".")
 }
 
-/// Lifts into a hub object what its annotation holds for v1beta1 where the hub has a place for
-/// it now but had none when the value was held: a VSphereVM's `status.actuatorState`, which
-/// v1beta2 gained after objects had been stored with it held. Reading at the storage version
-/// converts nothing, so without this a hub reader would not see it (only a v1beta1 reader,
-/// whose conversion restores it). A value the object already has wins; what the hub still has
-/// no place for stays held, and so does any held spec value: those are what the conversion
-/// left out of the hub on purpose (a v1beta1 `numCPUs: 0`, an empty `storagePolicyName`), not
-/// places the hub gained. Returns whether anything was lifted.
-pub fn lift_held(object: &mut Value) -> bool {
-    let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
-    let Some(kind) = Kind::from_type(text("apiVersion"), text("kind")) else {
-        return false;
-    };
-    if text("apiVersion") != V1BETA2 {
-        return false;
-    }
-    let Ok(mut held) = read_held(kind, object) else {
-        return false;
-    };
-    let Some(entries) = held.remove(V1BETA1) else {
-        return false;
-    };
-    let schema = kind.schema_for(V1BETA2);
-    let (lift, keep): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| {
-        e.value.is_some()
-            && e.unless.is_none()
-            && e.path.starts_with("/status/")
-            && object.pointer(&e.path).is_none()
-            && schema_has(&schema, &e.path)
-    });
-    if lift.is_empty() {
-        return false;
-    }
-    for entry in lift {
-        if let Some(value) = entry.value {
-            put(object, &entry.path, value);
-        }
-    }
-    if !keep.is_empty() {
-        held.insert(V1BETA1.to_string(), keep);
-    }
-    write_held(object, &held);
-    true
-}
-
 /// Whether `object` has a conversion annotation (ours or the legacy one): what the typed edges
 /// check before serialising an object to read what it holds.
 fn holds_anything(object: &impl kube::Resource) -> bool {
@@ -221,40 +176,6 @@ where
         .as_str()
         .filter(|s| !s.is_empty())
         .map(str::to_string)
-}
-
-/// [`lift_held`] on a typed hub object, for the edges that read typed objects (the
-/// controllers' caches, local mode's state file): the object itself when nothing is held.
-pub fn lift_held_typed<T>(object: T) -> T
-where
-    T: kube::Resource + Serialize + serde::de::DeserializeOwned,
-{
-    if !holds_anything(&object) {
-        return object;
-    }
-    let Ok(mut value) = serde_json::to_value(&object) else {
-        return object;
-    };
-    match lift_held(&mut value) {
-        true => serde_json::from_value(value).unwrap_or(object),
-        false => object,
-    }
-}
-
-/// Whether `schema` has a place for the JSON pointer `path`.
-fn schema_has(schema: &Value, path: &str) -> bool {
-    let mut at = schema;
-    for segment in path.split('/').skip(1) {
-        if at["x-kubernetes-preserve-unknown-fields"] == true {
-            return true;
-        }
-        at = match at["properties"].get(unescape(segment)) {
-            Some(s) => s,
-            None if segment.parse::<usize>().is_ok() && at["items"].is_object() => &at["items"],
-            None => return false,
-        };
-    }
-    true
 }
 
 /// Converts `object` to `desired` (a `group/version`), keeping what the target version cannot
@@ -299,10 +220,9 @@ pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> 
     let restore = held.remove(desired).unwrap_or_default();
     held.remove(from);
 
-    let mut converted = map(kind, object, from, desired).map_err(field_error)?;
-    for entry in &restore {
-        entry.apply(&mut converted);
-    }
+    let plain = map(kind, object, from, desired).map_err(field_error)?;
+    let (mut converted, _refused) =
+        restore_hidden(kind, object, &plain, &restore, desired).map_err(field_error)?;
     // A legacy annotation may hold a field the version no longer has (the `thumbprint` our
     // first v1beta2 zone had): the server would prune it from the answer anyway.
     prune(kind, &mut converted, desired);
@@ -330,6 +250,114 @@ pub fn convert(object: &Value, desired: &str) -> Result<Value, ConversionError> 
     }
     write_held(&mut converted, &held);
     Ok(converted)
+}
+
+/// `plain` (`object` mapped to `desired`) with the held `entries` for `desired` put back, but
+/// only those that show `object`'s own version nothing `object` does not show itself: a kept
+/// value restores what `object`'s version cannot hold (a field only `desired` has, `"5m"`
+/// beside `"5m0s"`, a v1beta1 `numCPUs: 0` the hub leaves out), so wherever the result, mapped
+/// back, differs from `plain` mapped back, it must read as `object` does. The annotation is
+/// written by whoever writes the object, so an entry that would make a field read otherwise (a
+/// v1beta1 update whose annotation sets the hub's `customVMXKeys`, or moves `server`) is what a
+/// writer put there, not what a conversion kept: it is left out, and returned (by path) for
+/// admission to refuse.
+fn restore_hidden(
+    kind: Kind,
+    object: &Value,
+    plain: &Value,
+    entries: &[Entry],
+    desired: &str,
+) -> Result<(Value, Vec<String>), FieldError> {
+    if entries.is_empty() {
+        return Ok((plain.clone(), Vec::new()));
+    }
+    let from = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let shown = |v: &Value| -> Result<Value, FieldError> {
+        let mut v = v.clone();
+        prune(kind, &mut v, desired);
+        let mut back = map(kind, &v, desired, from)?;
+        if let Some(map) = back.as_object_mut() {
+            for meta in ["apiVersion", "kind", "metadata"] {
+                map.remove(meta);
+            }
+        }
+        Ok(back)
+    };
+    let baseline = shown(plain)?;
+    // Where `with` reads differently from `plain`, it reads as `object` (and it reads at all:
+    // an entry the mapping back cannot take is no kept value either).
+    let faithful = |with: &Value| {
+        let Ok(shows) = shown(with) else {
+            return false;
+        };
+        let mut changed = Vec::new();
+        diff(Some(&shows), Some(&baseline), "", &mut changed);
+        changed
+            .iter()
+            .all(|c| c.value.as_ref() == object.pointer(&c.path))
+    };
+    let mut all = plain.clone();
+    for entry in entries {
+        entry.apply(&mut all);
+    }
+    if faithful(&all) {
+        return Ok((all, Vec::new()));
+    }
+    // Something does not belong: keep entry by entry what reads as the object does.
+    let mut kept = plain.clone();
+    let mut refused = Vec::new();
+    for entry in entries {
+        let mut trial = kept.clone();
+        entry.apply(&mut trial);
+        if trial == kept {
+            continue;
+        }
+        if faithful(&trial) {
+            kept = trial;
+        } else {
+            refused.push(entry.path.clone());
+        }
+    }
+    Ok((kept, refused))
+}
+
+/// What the conversion annotation of `object` holds that no conversion of this provider
+/// writes, as `(version, JSON pointer)`: entries held for the object's own version (a
+/// conversion only keeps what the *other* version cannot hold), and entries for the other
+/// version that would change a field the object's version shows ([`restore_hidden`] leaves
+/// them out). Admission refuses such an annotation, naming it; the conversion ignores them.
+/// An annotation that cannot be read is reported as one entry with an empty path.
+pub fn forged_entries(object: &Value) -> Vec<(String, String)> {
+    let text = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
+    let from = text("apiVersion");
+    let Some(kind) = Kind::from_type(from, text("kind")) else {
+        return Vec::new();
+    };
+    let mut held = match read_held(kind, object) {
+        Ok(held) => held,
+        Err((_, cause)) => return vec![(from.to_string(), format!("unreadable: {cause}"))],
+    };
+    let mut forged: Vec<(String, String)> = held
+        .remove(from)
+        .into_iter()
+        .flatten()
+        .map(|e| (from.to_string(), e.path))
+        .collect();
+    for (version, entries) in held {
+        if !kind.api_versions().contains(&version.as_str()) {
+            continue;
+        }
+        let Ok(plain) = map(kind, object, from, &version) else {
+            continue;
+        };
+        if let Ok((_, refused)) = restore_hidden(kind, object, &plain, &entries, &version) {
+            forged.extend(refused.into_iter().map(|path| (version.clone(), path)));
+        }
+    }
+    forged
 }
 
 /// The canonical mapping of `object` from `from` to `to`, pruned to `to`'s schema.

@@ -133,23 +133,35 @@ fn what_the_object_says_now_wins_over_what_was_kept() {
 
 #[test]
 fn the_legacy_annotation_is_read_and_replaced() {
-    let mut zone = json!({"apiVersion": V2, "kind": "VSphereDeploymentZone",
-        "metadata": {"name": "z", "annotations": {LEGACY_CONVERSION_DATA:
-            json!({V1: {"/spec/placementConstraint/resourcePool": "rp"}}).to_string()}},
-        "spec": {"failureDomain": "fd-a"}});
-    let v1 = convert(&zone, V1).unwrap();
-    assert_eq!(v1["spec"]["placementConstraint"]["resourcePool"], "rp");
-    let annotations = v1["metadata"]["annotations"].as_object().unwrap();
+    // A v1beta1 VSphereMachine's `failureDomain`, which v1beta2 has no place for, held in the
+    // legacy form; and a held value that would contradict the hub (its pool is unset there),
+    // which a conversion never writes and is not shown.
+    let mut vsm = json!({"apiVersion": V2, "kind": "VSphereMachine",
+        "metadata": {"name": "m", "namespace": "ns", "annotations": {LEGACY_CONVERSION_DATA:
+            json!({V1: {"/spec/failureDomain": "zone-a", "/spec/resourcePool": "rp"}}).to_string()}},
+        "spec": {"template": "ubuntu"}});
+    let v1 = convert(&vsm, V1).unwrap();
+    assert_eq!(v1["spec"]["failureDomain"], "zone-a");
+    assert!(v1["spec"].get("resourcePool").is_none(), "{v1}");
+    assert!(
+        v1["metadata"].get("annotations").is_none(),
+        "the legacy annotation is dropped, nothing being left to hold: {v1}"
+    );
+    let back = convert(&v1, V2).unwrap();
     assert_eq!(
-        annotations.keys().collect::<Vec<_>>(),
+        back["metadata"]["annotations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
         [CONVERSION_DATA],
-        "the legacy annotation is replaced by the upstream name"
+        "what v1beta2 cannot hold is kept under the upstream name"
     );
     assert_eq!(round_trip(&v1, V2), v1);
-    zone["metadata"]["annotations"] = json!({LEGACY_CONVERSION_DATA: "{"});
-    let err = convert(&zone, V1).unwrap_err().to_string();
+    vsm["metadata"]["annotations"] = json!({LEGACY_CONVERSION_DATA: "{"});
+    let err = convert(&vsm, V1).unwrap_err().to_string();
     assert!(
-        err.starts_with("VSphereDeploymentZone/z: annotation vsphere-provider.io/conversion-data"),
+        err.starts_with("VSphereMachine/m: annotation vsphere-provider.io/conversion-data"),
         "{err}"
     );
 }
@@ -478,38 +490,130 @@ fn the_actuator_state_crosses_as_a_field_both_ways() {
     );
 }
 
-#[test]
-fn a_held_actuator_state_is_lifted_into_the_hub_and_what_the_hub_cannot_hold_stays_held() {
-    // Stored before v1beta2 had the field: the state rode in the annotation, with a field
-    // v1beta2 still has no place for.
-    let state = json!({"phase": "Provisioning", "providerStatus": {"taskRef": "task-7"}});
-    let mut hub = vsphere_vm(V2, json!({"initialization": {"provisioned": false}}));
-    let held = json!({V1: [
-        {"path": "/status/actuatorState", "value": state},
-        {"path": "/spec/network/preferredAPIServerCidr", "value": "10.0.0.0/24"},
-        // What the conversion deliberately left out of a hub spec (a v1beta1 0 size, "the
-        // template's") has a place there but is not lifted back into it.
-        {"path": "/spec/numCPUs", "value": 0}
-    ]});
-    hub["metadata"]["annotations"] = json!({CONVERSION_DATA: held.to_string()});
-    assert!(lift_held(&mut hub));
-    assert_eq!(hub["status"]["actuatorState"], state, "{hub}");
-    assert!(hub["spec"].get("numCPUs").is_none(), "{hub}");
-    let left = kept(&hub);
-    assert_eq!(left[V1].len(), 2, "{left:?}");
-    assert_eq!(left[V1][0].path, "/spec/network/preferredAPIServerCidr");
-    // Lifted once: nothing more to lift, and a v1beta1 reader still sees the same state.
-    assert!(!lift_held(&mut hub));
-    assert_eq!(convert(&hub, V1).unwrap()["status"]["actuatorState"], state);
+fn with_held(mut object: Value, held: Value) -> Value {
+    object["metadata"]["annotations"] = json!({CONVERSION_DATA: held.to_string()});
+    object
+}
 
-    // A state the object already has wins over a held one.
-    let newer = json!({"phase": "Running"});
-    let mut hub = vsphere_vm(V2, json!({"actuatorState": newer}));
-    hub["metadata"]["annotations"] = json!({CONVERSION_DATA: json!({V1: [
-        {"path": "/status/actuatorState", "value": state}]}).to_string()});
-    assert!(!lift_held(&mut hub));
-    assert_eq!(hub["status"]["actuatorState"], newer);
-    // Not a hub object: nothing to do.
-    let mut v1 = vsphere_vm(V1, json!({}));
-    assert!(!lift_held(&mut v1));
+/// The review's status smuggling (N1): a tenant's v1beta2 VSphereVM holding, "for v1beta1", an
+/// actuator state that names another VM. Nothing reads it at the hub, and a v1beta1 reader
+/// does not get it either: the held entry would change what the hub shows.
+#[test]
+fn a_forged_held_status_reaches_no_reader() {
+    let forged = json!({V1: [{"path": "/status/actuatorState",
+        "value": {"providerStatus": {"instanceUUID": "victim-uuid"}}}]});
+    let hub = with_held(vsphere_vm(V2, json!({})), forged);
+    assert!(hub["status"].get("actuatorState").is_none());
+    let v1 = convert(&hub, V1).unwrap();
+    assert!(v1["status"].get("actuatorState").is_none(), "{v1}");
+    assert_eq!(
+        forged_entries(&hub),
+        vec![(V1.to_string(), "/status/actuatorState".to_string())]
+    );
+}
+
+/// The review's spec smuggling (N1): an annotation-only update at v1beta1 that would set the
+/// hub's `customVMXKeys` (and move the VM to another server) changes nothing at v1beta2.
+#[test]
+fn held_entries_never_change_what_the_request_version_shows() {
+    let v1 = with_held(
+        vsphere_vm(V1, json!({})),
+        json!({V2: [
+            {"path": "/spec/customVMXKeys", "value": {"guestinfo.smuggled": "1"}},
+            {"path": "/spec/server", "value": "evil.example.com", "unless": "vc"}
+        ]}),
+    );
+    let hub = convert(&v1, V2).unwrap();
+    assert!(hub["spec"].get("customVMXKeys").is_none(), "{hub}");
+    assert_eq!(hub["spec"]["server"], "vc", "{hub}");
+    assert_eq!(
+        forged_entries(&v1),
+        vec![
+            (V2.to_string(), "/spec/customVMXKeys".to_string()),
+            (V2.to_string(), "/spec/server".to_string())
+        ]
+    );
+}
+
+/// What a conversion keeps is never taken for forged: a v1beta2 object read at v1beta1 and
+/// written back carries entries that only restore what v1beta1 cannot show.
+#[test]
+fn kept_entries_are_not_forged_and_own_version_entries_are() {
+    let v1 = convert(&convert(&machine(), V2).unwrap(), V1).unwrap();
+    let hub = convert(&machine(), V2).unwrap();
+    assert!(
+        !kept(&hub).is_empty(),
+        "the v1beta1 fields v1beta2 lacks are kept: {hub}"
+    );
+    assert_eq!(forged_entries(&hub), vec![]);
+    assert_eq!(forged_entries(&v1), vec![]);
+    // Entries for the object's own version are never written by a conversion.
+    let own = with_held(
+        vsphere_vm(V2, json!({})),
+        json!({V2: [{"path": "/spec/server", "value": "x"}]}),
+    );
+    assert_eq!(
+        forged_entries(&own),
+        vec![(V2.to_string(), "/spec/server".to_string())]
+    );
+    // An annotation that is not this module's format is reported, not skipped.
+    let mut garbage = vsphere_vm(V1, json!({}));
+    garbage["metadata"]["annotations"] = json!({CONVERSION_DATA: "{not json"});
+    assert_eq!(forged_entries(&garbage).len(), 1);
+}
+
+/// Leaf JSON pointers of `v` (objects and arrays walked), for the forging property.
+fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, x) in m {
+                leaves(x, format!("{at}/{}", escape(k)), out);
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            for (i, x) in a.iter().enumerate() {
+                leaves(x, format!("{at}/{i}"), out);
+            }
+        }
+        _ => out.push(at),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Whatever a tenant writes into the annotation, the hub object shows the same fields as
+    /// the request: mapped back by the canonical mapping alone, it is what the request maps to.
+    #[test]
+    fn no_annotation_changes_what_the_request_shows(
+        v1 in proptest::sample::select(infra()).prop_flat_map(|k| objects(k, V1)),
+        picks in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..6, any::<bool>()), 1..6),
+    ) {
+        let mut paths = Vec::new();
+        leaves(&v1["spec"], "/spec".into(), &mut paths);
+        paths.extend(["/spec/customVMXKeys", "/spec/server", "/spec/template",
+            "/status/actuatorState", "/status/ready", "/spec/identityRef"].map(String::from));
+        let values = [json!("evil"), json!(7), json!(true), json!({"guestinfo.x": "1"}),
+            json!(["a"]), Value::Null];
+        let entries: Vec<Value> = picks.iter().map(|(i, v, unless)| {
+            let mut e = json!({"path": i.get(&paths), "value": values[*v]});
+            if *unless {
+                e["unless"] = values[(*v + 1) % values.len()].clone();
+            }
+            e
+        }).collect();
+        let forged = with_held(v1.clone(), json!({V2: entries}));
+        let hub = convert(&forged, V2).unwrap();
+        let plain = convert(&v1, V2).unwrap();
+        // What the hub shows at v1beta1 by the canonical mapping alone (no annotation).
+        let shown = |o: &Value| {
+            let mut o = o.clone();
+            o.as_object_mut().unwrap().remove("metadata");
+            o["metadata"] = json!({"name": "p"});
+            let mut back = convert(&o, V1).unwrap();
+            back.as_object_mut().unwrap().remove("metadata");
+            back
+        };
+        prop_assert_eq!(shown(&hub), shown(&plain));
+    }
 }

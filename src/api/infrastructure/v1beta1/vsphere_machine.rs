@@ -389,6 +389,10 @@ pub struct MachineAddress {
         description = "Time duration since creation of Machine"
     )
 )]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"fieldPath": ".providerID", "message": crate::api::provider_id_cel::MESSAGE,
+     "rule": crate::api::provider_id_cel::RULE}
+]))]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereMachineSpec {
     /// The clone spec.

@@ -69,6 +69,10 @@ pub const MACHINE_FINALIZER: &str = "vspheremachine.infrastructure.cluster.x-k8s
         description = "Time duration since creation of VSphereMachine"
     )
 )]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"fieldPath": ".providerID", "message": crate::api::provider_id_cel::MESSAGE,
+     "rule": crate::api::provider_id_cel::RULE}
+]))]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereMachineSpec {
     /// The clone spec (flattened, as in CAPV).

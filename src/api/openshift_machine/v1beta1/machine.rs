@@ -117,6 +117,10 @@ pub const LIFECYCLE_HOOK_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(
         priority = 1
     )
 )]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"fieldPath": ".providerID", "message": crate::api::provider_id_cel::MESSAGE,
+     "rule": crate::api::provider_id_cel::RULE}
+]))]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
     /// ObjectMeta will autopopulate the Node created. Use this to indicate what labels,

@@ -81,6 +81,10 @@ pub mod condition {
     pub const IP_ADDRESSES_CLAIMED: &str = "IPAddressesClaimed";
     /// IPAddressClaimed (and MachineCreation): claims not yet bound; nothing is cloned.
     pub const WAITING_FOR_IP_ADDRESS: &str = "WaitingForIPAddress";
+    /// Ours (InstanceExists=False): the VM found for the machine carries another object's
+    /// identity marker, or none while found by a UUID that is not the machine's own; it is
+    /// never powered, written or destroyed for this machine.
+    pub const INSTANCE_NOT_OWNED: &str = "InstanceNotOwned";
 }
 
 /// `status.errorReason` values (openshift/api `MachineStatusError`).
@@ -116,4 +120,6 @@ pub mod event {
     /// Ours: the machine's linked Node lacks its providerID, so it is neither drained nor
     /// deleted (`plan::machine::node_link::may_drain_and_delete`).
     pub const NODE_NOT_OWNED: &str = "NodeNotOwned";
+    /// Ours: see [`super::condition::INSTANCE_NOT_OWNED`].
+    pub const INSTANCE_NOT_OWNED: &str = "InstanceNotOwned";
 }
