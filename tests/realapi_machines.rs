@@ -705,6 +705,91 @@ async fn drain_through_a_budget(strict: bool) {
     );
 }
 
+/// Security review 2026-11-28, N2: a Machine's `spec.providerID` cannot name another Node.
+/// A control plane Node (its VM is not any of these machines') with a pod on it:
+/// 1. a running machine's providerID cannot be changed to that Node's (the CRD's rule);
+/// 2. a machine created with that providerID (a create may set it) is judged by the VM vCenter
+///    gives it, not by its spec: deleting both machines cordons, evicts and deletes nothing
+///    there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_id_naming_a_control_plane_node_drains_and_deletes_nothing() {
+    let _one = ONE_MANAGER.lock().await;
+    let env = Env::start("pid").await;
+    let ns = env.ns.clone();
+    let master = format!("{ns}-master-0");
+    let victim = "vsphere://4211c0de-0000-0000-0000-00000000c0de";
+    env.register_node(&master, victim);
+    env.apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "etcd", "namespace": ns},
+        "spec": {"nodeName": master, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+    }));
+
+    let worker = format!("{ns}-worker");
+    env.apply(samples::worker(&ns, &worker, &env.zones[0], json!({})));
+    let m = wait_for("the worker provisioned", Duration::from_secs(60), || {
+        env.machine(&worker)
+            .filter(|m| m["spec"]["providerID"].is_string())
+    })
+    .await;
+    assert_ne!(m["spec"]["providerID"], victim);
+    let patched = env.kubectl(&[
+        "patch",
+        "machine.machine.openshift.io",
+        &worker,
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"providerID": victim}}).to_string(),
+    ]);
+    assert!(
+        !patched.success && patched.stderr.contains("providerID is immutable once set"),
+        "{}",
+        patched.stderr
+    );
+
+    let preset = format!("{ns}-preset");
+    let mut machine = samples::worker(&ns, &preset, &env.zones[0], json!({}));
+    machine["spec"]["providerID"] = json!(victim);
+    env.apply(machine);
+    wait_for(
+        "the preset machine acted on",
+        Duration::from_secs(60),
+        || {
+            env.machine(&preset)
+                .filter(|m| m["status"]["phase"].is_string())
+        },
+    )
+    .await;
+
+    for name in [&worker, &preset] {
+        env.kubectl(&[
+            "delete",
+            "machine.machine.openshift.io",
+            name,
+            "-n",
+            &ns,
+            "--wait=false",
+        ])
+        .ok();
+    }
+    wait_for("both machines gone", Duration::from_secs(120), || {
+        (env.machine(&worker).is_none() && env.machine(&preset).is_none()).then_some(())
+    })
+    .await;
+    let node = env
+        .get("node", &master, false)
+        .expect("the control plane Node is kept");
+    assert_ne!(node["spec"]["unschedulable"], true, "cordoned: {node}");
+    let pod = env.get("pod", "etcd", true).unwrap();
+    assert!(
+        pod["metadata"]["deletionTimestamp"].is_null(),
+        "evicted: {pod}"
+    );
+    env.manager.assert_never_forbidden();
+}
+
 /// 3 + 4 + 6: a MachineHealthCheck over three worker Machines (owned by a MachineSet that
 /// nothing runs: no garbage collector, no MachineSet controller here; not vSphere machines, so
 /// only the check acts on them), each linked to a Node the test registered (the kubelet). The
