@@ -18,12 +18,13 @@ use kube::{Api, Resource, ResourceExt};
 use super::api_server::dynamic_api;
 use super::patch::{apply_cluster_status, is_not_found, set_finalizers};
 use super::{Context, Error, NOT_SYNCED_REQUEUE, now};
+use crate::api::capi_core::CLUSTER_NAME_LABEL;
 use crate::api::capi_core::CORE_API_VERSION;
 use crate::api::cluster_identity::VSphereClusterIdentity;
 use crate::api::vsphere_cluster::{CLUSTER_FINALIZER, VSphereIdentityKind};
 use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeploymentZone};
 use crate::plan::cluster::lifecycle::{
-    self, CLUSTER_NAME_LABEL, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
+    self, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
 };
 use crate::plan::cluster::{apply, plan_cluster, selects};
 

@@ -4,6 +4,7 @@
 //! error policy decides on); health checks and control plane machine sets report their
 //! verdicts. vCenter round trips come from the client's own accounting
 //! ([`super::vcenter_metrics`]).
+use crate::api::conditions::STATUS_TRUE;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -240,7 +241,7 @@ impl Metrics {
             .conditions
             .iter()
             .flatten()
-            .any(|c| c.type_ == "Degraded" && c.status == "True");
+            .any(|c| c.type_ == "Degraded" && c.status == STATUS_TRUE);
         self.cpms_degraded
             .get_or_create(&SetLabels { cpms: set.into() })
             .set(i64::from(degraded));

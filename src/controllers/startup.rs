@@ -38,6 +38,7 @@
 //! to our CRDs' names (config/rbac does), not `list`: that would be a cluster-wide grant to
 //! read every CRD, for 7 requests per process start; and with no label of ours on the CRDs
 //! (installs made before one would lack it) the list would carry every CRD of the cluster.
+use crate::api::conditions::STATUS_TRUE;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -230,7 +231,7 @@ fn crd_verdict(kind: Kind, crd: &CustomResourceDefinition) -> Result<(), NotServ
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| {
             c.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
+                .any(|c| c.type_ == "Established" && c.status == STATUS_TRUE)
         });
     if !established {
         return Err(missing(kind));

@@ -2,6 +2,7 @@
 //! machines, machine sets and health checks ([`super::machines`]), over one object store; and
 //! the verdict — whether everything is done, and if not why, one line per object — decided
 //! here, in the report, so the printers only render and the CLI only maps it to an exit code.
+use crate::api::conditions::{STATUS_FALSE, STATUS_TRUE};
 use std::path::PathBuf;
 
 use super::cluster::LocalCluster;
@@ -135,7 +136,7 @@ fn vsphere_machine_reason(store: &Store, m: &CapiObject) -> Option<String> {
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == VM_PROVISIONED && c.status == "False")?;
+        .find(|c| c.type_ == VM_PROVISIONED && c.status == STATUS_FALSE)?;
     Some(format!("{}: {}", c.reason, c.message))
 }
 
@@ -150,7 +151,7 @@ fn machines_not_ready(store: &Store, report: &MachineReport, simulate_nodes: boo
             .conditions
             .iter()
             .flatten()
-            .find(|c| c.type_ == "Degraded" && c.status == "True");
+            .find(|c| c.type_ == "Degraded" && c.status == STATUS_TRUE);
         if let Some(d) = degraded {
             // Upstream's NoReadyMachines has no message: the reason is all there is to say.
             let mut line = format!("control plane machine set {k} is degraded: {}", d.reason);

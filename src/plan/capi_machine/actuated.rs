@@ -16,6 +16,7 @@
 //! * the user data is the bootstrap data Secret in CAPV's format ([`super::bootstrap`]), and
 //!   `guestinfo.metadata` is written once the clone's MACs are known, before power-on;
 //! * Nodes are CAPI's: the actuator neither links, drains nor deletes them for a VSphereVM.
+use crate::api::conditions::STATUS_FALSE;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
@@ -335,7 +336,7 @@ fn provisioned_condition(ps: &VSphereMachineProviderStatus) -> ConditionUpdate<'
     match ps
         .conditions
         .iter()
-        .find(|c| c.type_ == cond::MACHINE_CREATION && c.status == "False")
+        .find(|c| c.type_ == cond::MACHINE_CREATION && c.status == STATUS_FALSE)
     {
         Some(c) => {
             ConditionUpdate::false_(VM_PROVISIONED, &c.reason, severity::WARNING, &c.message)
@@ -375,7 +376,7 @@ pub fn observed(vm: &VSphereVM) -> Option<VmObs> {
 pub fn not_provisioned(vm: &VSphereVM) -> Option<&CapiCondition> {
     DeprecatedFailureStatus::v1beta1_conditions(&vm.status.as_ref()?.deprecated)
         .iter()
-        .find(|c| c.type_ == VM_PROVISIONED && c.status == "False")
+        .find(|c| c.type_ == VM_PROVISIONED && c.status == STATUS_FALSE)
 }
 
 /// A reference to a VSphereVM, for events.

@@ -15,6 +15,7 @@
 //! rather than a log line; deletion counts Cluster API `Machine`s as well as VSphereMachines.
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::api::capi_core::PAUSED_ANNOTATION;
 use crate::api::conditions::{
     self, CapiCondition, ConditionUpdate, MetaCondition, cluster, severity,
 };
@@ -23,10 +24,6 @@ use crate::api::vsphere_cluster::{CLUSTER_FINALIZER, VSphereCluster, VSphereClus
 
 /// The Cluster API core group.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
-/// The annotation that pauses any Cluster API object.
-pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
-/// The label naming an object's Cluster.
-pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
 /// The Cluster (cluster.x-k8s.io) this VSphereCluster's ownerReferences name:
 /// `(apiVersion, name)`. Any version of the group counts.

@@ -1,6 +1,7 @@
 //! What the control plane machine set planner sees of its failure domains and nodes, built from
 //! the objects both shells read (zones, failure domains, the OpenShift Infrastructure, Nodes)
 //! and the inventory of each server. Pure; local mode and the cluster controller share it.
+use crate::api::conditions::STATUS_TRUE;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{DomainState, NodeState};
@@ -158,7 +159,7 @@ pub fn node_states(
             (
                 name.clone(),
                 NodeState {
-                    ready: ready.is_some_and(|c| c.status == "True"),
+                    ready: ready.is_some_and(|c| c.status == STATUS_TRUE),
                     ready_transition: ready.and_then(|c| c.last_transition_time.clone()),
                     control_plane: labels.contains_key("node-role.kubernetes.io/master")
                         || labels.contains_key("node-role.kubernetes.io/control-plane"),

@@ -5,6 +5,7 @@
 //! second clone. A VM found powered off is powered on whatever the phase (upstream does so only
 //! while `Provisioning`), after it has joined its VM group so DRS never places it outside the
 //! zone's hosts.
+use crate::api::conditions::STATUS_TRUE;
 use k8s_openapi::api::core::v1::{NodeAddress, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -556,7 +557,7 @@ fn has_true(m: &Machine, type_: &str) -> bool {
     provider_status(m)
         .conditions
         .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
+        .any(|c| c.type_ == type_ && c.status == STATUS_TRUE)
 }
 
 #[cfg(test)]
@@ -1034,7 +1035,7 @@ mod tests {
             provider_status(&p.machine)
                 .conditions
                 .iter()
-                .any(|c| c.type_ == TAGS_ATTACHED && c.status == "True")
+                .any(|c| c.type_ == TAGS_ATTACHED && c.status == STATUS_TRUE)
         );
         assert!(
             !tags_to_check(&p.machine, Some(&on)),

@@ -6,6 +6,7 @@
 //!
 //! Each pass takes the first unfinished rung and stops, so a hook added before the rung is
 //! reached always holds it (the etcd operator's quorum guard relies on that).
+use crate::api::conditions::{STATUS_FALSE, STATUS_TRUE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::drain::{PodRef, control_plane_drain_hold, is_cordoned, to_evict};
@@ -111,7 +112,7 @@ fn power_off(
         .conditions
         .iter()
         .find(|c| c.type_ == GUEST_SHUTDOWN)
-        .map(|c| (c.status == "True", c.last_transition_time.0));
+        .map(|c| (c.status == STATUS_TRUE, c.last_transition_time.0));
     match asked {
         None => {
             set_meta_condition(
@@ -396,7 +397,7 @@ pub fn held_by(m: &Machine) -> String {
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or(&[]);
     let (pre_drain, pre_terminate) = m.hooks();
-    let false_ = |t: &str| find_capi(conditions, t).filter(|c| c.status == "False");
+    let false_ = |t: &str| find_capi(conditions, t).filter(|c| c.status == STATUS_FALSE);
     let said = |c: &crate::api::conditions::CapiCondition| {
         format!(
             "{}: {}",
@@ -448,14 +449,14 @@ pub fn held_by(m: &Machine) -> String {
     if ps
         .conditions
         .iter()
-        .any(|c| c.type_ == GUEST_SHUTDOWN && c.status == "True")
+        .any(|c| c.type_ == GUEST_SHUTDOWN && c.status == STATUS_TRUE)
     {
         return "waiting for the guest of its VM to shut down (powerOffMode)".into();
     }
     if !condition_true(m, cond::DRAINED) {
         return "its node is being drained".into();
     }
-    if find_capi(conditions, cond::INSTANCE_EXISTS).is_some_and(|c| c.status == "False") {
+    if find_capi(conditions, cond::INSTANCE_EXISTS).is_some_and(|c| c.status == STATUS_FALSE) {
         return "its VM is gone: its Node and IP address claims are being released".into();
     }
     "its VM is being powered off and destroyed".into()

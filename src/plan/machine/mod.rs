@@ -24,6 +24,7 @@ pub mod ownership;
 pub mod user_data;
 pub mod waiting;
 
+use crate::api::conditions::STATUS_TRUE;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -123,7 +124,7 @@ pub fn tags_to_check(m: &Machine, vm: Option<&VmObs>) -> bool {
         return false;
     }
     !provider_status(m).conditions.iter().any(|c| {
-        c.type_ == TAGS_ATTACHED && c.status == "True" && c.message == tags_message(&wanted)
+        c.type_ == TAGS_ATTACHED && c.status == STATUS_TRUE && c.message == tags_message(&wanted)
     })
 }
 

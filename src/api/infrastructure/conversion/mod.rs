@@ -17,7 +17,9 @@
 //!
 //! When the object comes back to that version, each kept value is put back only where the
 //! mapping still produces what it produced then: an object changed in the other version
-//! meanwhile keeps the change. So a round trip through either version returns the object as
+//! meanwhile keeps the change. And only where it changes nothing the object's current version
+//! shows: whoever may update an object may write its annotations, so the annotation is never an
+//! input, only a record ([`forged_entries`] is what admission refuses of it). So a round trip through either version returns the object as
 //! it was, by construction rather than by a table per field, and the annotation is dropped once
 //! nothing is held in it (an object that never left its version never carries one).
 //!
