@@ -9,9 +9,9 @@
 //! someone else's: the machine leaves it alone and says so.
 use super::{
     MachineInput, MachinePlan, Requeue, VmObs, deletion::plan_delete, instance_uuid,
-    machine_identity, set_condition,
+    machine_identity, provider_status, set_condition, set_provider_status,
 };
-use crate::api::conditions::{ConditionUpdate, severity};
+use crate::api::conditions::{ConditionUpdate, set_meta_condition, severity};
 use crate::api::machine::Machine;
 use crate::api::machine_status::{condition as cond, event};
 
@@ -78,16 +78,25 @@ pub fn plan_without(input: &MachineInput<'_>, vm: &ForeignVm) -> MachinePlan {
         return plan;
     }
     let mut plan = MachinePlan::new(input.machine);
-    set_condition(
-        &mut plan.machine,
-        ConditionUpdate::false_(
-            cond::INSTANCE_EXISTS,
-            cond::INSTANCE_NOT_OWNED,
-            severity::ERROR,
-            &message,
-        ),
+    let refused = ConditionUpdate::false_(
+        cond::INSTANCE_EXISTS,
+        cond::INSTANCE_NOT_OWNED,
+        severity::ERROR,
+        &message,
+    );
+    set_condition(&mut plan.machine, refused.clone(), &input.now);
+    // The provider status says it too: what a VSphereVM's `VirtualMachineProvisioned` reads.
+    let mut ps = provider_status(input.machine);
+    set_meta_condition(
+        &mut ps.conditions,
+        &ConditionUpdate {
+            type_: cond::MACHINE_CREATION,
+            ..refused
+        },
+        None,
         &input.now,
     );
+    set_provider_status(&mut plan.machine, &ps);
     plan.event(true, event::INSTANCE_NOT_OWNED, message.clone());
     plan.requeue = Requeue::Backoff(message);
     plan

@@ -317,3 +317,41 @@ fn a_vsphere_vms_claims_are_owned_by_it_and_named_as_capv_names_them() {
     );
     assert_eq!(claim.spec.pool_ref.kind, "InClusterIPPool");
 }
+
+/// Whatever its status or annotations led it to, a VSphereVM never acts on another object's
+/// VM, and says so where CAPV's readers look: `VirtualMachineProvisioned=False`,
+/// `InstanceNotOwned`, naming whose the VM is.
+#[test]
+fn another_objects_vm_is_reported_on_the_vsphere_vm() {
+    let vm = sample_vm();
+    let m = machine_for(&vm);
+    let mut i = crate::plan::machine::tests::input(&m);
+    i.vm = Some(VmObs {
+        moref: Some(crate::vcenter::model::moref::MoRef::new(
+            "VirtualMachine",
+            "vm-victim",
+        )),
+        power_state: Some("poweredOff".into()),
+        path: "/DC0/vm/db-0".into(),
+        instance_uuid: Some("victim-uuid".into()),
+        identity: Some("VSphereVM other/db-0".into()),
+        ..VmObs::default()
+    });
+    let plan = crate::plan::machine::plan_machine(&i);
+    assert_eq!(plan.vm, None, "{plan:#?}");
+    let written = vm_after(&vm, &plan.machine, &now());
+    let st = written.status.unwrap();
+    let c = crate::api::conditions::find_capi(
+        DeprecatedFailureStatus::v1beta1_conditions(&st.deprecated),
+        VM_PROVISIONED,
+    )
+    .unwrap();
+    assert_eq!(c.status, "False");
+    assert_eq!(c.reason.as_deref(), Some("InstanceNotOwned"));
+    assert!(
+        c.message
+            .as_deref()
+            .is_some_and(|m| m.contains("VSphereVM other/db-0")),
+        "{c:?}"
+    );
+}
