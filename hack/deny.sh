@@ -12,7 +12,7 @@
 # snapshot is committed (hack/deny/advisory-db.tar.gz; its origin, commit and date in
 # hack/deny/SOURCE) and cargo-deny reads it with --offline. Every run prints the snapshot's age in
 # days and fails past MAX_AGE_DAYS (180), naming the refresh command. Yanked versions are read from
-# cargo's own copy of the crates.io index, which `cargo fetch` below brings up to date.
+# cargo's own copy of the crates.io index, which the `cargo fetch` below brings up to date.
 #
 # cargo-deny is installed from crates.io (pinned, --locked) once, into
 # ~/.cache/vsphere-provider/cargo-deny-<version> (a cold build: see docs/release.md).
@@ -110,7 +110,7 @@ db="$work/$db_dir_name"
 mkdir -p "$db/.git"
 tar -xzf "$snapshot" -C "$db"
 # cargo-deny dates an offline database by .git/FETCH_HEAD: the snapshot's own day.
-touch -d "$snapshot_day" "$db/.git/FETCH_HEAD"
+touch -d "${snapshot_day}T00:00:00Z" "$db/.git/FETCH_HEAD"
 export VSPHERE_PROVIDER_ADVISORY_DBS="$work"
 
 for manifest in "${manifests[@]}"; do

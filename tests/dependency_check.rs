@@ -92,12 +92,24 @@ fn unmaintained_unsound_and_yanked_crates_and_a_licence_not_allowed_fail_the_che
         .output()
         .expect("running hack/deny.sh");
     let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
-    assert!(!o.status.success(), "hack/deny.sh passed the fixture:\n{out}");
+    assert!(
+        !o.status.success(),
+        "hack/deny.sh passed the fixture:\n{out}"
+    );
     for (error, what) in [
-        ("error[unmaintained]: difference is unmaintained", "RUSTSEC-2020-0095"),
-        ("error[unsound]: totally-safe-transmute", "RUSTSEC-2025-0030"),
+        (
+            "error[unmaintained]: difference is unmaintained",
+            "RUSTSEC-2020-0095",
+        ),
+        (
+            "error[unsound]: totally-safe-transmute",
+            "RUSTSEC-2025-0030",
+        ),
         ("error[yanked]: detected yanked crate", "untrusted 0.6.1"),
-        ("error[rejected]: failed to satisfy license requirements", "AGPL-3.0-or-later"),
+        (
+            "error[rejected]: failed to satisfy license requirements",
+            "AGPL-3.0-or-later",
+        ),
     ] {
         assert!(out.contains(error), "no `{error}`:\n{out}");
         assert!(out.contains(what), "{what} not named:\n{out}");

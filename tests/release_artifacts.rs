@@ -414,7 +414,14 @@ fn cargo_tree(edges: &str) -> BTreeSet<(String, String)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let o = Command::new(cargo)
         .current_dir(realapi::repo())
-        .args(["tree", "--locked", "-p", "vsphere-provider", "--prefix", "none"])
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            "vsphere-provider",
+            "--prefix",
+            "none",
+        ])
         .args(["-f", "{p}", "-e", edges])
         .output()
         .expect("running cargo tree");
@@ -506,11 +513,17 @@ fn the_release_sbom_names_every_crate_of_the_binary_with_version_purl_and_checks
     named.insert(("vsphere-provider".into(), env!("CARGO_PKG_VERSION").into()));
     let missing: Vec<_> = built.difference(&named).collect();
     let extra: Vec<_> = named.difference(&built).collect();
-    assert!(missing.is_empty(), "crates of the build the SBOM lacks: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "crates of the build the SBOM lacks: {missing:?}"
+    );
     assert!(extra.is_empty(), "crates the build does not use: {extra:?}");
     // Dev-dependencies never reach the binary.
     for dev in ["proptest", "tempfile"] {
-        assert!(!named.iter().any(|(n, _)| n == dev), "{dev} is a dev-dependency");
+        assert!(
+            !named.iter().any(|(n, _)| n == dev),
+            "{dev} is a dev-dependency"
+        );
     }
 
     // Linked into the binary ("required") or used only to build it ("excluded"): build scripts'
@@ -536,7 +549,10 @@ fn the_release_sbom_names_every_crate_of_the_binary_with_version_purl_and_checks
             c["name"].as_str().unwrap().to_string(),
             c["version"].as_str().unwrap().to_string(),
         );
-        assert!(runtime.contains(&key), "{key:?} is required but not a normal dependency");
+        assert!(
+            runtime.contains(&key),
+            "{key:?} is required but not a normal dependency"
+        );
     }
 
     // The dependency graph: one entry per crate, every edge between listed crates.
@@ -549,7 +565,10 @@ fn the_release_sbom_names_every_crate_of_the_binary_with_version_purl_and_checks
     assert_eq!(deps.len(), refs.len());
     for d in deps {
         for on in d["dependsOn"].as_array().unwrap() {
-            assert!(refs.contains(on.as_str().unwrap()), "{on} is not a component");
+            assert!(
+                refs.contains(on.as_str().unwrap()),
+                "{on} is not a component"
+            );
         }
     }
     let root_deps = &deps
