@@ -3,6 +3,9 @@
 #   <out>/infrastructure-vsphere-provider/<version>/infrastructure-components.yaml
 #   <out>/infrastructure-vsphere-provider/<version>/metadata.yaml   (copy of ./metadata.yaml)
 #   <out>/infrastructure-vsphere-provider/<version>/cluster-template*.yaml (copies of templates/)
+#   <out>/infrastructure-vsphere-provider/<version>/sbom.cdx.json  (CycloneDX 1.5: every crate the
+#                          binary is built from, with version, purl and Cargo.lock's SHA-256;
+#                          hack/sbom.py)
 #   <out>/clusterctl.yaml  (a `providers:` entry naming that repository; merged into, not replaced)
 # and prints <out> as the last line on stdout. Then:
 #   clusterctl init --infrastructure vsphere-provider --config <out>/clusterctl.yaml
@@ -34,7 +37,7 @@ while [ $# -gt 0 ]; do
 	--version) version="${2:?--version needs a value}" && shift 2 ;;
 	--image) image="${2:?--image needs a reference}" && shift 2 ;;
 	-h | --help)
-		sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown argument: $1 (try --help)" ;;
@@ -119,6 +122,10 @@ for t in "$REPO_ROOT"/templates/cluster-template*.yaml; do
 	[ -e "$t" ] && cp "$t" "$dir/"
 done
 
+# The SBOM of the binary the image ships (not a clusterctl file: clusterctl ignores it).
+command -v python3 >/dev/null 2>&1 || ensure_apt_packages python3
+python3 "$REPO_ROOT/hack/sbom.py" --out "$dir/sbom.cdx.json" || die "hack/sbom.py failed"
+
 # clusterctl.yaml: keep what other scripts (hack/capi/repository.sh) wrote, replace our entry.
 config="$out/clusterctl.yaml"
 entry="  - name: vsphere-provider
@@ -141,5 +148,5 @@ else
 	mv "$config.tmp" "$config"
 fi
 
-log "wrote $dir/{infrastructure-components.yaml,metadata.yaml,cluster-template.yaml} (image $image) and $config"
+log "wrote $dir/{infrastructure-components.yaml,metadata.yaml,cluster-template*.yaml,sbom.cdx.json} (image $image) and $config"
 echo "$out"

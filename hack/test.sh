@@ -2,7 +2,8 @@
 # The project's test entry point (also what CI runs via .ci/run):
 #   setup (hack/setup.sh, hack/kube/build.sh, hack/capi/build.sh, hack/workload-sim/build.sh)
 #   -> cargo fmt --check -> cargo clippy -D warnings
-#   -> hack/audit.sh (cargo-audit against the committed RustSec snapshot) -> cargo test
+#   -> hack/deny.sh (cargo-deny: advisories, licences, bans, sources, warnings as errors, against
+#      the committed RustSec snapshot; fails past 180 days) -> cargo test
 #   -> hack/fuzz.sh (FUZZ_SECONDS per target, default 10)
 #   -> kubectl kustomize on every config/**/kustomization.yaml (skipped without kubectl)
 #   -> the quick start's demos (hack/demo.sh, hack/demo-cluster.sh, hack/demo-capi.sh: the last is
@@ -72,9 +73,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --all-targets -- -D warnings
-# Known vulnerabilities in the locked dependencies (RustSec; offline, against the committed
-# snapshot of the advisory database: hack/audit/SOURCE says of when).
-step audit hack/audit.sh
+# Both lock files under cargo-deny (deny.toml): vulnerable, unmaintained, unsound or yanked
+# crates, licences, banned crates and sources; offline against the committed snapshot of the
+# RustSec database (hack/deny/SOURCE says of when; the run fails past 180 days).
+step deny hack/deny.sh
 step test cargo test --all-targets
 # The vCenter reply decoders under cargo-fuzz for a bounded time (fuzz/README.md; a long run is
 # FUZZ_SECONDS=3600 hack/fuzz.sh, optimized, with AddressSanitizer on nightly). CI builds the

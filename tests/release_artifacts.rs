@@ -3,7 +3,8 @@
 //! provider contract of `infrastructure-components.yaml` (clusterctl book, "clusterctl provider
 //! contract"): one Namespace holding every namespaced object, the provider label on every object,
 //! the credentials as clusterctl variables, the image set. Whether clusterctl then installs it is
-//! tests/capi_clusterctl.rs.
+//! tests/capi_clusterctl.rs. Next to them, the SBOM of the binary (`sbom.cdx.json`, CycloneDX),
+//! checked against `cargo tree` and Cargo.lock.
 //!
 //! kubectl: `$KUBECTL`, else `$KUBE_BIN_DIR/kubectl`, else the one `hack/kube/build.sh` builds.
 
@@ -405,4 +406,181 @@ fn release_pins_the_image_by_digest() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("NAME@sha256:<64 hex digits>"), "{err}");
     }
+}
+
+/// The crates the binary is built from, as cargo resolves them for this platform: normal and
+/// build edges (features as the build resolves them), no dev-dependencies.
+fn cargo_tree(edges: &str) -> BTreeSet<(String, String)> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let o = Command::new(cargo)
+        .current_dir(realapi::repo())
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            "vsphere-provider",
+            "--prefix",
+            "none",
+        ])
+        .args(["-f", "{p}", "-e", edges])
+        .output()
+        .expect("running cargo tree");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut parts = l.split(' ');
+            let name = parts.next().unwrap().to_string();
+            let version = parts.next().unwrap().trim_start_matches('v').to_string();
+            (name, version)
+        })
+        .collect()
+}
+
+/// Cargo.lock's `checksum` of each registry crate, by (name, version).
+fn lock_checksums() -> std::collections::BTreeMap<(String, String), String> {
+    let lock = std::fs::read_to_string(realapi::repo().join("Cargo.lock")).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for block in lock.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            block.lines().find_map(|l| {
+                l.strip_prefix(&format!("{key} = \""))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .map(str::to_string)
+            })
+        };
+        if let (Some(n), Some(v), Some(c)) = (field("name"), field("version"), field("checksum")) {
+            out.insert((n, v), c);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_release_sbom_names_every_crate_of_the_binary_with_version_purl_and_checksum() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("repo");
+    release_ok(&out, &[]);
+    let path = out
+        .join(PROVIDER)
+        .join(cargo_version())
+        .join("sbom.cdx.json");
+    let sbom: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).expect("sbom.cdx.json next to the components"),
+    )
+    .expect("the SBOM is JSON");
+    assert_eq!(sbom["bomFormat"], "CycloneDX");
+    assert_eq!(sbom["specVersion"], "1.5");
+    let root = &sbom["metadata"]["component"];
+    assert_eq!(root["name"], "vsphere-provider");
+    assert_eq!(root["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(root["type"], "application");
+
+    let built = cargo_tree("normal,build");
+    let checksums = lock_checksums();
+    let components = sbom["components"].as_array().expect("components");
+    let mut named = BTreeSet::new();
+    for c in components {
+        let name = c["name"].as_str().expect("name").to_string();
+        let version = c["version"].as_str().expect("version").to_string();
+        assert_eq!(
+            c["purl"].as_str(),
+            Some(format!("pkg:cargo/{name}@{version}").as_str()),
+            "{name} {version}: purl"
+        );
+        let want = checksums
+            .get(&(name.clone(), version.clone()))
+            .unwrap_or_else(|| panic!("{name} {version} is not a registry crate of Cargo.lock"));
+        assert_eq!(
+            c["hashes"][0]["alg"], "SHA-256",
+            "{name} {version}: hash algorithm"
+        );
+        assert_eq!(
+            c["hashes"][0]["content"].as_str(),
+            Some(want.as_str()),
+            "{name} {version}: the checksum is Cargo.lock's"
+        );
+        assert!(
+            c["licenses"][0]["expression"].is_string(),
+            "{name} {version}: no licence"
+        );
+        assert!(
+            named.insert((name.clone(), version.clone())),
+            "{name} {version} listed twice"
+        );
+    }
+    named.insert(("vsphere-provider".into(), env!("CARGO_PKG_VERSION").into()));
+    let missing: Vec<_> = built.difference(&named).collect();
+    let extra: Vec<_> = named.difference(&built).collect();
+    assert!(
+        missing.is_empty(),
+        "crates of the build the SBOM lacks: {missing:?}"
+    );
+    assert!(extra.is_empty(), "crates the build does not use: {extra:?}");
+    // Dev-dependencies never reach the binary.
+    for dev in ["proptest", "tempfile"] {
+        assert!(
+            !named.iter().any(|(n, _)| n == dev),
+            "{dev} is a dev-dependency"
+        );
+    }
+
+    // Linked into the binary ("required") or used only to build it ("excluded"): build scripts'
+    // tools and proc macros run on the build machine.
+    let scope = |name: &str| {
+        components
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["scope"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    for linked in ["tokio", "rustls", "ring", "kube-client", "quick-xml"] {
+        assert_eq!(scope(linked), "required", "{linked}");
+    }
+    for build_only in ["serde_derive", "cc", "syn"] {
+        assert_eq!(scope(build_only), "excluded", "{build_only}");
+    }
+    let runtime = cargo_tree("normal");
+    for c in components.iter().filter(|c| c["scope"] == "required") {
+        let key = (
+            c["name"].as_str().unwrap().to_string(),
+            c["version"].as_str().unwrap().to_string(),
+        );
+        assert!(
+            runtime.contains(&key),
+            "{key:?} is required but not a normal dependency"
+        );
+    }
+
+    // The dependency graph: one entry per crate, every edge between listed crates.
+    let refs: BTreeSet<&str> = components
+        .iter()
+        .chain([root])
+        .map(|c| c["bom-ref"].as_str().unwrap())
+        .collect();
+    let deps = sbom["dependencies"].as_array().expect("dependencies");
+    assert_eq!(deps.len(), refs.len());
+    for d in deps {
+        for on in d["dependsOn"].as_array().unwrap() {
+            assert!(
+                refs.contains(on.as_str().unwrap()),
+                "{on} is not a component"
+            );
+        }
+    }
+    let root_deps = &deps
+        .iter()
+        .find(|d| d["ref"] == root["bom-ref"])
+        .expect("the binary's own entry")["dependsOn"];
+    assert!(
+        root_deps
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with("pkg:cargo/tokio@")),
+        "the binary depends on tokio: {root_deps}"
+    );
 }
