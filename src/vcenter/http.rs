@@ -453,7 +453,8 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// The first 200 characters of a body, for error messages.
+/// The first 200 characters of a body: the `detail` of an [`Error::Http`] or [`Error::Rest`],
+/// which is never in the error's message and reaches only the manager's debug log.
 pub(crate) fn snippet(body: &str) -> String {
     let trimmed = body.trim();
     let mut s: String = trimmed.chars().take(200).collect();
