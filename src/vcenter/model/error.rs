@@ -103,7 +103,7 @@ pub enum Error {
     /// The server answered something we cannot read. `reason` says what is wrong with the
     /// reply and may quote it, so it is not in the message.
     #[error(
-        "cannot decode the answer of vCenter {server} to {method}: not a vSphere reply (the manager's debug log has the reason)"
+        "cannot decode the answer of vCenter {server} to {method} (the manager's debug log says what is wrong with it)"
     )]
     Decode {
         server: String,
