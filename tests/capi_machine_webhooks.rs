@@ -253,7 +253,10 @@ fn with_vmx_keys(mut obj: Value, keys: &[&str]) -> Value {
     } else {
         &mut obj["spec"]
     };
-    spec["customVMXKeys"] = keys.iter().map(|k| (k.to_string(), json!("TRUE"))).collect();
+    spec["customVMXKeys"] = keys
+        .iter()
+        .map(|k| (k.to_string(), json!("TRUE")))
+        .collect();
     obj
 }
 
@@ -265,7 +268,11 @@ fn custom_vmx_keys_of_a_refused_class_are_refused_naming_the_key_on_every_kind()
     let machine = || machine("foo.com", None, "", &[], "hard", None, None);
     let template = || template("foo.com", "", None, "", &[], None, None);
     let vm = || vm("v", "foo.com", "", "", "", &[], None, "", "hard", None);
-    let benign = ["disk.EnableUUID", "pciPassthru.use64bitMMIO", "guestinfo.mytool"];
+    let benign = [
+        "disk.EnableUUID",
+        "pciPassthru.use64bitMMIO",
+        "guestinfo.mytool",
+    ];
     let refused = [
         "isolation.tools.copy.disable",
         "Isolation.Device.Edit.Disable",
@@ -298,7 +305,10 @@ fn custom_vmx_keys_of_a_refused_class_are_refused_naming_the_key_on_every_kind()
             let shown: Vec<String> = out.errors.iter().map(ToString::to_string).collect();
             let want = format!("{base}.customVMXKeys[{key}]");
             assert_eq!(
-                out.errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+                out.errors
+                    .iter()
+                    .map(|e| e.path.as_str())
+                    .collect::<Vec<_>>(),
                 [want.as_str()],
                 "{kind} {key}: {shown:?}"
             );
@@ -313,7 +323,8 @@ fn custom_vmx_keys_of_a_refused_class_are_refused_naming_the_key_on_every_kind()
     // rule still takes the controller's own updates (its VM is held at the clone instead).
     let stored = with_vmx_keys(vm(), &["isolation.tools.copy.disable"]);
     let mut bumped = stored.clone();
-    bumped["spec"]["thumbprint"] = json!("AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD");
+    bumped["spec"]["thumbprint"] =
+        json!("AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD");
     run(vec![
         update("vm: a stored refused key", stored.clone(), bumped, &[]),
         update(

@@ -474,7 +474,10 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
     cp.kubectl_stdin(
         ADMIN,
         &["apply", "-f", "-"],
-        Some(&vmx_template("vmx-benign", json!({"disk.EnableUUID": "TRUE"}))),
+        Some(&vmx_template(
+            "vmx-benign",
+            json!({"disk.EnableUUID": "TRUE"}),
+        )),
     )
     .ok();
 

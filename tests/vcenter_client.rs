@@ -337,11 +337,35 @@ async fn what_a_host_that_is_no_vcenter_answers_never_reaches_the_message() {
     );
     // (status, content type, body, what the message shows, whether the log gets the body)
     let cases: [(&str, &str, String, &str, bool); 5] = [
-        ("502 Bad Gateway", "text/html", html.clone(), "HTTP 502", true),
-        ("500 Internal Server Error", "text/html", html.clone(), "HTTP 500", true),
-        ("403 Forbidden", "text/plain", CANARY.to_string(), "HTTP 403", true),
+        (
+            "502 Bad Gateway",
+            "text/html",
+            html.clone(),
+            "HTTP 502",
+            true,
+        ),
+        (
+            "500 Internal Server Error",
+            "text/html",
+            html.clone(),
+            "HTTP 500",
+            true,
+        ),
+        (
+            "403 Forbidden",
+            "text/plain",
+            CANARY.to_string(),
+            "HTTP 403",
+            true,
+        ),
         ("200 OK", "text/html", html.clone(), "cannot decode", false),
-        ("500 Internal Server Error", "text/xml", soap_fault, "SystemError", true),
+        (
+            "500 Internal Server Error",
+            "text/xml",
+            soap_fault,
+            "SystemError",
+            true,
+        ),
     ];
     for (status, content_type, body, shown, logged) in cases {
         let url = answering(status, content_type, body).await;
@@ -354,7 +378,9 @@ async fn what_a_host_that_is_no_vcenter_answers_never_reaches_the_message() {
         let failure = Failure::from(err);
         let msg = failure.message();
         assert!(
-            msg.contains(shown) && msg.contains("127.0.0.1") && msg.contains("RetrieveServiceContent"),
+            msg.contains(shown)
+                && msg.contains("127.0.0.1")
+                && msg.contains("RetrieveServiceContent"),
             "{status}: {msg}"
         );
         for leak in [CANARY, "Intranet", "<h1>", "\x1b", "svc-tenant-b"] {

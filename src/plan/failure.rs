@@ -239,14 +239,29 @@ mod tests {
             detail: CANARY.into(),
         };
         let cases: Vec<(Error, &str)> = vec![
-            (reply(502, &html), "vCenter https://vc.example/sdk answered Login with HTTP 502"),
+            (
+                reply(502, &html),
+                "vCenter https://vc.example/sdk answered Login with HTTP 502",
+            ),
             (reply(500, &html), "HTTP 500"),
-            (reply(200, &html), "cannot decode the answer of vCenter https://vc.example/sdk to Login"),
+            (
+                reply(200, &html),
+                "cannot decode the answer of vCenter https://vc.example/sdk to Login",
+            ),
             (reply(200, CANARY), "cannot decode"),
-            (reply(500, &fault), "vCenter https://vc.example/sdk rejected the login: wrong user name or password"),
-            (reply(500, &typed_fault), "Login on vCenter https://vc.example/sdk failed: NoPermission: privilege VirtualMachine.Inventory.Create is missing"),
+            (
+                reply(500, &fault),
+                "vCenter https://vc.example/sdk rejected the login: wrong user name or password",
+            ),
+            (
+                reply(500, &typed_fault),
+                "Login on vCenter https://vc.example/sdk failed: NoPermission: privilege VirtualMachine.Inventory.Create is missing",
+            ),
             (reply(500, &odd_type), "failed: an unrecognised fault"),
-            (rest, "get tag on vCenter https://vc.example/sdk failed: an unrecognised error type"),
+            (
+                rest,
+                "get tag on vCenter https://vc.example/sdk failed: an unrecognised error type",
+            ),
         ];
         for (error, shown) in cases {
             let kept = error.server_text().is_some() || matches!(error, Error::InvalidLogin { .. });

@@ -314,9 +314,17 @@ mod tests {
         let keys: Vec<&str> = ec.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["guestinfo.userdata", "guestinfo.userdata.encoding", "disk.EnableUUID"]
+            [
+                "guestinfo.userdata",
+                "guestinfo.userdata.encoding",
+                "disk.EnableUUID"
+            ]
         );
-        assert_eq!(ec[0].1, STANDARD.encode(CLOUD), "the provider's own user data");
+        assert_eq!(
+            ec[0].1,
+            STANDARD.encode(CLOUD),
+            "the provider's own user data"
+        );
     }
 
     #[test]

@@ -45,7 +45,8 @@ const ISOLATION: &str = "it changes the VM's isolation from its host or from oth
 const DEVICE: &str = "it adds or changes a virtual device (a disk, network card, controller or port can reach files, networks or hardware outside the VM)";
 const IDENTITY: &str = "it changes the VM's identity or firmware (the provider and Kubernetes find the VM and its Node by its UUIDs)";
 const FILES: &str = "it places VM files (logs, swap, suspend state) or changes their limits on datastores the VM shares with others";
-const ANSWERS: &str = "it answers vSphere's questions about the VM (whether it was moved or copied) in its stead";
+const ANSWERS: &str =
+    "it answers vSphere's questions about the VM (whether it was moved or copied) in its stead";
 
 const fn rule(pattern: &'static str, how: Match, reason: &'static str) -> Rule {
     Rule {
@@ -262,7 +263,10 @@ mod tests {
     fn every_refused_class_is_refused_whatever_its_case() {
         for key in REFUSED {
             assert!(refusal(key).is_some(), "{key:?} passed");
-            assert!(refusal(&key.to_ascii_uppercase()).is_some(), "{key:?} upper");
+            assert!(
+                refusal(&key.to_ascii_uppercase()).is_some(),
+                "{key:?} upper"
+            );
         }
     }
 

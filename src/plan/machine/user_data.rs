@@ -255,8 +255,9 @@ mod tests {
         match user_data(&m, &secrets) {
             UserData::Missing(why) => {
                 assert!(
-                    why.contains("VSphereVM ns/vm-0 spec.customVMXKeys[isolation.tools.copy.disable]")
-                        && why.contains("isolation"),
+                    why.contains(
+                        "VSphereVM ns/vm-0 spec.customVMXKeys[isolation.tools.copy.disable]"
+                    ) && why.contains("isolation"),
                     "{why}"
                 );
             }
@@ -265,10 +266,17 @@ mod tests {
         let (m, secrets) = stand_in(serde_json::json!({"disk.EnableUUID": "TRUE"}));
         let d = user_data(&m, &secrets);
         assert!(matches!(d, UserData::Bootstrap { .. }), "{d:?}");
-        let keys: Vec<String> = extra_config(&d, "vm-0").into_iter().map(|(k, _)| k).collect();
+        let keys: Vec<String> = extra_config(&d, "vm-0")
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         assert_eq!(
             keys,
-            ["guestinfo.userdata", "guestinfo.userdata.encoding", "disk.EnableUUID"]
+            [
+                "guestinfo.userdata",
+                "guestinfo.userdata.encoding",
+                "disk.EnableUUID"
+            ]
         );
     }
 

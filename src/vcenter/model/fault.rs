@@ -78,7 +78,11 @@ impl fmt::Display for Fault {
                 None => f.write_str("ManagedObjectNotFound"),
             },
             FaultKind::DuplicateName { name } if !name.is_empty() => {
-                write!(f, "DuplicateName: an object named {:?} already exists", bounded(name))
+                write!(
+                    f,
+                    "DuplicateName: an object named {:?} already exists",
+                    bounded(name)
+                )
             }
             FaultKind::InvalidArgument {
                 invalid_property: Some(p),
@@ -90,9 +94,7 @@ impl fmt::Display for Fault {
                 Some(name) => write!(f, "InvalidProperty: {name}"),
                 None => f.write_str("InvalidProperty"),
             },
-            FaultKind::NoPermission {
-                privilege: Some(p),
-            } => match token(p) {
+            FaultKind::NoPermission { privilege: Some(p) } => match token(p) {
                 Some(p) => write!(f, "NoPermission: privilege {p} is missing"),
                 None => f.write_str("NoPermission"),
             },
