@@ -14,7 +14,8 @@
 //!
 //! Refused twice: at admission (`webhook::vsphere_machine`, naming
 //! `spec.customVMXKeys[<key>]`), and where the clone's extraConfig is made
-//! (`plan::machine::user_data`), for objects stored before the rule and for local mode.
+//! (`plan::machine::user_data`), for objects stored before the rule (in the API server or a
+//! local-mode state file).
 use std::collections::BTreeMap;
 
 /// How a rule's pattern matches a key (both lowercase).
