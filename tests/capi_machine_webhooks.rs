@@ -244,6 +244,99 @@ fn tag_ids_must_be_vcenter_tag_urns_on_every_capi_machine_kind() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// customVMXKeys (ours: CAPV copies any key into the VM's extraConfig; docs/vmx-keys.md)
+// ---------------------------------------------------------------------------------------------
+
+fn with_vmx_keys(mut obj: Value, keys: &[&str]) -> Value {
+    let spec = if obj["kind"] == "VSphereMachineTemplate" {
+        &mut obj["spec"]["template"]["spec"]
+    } else {
+        &mut obj["spec"]
+    };
+    spec["customVMXKeys"] = keys
+        .iter()
+        .map(|k| (k.to_string(), json!("TRUE")))
+        .collect();
+    obj
+}
+
+/// One key of each refused class (isolation, devices, identity, files, the provider's own),
+/// in the case users might write it, is refused on every kind, naming the key; the common
+/// benign settings pass.
+#[test]
+fn custom_vmx_keys_of_a_refused_class_are_refused_naming_the_key_on_every_kind() {
+    let machine = || machine("foo.com", None, "", &[], "hard", None, None);
+    let template = || template("foo.com", "", None, "", &[], None, None);
+    let vm = || vm("v", "foo.com", "", "", "", &[], None, "", "hard", None);
+    let benign = [
+        "disk.EnableUUID",
+        "pciPassthru.use64bitMMIO",
+        "guestinfo.mytool",
+    ];
+    let refused = [
+        "isolation.tools.copy.disable",
+        "Isolation.Device.Edit.Disable",
+        "RemoteDisplay.vnc.enabled",
+        "ethernet1.present",
+        "pciPassthru0.id",
+        "scsi0:1.fileName",
+        "uuid.bios",
+        "vc.uuid",
+        "log.rotateSize",
+        "vsphere-provider.machine",
+        "guestinfo.userdata",
+        "guestinfo.ignition.config.data",
+        "guestinfo.metadata.encoding",
+        "sched.mem.pshare.salt",
+    ];
+    for (kind, obj, base) in [
+        ("VSphereMachine", machine(), "spec"),
+        ("VSphereMachineTemplate", template(), "spec.template.spec"),
+        ("VSphereVM", vm(), "spec"),
+    ] {
+        let ok = admit(&with_vmx_keys(obj.clone(), &benign), None, &Ctx::default());
+        assert!(ok.errors.is_empty(), "{kind}: {:?}", ok.errors);
+        for key in refused {
+            let out = admit(
+                &with_vmx_keys(obj.clone(), &["disk.EnableUUID", key]),
+                None,
+                &Ctx::default(),
+            );
+            let shown: Vec<String> = out.errors.iter().map(ToString::to_string).collect();
+            let want = format!("{base}.customVMXKeys[{key}]");
+            assert_eq!(
+                out.errors
+                    .iter()
+                    .map(|e| e.path.as_str())
+                    .collect::<Vec<_>>(),
+                [want.as_str()],
+                "{kind} {key}: {shown:?}"
+            );
+            assert!(
+                shown[0].contains("Forbidden: this key may not be set")
+                    && shown[0].contains("docs/vmx-keys.md"),
+                "{shown:?}"
+            );
+        }
+    }
+    // On update only a key the stored object lacks is judged: a VSphereVM stored before the
+    // rule still takes the controller's own updates (its VM is held at the clone instead).
+    let stored = with_vmx_keys(vm(), &["isolation.tools.copy.disable"]);
+    let mut bumped = stored.clone();
+    bumped["spec"]["thumbprint"] =
+        json!("AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD");
+    run(vec![
+        update("vm: a stored refused key", stored.clone(), bumped, &[]),
+        update(
+            "vm: a refused key added",
+            vm(),
+            with_vmx_keys(vm(), &["vhv.enable"]),
+            &["spec.customVMXKeys[vhv.enable]", "spec"],
+        ),
+    ]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // VSphereMachine
 // ---------------------------------------------------------------------------------------------
 

@@ -687,3 +687,68 @@ async fn capvs_v1beta2_template_applies_unchanged_with_variables_only() {
         run.stderr
     );
 }
+
+/// `customVMXKeys` in local mode: a template with a refused key (docs/vmx-keys.md) is refused
+/// with the manifests, naming the key, and nothing is cloned; with only benign keys the VM gets
+/// them in its extraConfig next to the provider's own.
+#[tokio::test]
+async fn a_refused_custom_vmx_key_is_refused_naming_it_and_benign_ones_reach_the_vm() {
+    let sim = sim().await;
+    let (_d, manifests, state) = workdir();
+    cluster(&manifests);
+    let template = |keys: &str| {
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
+kind: VSphereMachineTemplate
+metadata: {{name: tpl-vmx, namespace: default}}
+spec:
+  template:
+    spec:
+      template: DC0_H0_VM0
+      numCPUs: 1
+      memoryMiB: 512
+      network:
+        devices: [{{networkName: VM Network, dhcp4: true}}]
+      customVMXKeys: {{{keys}}}
+---
+"
+        )
+    };
+    let md = deployment("a", 1, "tpl-vmx", Some("boot"));
+    std::fs::write(
+        manifests.join("md.yaml"),
+        template(r#"disk.EnableUUID: "TRUE", Isolation.Tools.Copy.Disable: "FALSE""#) + &md,
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "spec.template.spec.customVMXKeys[Isolation.Tools.Copy.Disable]: Forbidden: this key may not be set"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(vms(&sim, "md-").await.is_empty(), "nothing cloned");
+
+    std::fs::write(
+        manifests.join("md.yaml"),
+        template(r#"disk.EnableUUID: "TRUE""#) + &md,
+    )
+    .unwrap();
+    let run = reconcile(&sim, &manifests, &state, &[]);
+    let made = vms(&sim, "md-a-").await;
+    assert_eq!(made.len(), 1, "{}", run.stderr);
+    let (_, _, x) = vm_facts(&sim, &made[0].0).await;
+    assert_eq!(
+        x.get("disk.EnableUUID").map(String::as_str),
+        Some("TRUE"),
+        "{x:?}"
+    );
+    assert!(x.contains_key("guestinfo.userdata"), "{x:?}");
+    assert!(
+        !x.keys()
+            .any(|k| k.to_ascii_lowercase().starts_with("isolation.")),
+        "{x:?}"
+    );
+}

@@ -444,6 +444,43 @@ async fn the_manager_serves_webhooks_to_the_server_and_readies_zones_as_the_serv
         "{refused}"
     );
 
+    // customVMXKeys of a refused class are refused by the machine webhooks, naming the key
+    // (docs/vmx-keys.md); a benign key alone passes.
+    let vmx_template = |name: &str, keys: Value| {
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereMachineTemplate",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"template": {"spec": {"template": "t", "customVMXKeys": keys}}}
+        })
+        .to_string()
+    };
+    let refused = cp
+        .kubectl_stdin(
+            ADMIN,
+            &["apply", "-f", "-"],
+            Some(&vmx_template(
+                "vmx-refused",
+                json!({"disk.EnableUUID": "TRUE", "Isolation.Tools.Copy.Disable": "FALSE"}),
+            )),
+        )
+        .err();
+    assert!(
+        refused.contains(
+            "spec.template.spec.customVMXKeys[Isolation.Tools.Copy.Disable]: Forbidden: this key may not be set"
+        ),
+        "{refused}"
+    );
+    cp.kubectl_stdin(
+        ADMIN,
+        &["apply", "-f", "-"],
+        Some(&vmx_template(
+            "vmx-benign",
+            json!({"disk.EnableUUID": "TRUE"}),
+        )),
+    )
+    .ok();
+
     // 4. config/samples-style objects on this vcsim, the credentials and the VSphereCluster
     // first (a zone reconciled before them waits for its retry: see the ignored test below).
     let zones: Vec<String> = ["a", "b", "c"]

@@ -330,8 +330,8 @@ async fn credentials_never_cross_a_namespace_or_reach_a_server_the_admin_did_not
         manager.log()
     );
 
-    // dev's broken identity breaks dev's cluster, and only it.
-    status_says(
+    // dev's broken identity breaks dev's cluster, and only it; its status names no user.
+    let broken = status_says(
         cp,
         "vspherecluster",
         &dev,
@@ -339,6 +339,7 @@ async fn credentials_never_cross_a_namespace_or_reach_a_server_the_admin_did_not
         "wrong user name or password",
     )
     .await;
+    assert!(!broken.contains("dev@vsphere.local"), "{broken}");
     // A dev cluster naming prod's identity is refused, naming the identity and the namespace;
     // so is its machine, and nothing is cloned for it.
     let refusal = format!("VSphereClusterIdentity {prod_id} does not allow namespace {dev}");

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 use vcsim::{FaultKind, FaultSpec, Vcsim};
+use vsphere_provider::plan::failure::Failure;
 use vsphere_provider::vcenter::model::cluster::{
     ClusterGroup, GroupChange, RuleChange, VmHostRule,
 };
@@ -239,26 +240,30 @@ async fn injected_not_authenticated_is_followed_by_exactly_one_relogin() {
     );
 }
 
+/// The message of a rejected login (what every object acting with these credentials shows in
+/// its conditions) names the server and the cause, never the user name: that may be the
+/// manager's account or another tenant's identity.
 #[tokio::test]
 async fn wrong_credentials_give_one_clear_error_and_no_retry_storm() {
     let sim = Vcsim::builder()
-        .credentials("admin", "right-password")
+        .credentials("svc-tenant-b", "right-password")
         .start()
         .await;
     let c = Client::new(
         sim.url(),
-        creds("admin", "wrong-password-123"),
+        creds("svc-tenant-b", "wrong-password-123"),
         fast_retry(),
     )
     .unwrap();
     for _ in 0..3 {
         let err = c.inventory().await.unwrap_err();
         assert!(matches!(err, Error::InvalidLogin { .. }), "{err}");
-        let msg = err.to_string();
+        let msg = Failure::from(err).message().to_string();
         assert!(
-            msg.contains("admin") && msg.contains("wrong user name or password"),
+            msg.contains("127.0.0.1") && msg.contains("wrong user name or password"),
             "{msg}"
         );
+        assert!(!msg.contains("svc-tenant-b"), "no user name: {msg}");
         assert!(!msg.contains("wrong-password-123"));
     }
     assert_eq!(
@@ -266,6 +271,122 @@ async fn wrong_credentials_give_one_clear_error_and_no_retry_storm() {
         1,
         "a rejected login is not repeated"
     );
+}
+
+/// A host on loopback that is no vCenter: every request gets `status`, `content_type` and
+/// `body`, as an internal service a tenant names as its server would answer. Returns its URL.
+async fn answering(status: &'static str, content_type: &'static str, body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                // Read the request (head, then Content-Length bytes of body), then answer once.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 8192];
+                loop {
+                    let Ok(n) = conn.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_string();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// A server name comes from objects tenants write, so it may be any host the manager reaches.
+/// Whatever that host answers — an HTML error page, garbage with 200, a SOAP fault of its own —
+/// the message conditions and events show is the fixed description (server, method, HTTP
+/// status, fault type); the host's text is kept for the manager's debug log only.
+#[tokio::test]
+async fn what_a_host_that_is_no_vcenter_answers_never_reaches_the_message() {
+    const CANARY: &str = "internal-admin-panel token=9f8e7d";
+    let html = format!(
+        "<!DOCTYPE html><html><head><title>Intranet</title></head><body><h1>{CANARY}</h1><br>\n\x1b[31mred</body></html>"
+    );
+    let soap_fault = format!(
+        r#"<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>{CANARY}</faultstring><detail><SystemErrorFault xsi:type="SystemError"><reason>{CANARY}</reason></SystemErrorFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#
+    );
+    // (status, content type, body, what the message shows, whether the log gets the body)
+    let cases: [(&str, &str, String, &str, bool); 5] = [
+        (
+            "502 Bad Gateway",
+            "text/html",
+            html.clone(),
+            "HTTP 502",
+            true,
+        ),
+        (
+            "500 Internal Server Error",
+            "text/html",
+            html.clone(),
+            "HTTP 500",
+            true,
+        ),
+        (
+            "403 Forbidden",
+            "text/plain",
+            CANARY.to_string(),
+            "HTTP 403",
+            true,
+        ),
+        ("200 OK", "text/html", html.clone(), "cannot decode", false),
+        (
+            "500 Internal Server Error",
+            "text/xml",
+            soap_fault,
+            "SystemError",
+            true,
+        ),
+    ];
+    for (status, content_type, body, shown, logged) in cases {
+        let url = answering(status, content_type, body).await;
+        let c = Client::new(&url, creds("svc-tenant-b", "pw"), fast_retry()).unwrap();
+        let err = c.login().await.unwrap_err();
+        if logged {
+            let raw = err.server_text().unwrap_or_default();
+            assert!(raw.contains(CANARY), "{status}: kept for the log: {raw:?}");
+        }
+        let failure = Failure::from(err);
+        let msg = failure.message();
+        assert!(
+            msg.contains(shown)
+                && msg.contains("127.0.0.1")
+                && msg.contains("RetrieveServiceContent"),
+            "{status}: {msg}"
+        );
+        for leak in [CANARY, "Intranet", "<h1>", "\x1b", "svc-tenant-b"] {
+            assert!(!msg.contains(leak), "{status}: {leak:?} in {msg:?}");
+        }
+    }
 }
 
 #[tokio::test]

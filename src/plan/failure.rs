@@ -1,7 +1,9 @@
 //! Why something could not be done in vCenter, kept typed from the client up to the verdict:
 //! whether a later pass may succeed unchanged ("retry later") or someone has to act ("failed")
 //! is decided from the error's type ([`crate::vcenter::model::error::Error::is_transient`]), never from its
-//! text. The message is what conditions, events and the CLI show; it never holds a secret.
+//! text. The message is what conditions, events and the CLI show; it never holds a secret, nor
+//! text a server wrote (the error's own message leaves that out: see
+//! [`Error::server_text`], which only the manager's debug log receives, escaped).
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -38,12 +40,16 @@ pub enum Retry {
 }
 
 impl Failure {
-    /// A vCenter error, its message prefixed by what was being done (`context: error`).
+    /// A vCenter error, its message prefixed by what was being done (`context: error`). What
+    /// the server wrote goes to the debug log only.
     pub fn vcenter(context: Option<&str>, error: Error) -> Self {
         let message = match context {
             Some(c) => format!("{c}: {error}"),
             None => error.to_string(),
         };
+        if let Some(text) = error.server_text() {
+            tracing::debug!(failure = %message, server_text = %escaped(text), "what the server said");
+        }
         Failure {
             message,
             cause: Cause::Vcenter(Arc::new(error)),
@@ -110,6 +116,20 @@ impl Failure {
     }
 }
 
+/// `text` with control characters escaped (`\n`, `\u{1b}`), so a server's reply cannot
+/// forge or break log lines.
+fn escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A failure reads as its message (conditions, events, CLI tables).
 impl Deref for Failure {
     type Target = str;
@@ -173,7 +193,6 @@ mod tests {
         };
         let login = Error::InvalidLogin {
             server: "vc".into(),
-            username: "temporarily-unavailable".into(),
         };
         let busy_http = Error::Http {
             server: "vc".into(),
@@ -186,6 +205,75 @@ mod tests {
         assert_eq!(Failure::from(login).retry(), Retry::Failed);
         assert_eq!(Failure::config("retry later").retry(), Retry::Failed);
         assert_eq!(Failure::busy("failed").retry(), Retry::Later);
+    }
+
+    /// What a server wrote never reaches a failure's message (conditions, events): not a
+    /// reply body, a fault's message, REST error messages, a decoder's quote of the reply, nor
+    /// the login's user name. The message is the typed description; the text stays on the
+    /// error for the debug log.
+    #[test]
+    fn a_failure_message_carries_no_server_text_nor_user_name() {
+        use crate::vcenter::client::decode_reply;
+        use crate::vcenter::model::error::RestErrorKind;
+        use reqwest::StatusCode;
+        const CANARY: &str = "secret-intranet-page";
+        let html = format!("<html><body><p>{CANARY}<br></body></html>");
+        let fault = format!(
+            r#"<Envelope xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><Body><Fault><faultstring>{CANARY}</faultstring><detail><F xsi:type="InvalidLogin"/></detail></Fault></Body></Envelope>"#
+        );
+        let typed_fault = format!(
+            r#"<Envelope xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><Body><Fault><faultstring>{CANARY}</faultstring><detail><F xsi:type="NoPermission"><privilegeId>VirtualMachine.Inventory.Create</privilegeId></F></detail></Fault></Body></Envelope>"#
+        );
+        let odd_type = format!(
+            r#"<Envelope xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><Body><Fault><faultstring>x</faultstring><detail><F xsi:type="{CANARY} &lt;b&gt;"/></detail></Fault></Body></Envelope>"#
+        );
+        let server = "https://vc.example/sdk";
+        let reply = |status: u16, body: &str| {
+            let status = StatusCode::from_u16(status).unwrap();
+            decode_reply(server, "alice@corp.example", "Login", status, body).unwrap_err()
+        };
+        let rest = Error::Rest {
+            server: server.into(),
+            operation: "get tag".into(),
+            kind: RestErrorKind::Other(format!("{CANARY} <script>")),
+            detail: CANARY.into(),
+        };
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                reply(502, &html),
+                "vCenter https://vc.example/sdk answered Login with HTTP 502",
+            ),
+            (reply(500, &html), "HTTP 500"),
+            (
+                reply(200, &html),
+                "cannot decode the answer of vCenter https://vc.example/sdk to Login",
+            ),
+            (reply(200, CANARY), "cannot decode"),
+            (
+                reply(500, &fault),
+                "vCenter https://vc.example/sdk rejected the login: wrong user name or password",
+            ),
+            (
+                reply(500, &typed_fault),
+                "Login on vCenter https://vc.example/sdk failed: NoPermission: privilege VirtualMachine.Inventory.Create is missing",
+            ),
+            (reply(500, &odd_type), "failed: an unrecognised fault"),
+            (
+                rest,
+                "get tag on vCenter https://vc.example/sdk failed: an unrecognised error type",
+            ),
+        ];
+        for (error, shown) in cases {
+            let kept = error.server_text().is_some() || matches!(error, Error::InvalidLogin { .. });
+            let failure = Failure::vcenter(Some("cloning VM m-0"), error);
+            let msg = failure.message();
+            assert!(msg.contains(shown), "want {shown:?} in {msg:?}");
+            for leak in [CANARY, "alice", "<p>", "<html"] {
+                assert!(!msg.contains(leak), "{leak:?} in {msg:?}");
+            }
+            assert!(kept, "the log keeps the server's text: {msg}");
+        }
+        assert_eq!(escaped("a\nb\u{1b}[31m\r"), "a\\nb\\u{1b}[31m\\r");
     }
 
     #[test]

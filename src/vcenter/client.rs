@@ -271,7 +271,6 @@ impl Client {
         {
             return Err(Error::InvalidLogin {
                 server: self.server(),
-                username: self.username().to_string(),
             });
         }
         let content = self.service_content().await?.clone();
@@ -295,7 +294,6 @@ impl Client {
                 *failed = Some((Instant::now(), self.username().to_string()));
                 return Err(Error::InvalidLogin {
                     server: self.server(),
-                    username: self.username().to_string(),
                 });
             }
             Err(e) => return Err(e),
@@ -542,8 +540,8 @@ pub(crate) fn session_is_active_body(
 
 /// Turn a SOAP answer into the `<MethodResponse>` element or a typed error, without I/O: a
 /// SOAP fault is [`Error::Fault`] (or [`Error::InvalidLogin`]), an HTTP error status without a
-/// fault is [`Error::Http`], anything else unreadable is [`Error::Decode`]. `server` and
-/// `username` only name things in errors.
+/// fault is [`Error::Http`], anything else unreadable is [`Error::Decode`]. `server` names the
+/// server in errors; `username` is only logged (debug), never put in an error.
 pub(crate) fn decode_reply(
     server: &str,
     username: &str,
@@ -588,9 +586,9 @@ pub(crate) fn decode_reply(
     if let Some(fault) = body_node.child("Fault") {
         let fault = Fault::from_soap_fault(fault);
         if fault.kind == FaultKind::InvalidLogin {
+            debug!(server, user = ?username, "vCenter refused the login");
             return Err(Error::InvalidLogin {
                 server: server.to_string(),
-                username: username.to_string(),
             });
         }
         return Err(Error::Fault {

@@ -412,7 +412,24 @@ const TLS_MARKERS: [&str; 6] = [
     "received corrupt message",
 ];
 
+/// rustls' own message, less the names a certificate presented (`…; certificate is only valid
+/// for a.internal or b.internal`): they are the named host's, which may be any host a tenant
+/// names, so they go to the debug log only.
 fn tls_reason(chain: &str) -> String {
+    let reason = tls_message(chain);
+    match reason.find("; certificate is ") {
+        Some(i) => {
+            debug!(reason = ?reason, "TLS verification failed");
+            format!(
+                "{}; the names the certificate is valid for are in the manager's debug log",
+                &reason[..i]
+            )
+        }
+        None => reason,
+    }
+}
+
+fn tls_message(chain: &str) -> String {
     // rustls' own message is the useful one ("invalid peer certificate: UnknownIssuer",
     // "certificate thumbprint mismatch: expected …"); drop reqwest's and hyper's wrappers.
     for marker in [
@@ -453,7 +470,8 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// The first 200 characters of a body, for error messages.
+/// The first 200 characters of a body: the `detail` of an [`Error::Http`] or [`Error::Rest`],
+/// which is never in the error's message and reaches only the manager's debug log.
 pub(crate) fn snippet(body: &str) -> String {
     let trimmed = body.trim();
     let mut s: String = trimmed.chars().take(200).collect();
@@ -499,6 +517,26 @@ mod tests {
         assert!(connect("http://127.0.0.1:8989/sdk", false).is_ok());
         assert!(connect("http://localhost:8989/sdk", false).is_ok());
         assert!(connect("https://192.0.2.1/sdk", false).is_ok());
+    }
+
+    /// The names a certificate presents are the named host's: not in the reason conditions
+    /// show. The name that was expected (the server the object names) is.
+    #[test]
+    fn a_tls_reason_does_not_list_the_names_the_certificate_presents() {
+        let chain = "error sending request for url (https://vc.example/sdk): client error (Connect): invalid peer certificate: certificate not valid for name \"vc.example\"; certificate is only valid for intranet-db.corp.internal or 10.1.2.3";
+        let reason = tls_reason(chain);
+        assert!(
+            reason.starts_with(
+                "invalid peer certificate: certificate not valid for name \"vc.example\""
+            ),
+            "{reason}"
+        );
+        assert!(
+            !reason.contains("intranet-db") && !reason.contains("10.1.2.3"),
+            "{reason}"
+        );
+        let other = "x: invalid peer certificate: UnknownIssuer";
+        assert_eq!(tls_reason(other), "invalid peer certificate: UnknownIssuer");
     }
 
     #[test]

@@ -17,22 +17,27 @@
 //!   `os` and `biosUUID` while unset may change.
 //!
 //! All three refuse a negative `numCPUs`, `numCoresPerSocket`, `memoryMiB` or `diskGiB` (CAPV
-//! has no rule and drops them; 0 keeps meaning the template's value, `plan::vm_size`).
+//! has no rule and drops them; 0 keeps meaning the template's value, `plan::vm_size`), and a
+//! `customVMXKeys` key of a refused class (`plan::capi_machine::vmx_keys`: isolation, devices,
+//! identity, the provider's own keys; CAPV takes any), naming `spec.customVMXKeys[<key>]`. On
+//! update only keys the old object lacked are judged, so an object stored before the rule
+//! still takes the controller's own updates (its VM is held at the clone instead).
 //!
 //! Paths use JSON names and, where CAPV's are vague (`spec.PreferredAPIServerCIDR`,
 //! `spec.template.spec.pciDevices` on a VSphereMachine, `devices.ipAddrs` without an index),
 //! name the field exactly. Messages keep CAPV's text.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
-use super::{Ctx, FieldError, child, index, negative_sizes};
+use super::{Ctx, FieldError, child, index, key, negative_sizes};
 use crate::api::infrastructure::v1beta2::clone_spec::{NetworkSpec, PciDeviceSpec, PowerOffMode};
 use crate::api::vsphere_machine::{VSphereMachine, VSphereMachineSpec, VSphereMachineTemplate};
 use crate::api::vsphere_vm::VSphereVM;
-use crate::plan::capi_machine::naming;
+use crate::plan::capi_machine::{naming, vmx_keys};
 
 /// The annotation Cluster API's topology controller puts on its dry-run objects.
 pub const TOPOLOGY_DRY_RUN_ANNOTATION: &str = "topology.cluster.x-k8s.io/dry-run";
@@ -232,6 +237,28 @@ fn frozen(spec: Option<&Value>, keys: &[&str]) -> Value {
     spec
 }
 
+/// Each key of `keys` that [`vmx_keys`] refuses and `old` (the stored object's, on update)
+/// lacks, at `base.customVMXKeys[<key>]`.
+fn check_vmx_keys(
+    base: &str,
+    keys: Option<&BTreeMap<String, String>>,
+    old: Option<&BTreeMap<String, String>>,
+    errors: &mut Vec<FieldError>,
+) {
+    let path = child(base, "customVMXKeys");
+    for (k, why) in keys.map(vmx_keys::refused).unwrap_or_default() {
+        if old.is_none_or(|o| !o.contains_key(k)) {
+            errors.push(FieldError::forbidden(key(&path, k), vmx_keys::message(why)));
+        }
+    }
+}
+
+/// The `customVMXKeys` of the clone spec at `pointer` in a stored object (JSON at the hub).
+fn stored_vmx_keys(obj: &Value, pointer: &str) -> Option<BTreeMap<String, String>> {
+    let keys = obj.pointer(&format!("{pointer}/customVMXKeys"))?;
+    serde_json::from_value(keys.clone()).ok()
+}
+
 /// `server` and `thumbprint` of a clone spec: a vCenter address the client will accept (no
 /// credentials, path or query in it) and a well-formed thumbprint. The server a machine names
 /// decides where its cluster's credentials go, so a malformed one is refused here rather than
@@ -299,6 +326,7 @@ pub fn validate_machine_create(m: &VSphereMachine, request: &Value, ctx: &Ctx) -
         &mut errors,
     );
     check_pci("spec", s.clone.pci_devices.as_ref(), &mut errors);
+    check_vmx_keys("spec", s.clone.custom_vmx_keys.as_ref(), None, &mut errors);
     errors.extend(negative_sizes("spec", (&s.clone).into()));
     errors
 }
@@ -327,6 +355,12 @@ pub fn validate_machine_update(
         &mut errors,
     );
     check_cidrs("spec", device_ips(s.clone.network.as_ref()), &mut errors);
+    check_vmx_keys(
+        "spec",
+        s.clone.custom_vmx_keys.as_ref(),
+        Some(&stored_vmx_keys(old_value, "/spec").unwrap_or_default()),
+        &mut errors,
+    );
     let keys = [
         "providerID",
         "powerOffMode",
@@ -423,6 +457,7 @@ pub fn validate_template_create(
         &mut errors,
     );
     check_pci(base, s.clone.pci_devices.as_ref(), &mut errors);
+    check_vmx_keys(base, s.clone.custom_vmx_keys.as_ref(), None, &mut errors);
     check_naming(base, Some(s), &mut errors);
     errors.extend(negative_sizes(base, (&s.clone).into()));
     errors
@@ -455,6 +490,20 @@ pub fn validate_template_update(
     check_naming(
         "spec.template.spec",
         new.spec.template.spec.as_ref(),
+        &mut errors,
+    );
+    let vmx = |t: &VSphereMachineTemplate| {
+        t.spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.clone.custom_vmx_keys.clone())
+            .unwrap_or_default()
+    };
+    check_vmx_keys(
+        "spec.template.spec",
+        Some(&vmx(new)),
+        Some(&vmx(old)),
         &mut errors,
     );
     errors
@@ -494,6 +543,7 @@ pub fn validate_vm_create(vm: &VSphereVM, request: &Value, ctx: &Ctx) -> Vec<Fie
         ));
     }
     check_vm_power_off(vm, request, &mut errors);
+    check_vmx_keys("spec", s.clone.custom_vmx_keys.as_ref(), None, &mut errors);
     errors.extend(negative_sizes("spec", (&s.clone).into()));
     errors
 }
@@ -509,6 +559,12 @@ pub fn validate_vm_update(
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     check_vm_power_off(new, request, &mut errors);
+    check_vmx_keys(
+        "spec",
+        new.spec.clone.custom_vmx_keys.as_ref(),
+        Some(&old.spec.clone.custom_vmx_keys.clone().unwrap_or_default()),
+        &mut errors,
+    );
     let mut keys = vec![
         "bootstrapRef",
         "thumbprint",

@@ -4,7 +4,7 @@
 //!   `format`; an empty format is cloud-config) goes into the clone's extraConfig —
 //!   `guestinfo.userdata` for cloud-config, `guestinfo.ignition.config.data` for Ignition, each
 //!   with `….encoding=base64`, the data base64-decoded while it decodes and encoded once — then
-//!   `spec.customVMXKeys`;
+//!   `spec.customVMXKeys` less the refused ones ([`vmx_keys`]);
 //! * `guestinfo.metadata` (+ `.encoding=base64`): cloud-init metadata naming the VM
 //!   (`instance-id`, `local-hostname`: the Node's name) with a netplan v2 network config whose
 //!   devices are matched by the MACs the clone got, so it is written once the VM exists.
@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::infrastructure::v1beta2::clone_spec::{NetworkDeviceSpec, NetworkRouteSpec};
 use crate::api::infrastructure::v1beta2::common::DhcpOverrides;
+use crate::plan::capi_machine::vmx_keys;
 use crate::plan::machine::user_data::Payload;
 
 /// The Secret key of the bootstrap data.
@@ -88,7 +89,9 @@ pub fn read(secret: Option<&Secret>, ns: &str, name: &str) -> Result<BootstrapDa
     })
 }
 
-/// The clone's extraConfig: the bootstrap keys, then `customVMXKeys` (sorted by key).
+/// The clone's extraConfig: the bootstrap keys, then `customVMXKeys` (sorted by key) less the
+/// refused ones ([`vmx_keys`]): a machine holding one is not cloned at all
+/// (`plan::machine::user_data`), and this keeps any other caller from writing one.
 pub fn extra_config(
     data: &BootstrapData,
     custom_vmx_keys: Option<&BTreeMap<String, String>>,
@@ -105,6 +108,7 @@ pub fn extra_config(
         custom_vmx_keys
             .into_iter()
             .flatten()
+            .filter(|(k, _)| vmx_keys::refusal(k).is_none())
             .map(|(k, v)| (k.clone(), v.clone())),
     );
     out
@@ -289,6 +293,38 @@ mod tests {
         let twice = STANDARD.encode(STANDARD.encode(CLOUD));
         let data = read(Some(&secret(&[("value", twice.as_bytes())])), "ns", "s").unwrap();
         assert_eq!(data.payload.expose(), STANDARD.encode(CLOUD));
+    }
+
+    /// A refused key never reaches the clone's extraConfig, whatever its case; a benign one does.
+    #[test]
+    fn refused_custom_keys_are_never_written() {
+        let data = read(Some(&secret(&[("value", CLOUD)])), "ns", "m-0-bootstrap").unwrap();
+        let custom: BTreeMap<String, String> = [
+            ("disk.EnableUUID", "TRUE"),
+            ("Isolation.Tools.Copy.Disable", "FALSE"),
+            ("guestinfo.userdata", "c21hc2g="),
+            ("vsphere-provider.machine", "other-ns/other-vm"),
+            ("ethernet1.present", "TRUE"),
+            ("uuid.bios", "42 00"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let ec = extra_config(&data, Some(&custom));
+        let keys: Vec<&str> = ec.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "guestinfo.userdata",
+                "guestinfo.userdata.encoding",
+                "disk.EnableUUID"
+            ]
+        );
+        assert_eq!(
+            ec[0].1,
+            STANDARD.encode(CLOUD),
+            "the provider's own user data"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   expansion, Machine ↔ VSphereMachine copies);
 //! * [`bootstrap`] — the bootstrap data Secret and cloud-init metadata → guestinfo keys;
 //! * [`status`] — the VSphereMachine's finalizer, providerID, ready, addresses and conditions;
-//! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut).
+//! * [`naming`] — the VM's name (`spec.namingStrategy.template`, the Windows 15-character cut);
+//! * [`vmx_keys`] — the `customVMXKeys` refused (isolation, devices, identity, the provider's own).
 pub mod actuated;
 pub mod bootstrap;
 pub mod capi_play;
@@ -19,3 +20,4 @@ pub mod naming;
 pub mod pause;
 pub mod resolve;
 pub mod status;
+pub mod vmx_keys;

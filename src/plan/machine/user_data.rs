@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Secret;
 use crate::api::machine::Machine;
 use crate::plan::capi_machine::actuated::vsphere_vm;
 use crate::plan::capi_machine::bootstrap::{self, BootstrapData};
+use crate::plan::capi_machine::vmx_keys;
 
 /// The key of the user data in its Secret (upstream's).
 pub const USER_DATA_KEY: &str = "userData";
@@ -68,6 +69,21 @@ pub fn user_data(m: &Machine, secrets: &BTreeMap<String, Secret>) -> UserData {
     };
     let ns = m.metadata.namespace.as_deref().unwrap_or("default");
     if let Some(vm) = vsphere_vm(m) {
+        // A refused key stored before admission refused it (or given to local mode) holds the
+        // clone: cloning without it would hand the user a VM other than the one asked for.
+        if let Some((key, why)) = vm
+            .spec
+            .clone
+            .custom_vmx_keys
+            .as_ref()
+            .and_then(|keys| vmx_keys::refused(keys).into_iter().next())
+        {
+            let vm_name = vm.metadata.name.as_deref().unwrap_or_default();
+            return UserData::Missing(format!(
+                "VSphereVM {ns}/{vm_name} spec.customVMXKeys[{key}]: {}",
+                vmx_keys::message(why)
+            ));
+        }
         return match bootstrap::read(secrets.get(&format!("{ns}/{name}")), ns, &name) {
             Ok(data) => UserData::Bootstrap {
                 data,
@@ -210,6 +226,57 @@ mod tests {
         assert_eq!(
             user_data(&machine(None), &BTreeMap::new()),
             UserData::NotNamed
+        );
+    }
+
+    /// A VSphereVM stand-in whose `customVMXKeys` are `keys`, with its bootstrap Secret.
+    fn stand_in(keys: serde_json::Value) -> (Machine, BTreeMap<String, Secret>) {
+        let vm: crate::api::vsphere_vm::VSphereVM = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereVM",
+            "metadata": {"name": "vm-0", "namespace": "ns", "uid": "6b4c5a7e-1111-2222-3333-444455556666"},
+            "spec": {"server": "vc.example", "datacenter": "DC0", "template": "ubuntu",
+                "customVMXKeys": keys, "bootstrapRef": {"name": "vm-0"}}
+        }))
+        .unwrap();
+        let m = crate::plan::capi_machine::actuated::machine_for(&vm);
+        let s = Secret {
+            data: Some([("value".to_string(), ByteString(b"#cloud-config\n".to_vec()))].into()),
+            ..Default::default()
+        };
+        (m, [("ns/vm-0".to_string(), s)].into())
+    }
+
+    /// A VSphereVM stored with a refused key (before admission refused it, or in local mode)
+    /// is not cloned: it waits, naming the key; benign keys still reach the clone.
+    #[test]
+    fn a_refused_custom_key_holds_the_clone_and_names_the_key() {
+        let (m, secrets) = stand_in(serde_json::json!({
+            "disk.EnableUUID": "TRUE", "isolation.tools.copy.disable": "FALSE"}));
+        match user_data(&m, &secrets) {
+            UserData::Missing(why) => {
+                assert!(
+                    why.contains(
+                        "VSphereVM ns/vm-0 spec.customVMXKeys[isolation.tools.copy.disable]"
+                    ) && why.contains("isolation"),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let (m, secrets) = stand_in(serde_json::json!({"disk.EnableUUID": "TRUE"}));
+        let d = user_data(&m, &secrets);
+        assert!(matches!(d, UserData::Bootstrap { .. }), "{d:?}");
+        let keys: Vec<String> = extra_config(&d, "vm-0")
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "guestinfo.userdata",
+                "guestinfo.userdata.encoding",
+                "disk.EnableUUID"
+            ]
         );
     }
 

@@ -1,8 +1,15 @@
 //! vCenter errors, as data: each variant is one failure class an admin can act on; messages
 //! name the server and the operation, never a password or a session token. The transport
 //! produces them; planners read them (whether to retry) without depending on the transport.
+//!
+//! The message (`Display`) is what conditions, events and the CLI show, and a server name
+//! comes from objects tenants write: it may be any host the manager reaches, not a vCenter at
+//! all. So the message is a fixed, typed description: the failure class, the server host, the
+//! method, the HTTP status, the fault type. Text the server wrote (a reply body, a fault's
+//! message, a decoder's view of a reply) is kept apart in [`Error::server_text`] for the
+//! manager's own debug log, and the login's user name is in no message.
 use super::endpoint::EndpointError;
-use super::fault::Fault;
+use super::fault::{Fault, token};
 use super::inventory::LookupError;
 use super::trust::TlsError;
 
@@ -33,7 +40,8 @@ pub enum Error {
     },
 
     /// An HTTP status that is not a SOAP fault (proxy errors, 503 while vCenter starts).
-    #[error("vCenter {server} answered {method} with HTTP {status}{}", detail_suffix(.detail))]
+    /// `detail` is the start of the reply body: the server's text, never in the message.
+    #[error("vCenter {server} answered {method} with HTTP {status}")]
     Http {
         server: String,
         method: String,
@@ -41,11 +49,11 @@ pub enum Error {
         detail: String,
     },
 
-    /// Wrong user name or password. Never retried: retrying locks accounts.
-    #[error(
-        "vCenter {server} rejected the login of user {username:?}: wrong user name or password"
-    )]
-    InvalidLogin { server: String, username: String },
+    /// Wrong user name or password. Never retried: retrying locks accounts. The user name is
+    /// not kept: the message reaches the status of every object acting with these credentials,
+    /// and the user name of the manager or of another tenant's identity is not theirs to read.
+    #[error("vCenter {server} rejected the login: wrong user name or password")]
+    InvalidLogin { server: String },
 
     /// A vSphere fault returned by a SOAP method or a task.
     #[error("{method} on vCenter {server} failed: {fault}")]
@@ -55,8 +63,9 @@ pub enum Error {
         fault: Box<Fault>,
     },
 
-    /// A REST (vAPI) error, classified by its error type.
-    #[error("{operation} on vCenter {server} failed: {kind}{}", detail_suffix(.detail))]
+    /// A REST (vAPI) error, classified by its error type. `detail` holds the server's messages,
+    /// never in the message.
+    #[error("{operation} on vCenter {server} failed: {kind}")]
     Rest {
         server: String,
         operation: String,
@@ -91,8 +100,11 @@ pub enum Error {
         limit: u64,
     },
 
-    /// The server answered something we cannot read.
-    #[error("cannot decode the answer of vCenter {server} to {method}: {reason}")]
+    /// The server answered something we cannot read. `reason` says what is wrong with the
+    /// reply and may quote it, so it is not in the message.
+    #[error(
+        "cannot decode the answer of vCenter {server} to {method} (the manager's debug log says what is wrong with it)"
+    )]
     Decode {
         server: String,
         method: String,
@@ -129,14 +141,6 @@ fn mib(bytes: u64) -> String {
     }
 }
 
-fn detail_suffix(detail: &str) -> String {
-    if detail.is_empty() {
-        String::new()
-    } else {
-        format!(": {detail}")
-    }
-}
-
 /// vAPI error types (`com.vmware.vapi.std.errors.*` on `/rest`, `error_type` on `/api`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestErrorKind {
@@ -159,7 +163,8 @@ impl std::fmt::Display for RestErrorKind {
             Self::Unauthorized => f.write_str("permission denied"),
             Self::InvalidArgument => f.write_str("invalid argument"),
             Self::Unavailable => f.write_str("the vAPI (REST) endpoint is not available"),
-            Self::Other(s) => f.write_str(s),
+            // The error type as the server spelled it: shown only if it reads as one.
+            Self::Other(s) => f.write_str(token(s).unwrap_or("an unrecognised error type")),
         }
     }
 }
@@ -171,6 +176,19 @@ impl Error {
             Error::Fault { fault, .. } | Error::Task { fault, .. } => Some(fault),
             _ => None,
         }
+    }
+
+    /// What the server itself wrote, kept out of the message: the start of a reply body, a
+    /// fault's message, the REST error messages, what the decoder found wrong with a reply.
+    /// For the manager's own log only (escape it: a server writes any character).
+    pub fn server_text(&self) -> Option<&str> {
+        let text = match self {
+            Error::Http { detail, .. } | Error::Rest { detail, .. } => detail.as_str(),
+            Error::Decode { reason, .. } => reason.as_str(),
+            Error::Fault { fault, .. } | Error::Task { fault, .. } => fault.message.as_str(),
+            _ => "",
+        };
+        (!text.is_empty()).then_some(text)
     }
 
     /// Worth retrying later without any change (vCenter busy, network blip).

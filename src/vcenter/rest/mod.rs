@@ -206,7 +206,6 @@ where
     if conn.login_rejected_recently().await {
         return Err(Error::InvalidLogin {
             server: conn.server(),
-            username: conn.credentials.username.clone(),
         });
     }
     // The API version tells which dialect to try first (cached; usually already read).
@@ -257,9 +256,9 @@ where
             }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 conn.remember_rejected_login().await;
+                debug!(server = %conn.endpoint, user = ?creds.username, "vCenter refused the REST login");
                 return Err(Error::InvalidLogin {
                     server: conn.server(),
-                    username: creds.username.clone(),
                 });
             }
             StatusCode::NOT_FOUND => last_status = raw.status,

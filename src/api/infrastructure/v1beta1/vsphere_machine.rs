@@ -113,7 +113,9 @@ pub struct VirtualMachineCloneSpec {
     /// AdditionalDisksGiB holds the sizes of additional disks of the virtual machine, in GiB.
     #[serde(rename = "additionalDisksGiB", skip_serializing_if = "Option::is_none")]
     pub additional_disks_gib: Option<Vec<i32>>,
-    /// CustomVMXKeys is a dictionary of advanced VMX options that can be set on VM.
+    /// CustomVMXKeys is a dictionary of advanced VMX options that can be set on VM. Keys that
+    /// change the VM's isolation, devices or identity, and the guestinfo keys the provider
+    /// writes, are refused (docs/vmx-keys.md).
     #[serde(rename = "customVMXKeys", skip_serializing_if = "Option::is_none")]
     pub custom_vmx_keys: Option<BTreeMap<String, String>>,
     /// TagIDs is an optional set of tags to add to an instance (URN notation).

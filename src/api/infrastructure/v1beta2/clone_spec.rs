@@ -153,7 +153,8 @@ pub struct VirtualMachineCloneSpec {
     #[serde(rename = "additionalDisksGiB", skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128), extend("x-kubernetes-list-type" = "atomic"))]
     pub additional_disks_gib: Option<Vec<i32>>,
-    /// customVMXKeys: advanced VMX options.
+    /// customVMXKeys: advanced VMX options. Keys that change the VM's isolation, devices or
+    /// identity, and the guestinfo keys the provider writes, are refused (docs/vmx-keys.md).
     #[serde(rename = "customVMXKeys", skip_serializing_if = "Option::is_none")]
     pub custom_vmx_keys: Option<BTreeMap<String, String>>,
     /// tagIDs: vSphere tags (URNs) to attach.
