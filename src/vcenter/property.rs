@@ -625,7 +625,7 @@ pub(crate) mod tests {
     #[test]
     fn a_read_budget_stops_at_either_cap() {
         let objs: Vec<ObjectContent> = (0..3)
-            .map(|i| ObjectContent::new(MoRef::new("VirtualMachine", &format!("vm-{i}"))))
+            .map(|i| ObjectContent::new(MoRef::new("VirtualMachine", format!("vm-{i}"))))
             .collect();
         let mut b = ReadBudget::new(5, u64::MAX);
         assert_eq!(b.take(&objs), Ok(()));

@@ -587,7 +587,7 @@ mod tests {
         // A server reporting 100,000 objects beside the one asked for, entering and changing,
         // and as many vanished ones.
         let unasked: Vec<MoRef> = (0..100_000)
-            .map(|i| MoRef::new("Task", &format!("task-x{i}")))
+            .map(|i| MoRef::new("Task", format!("task-x{i}")))
             .collect();
         let mut objects: Vec<ObjectUpdate> = unasked
             .iter()
