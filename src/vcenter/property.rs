@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::client::Client;
-use super::model::error::{Error, Result};
+use super::model::error::{Error, ReadLimit, Result};
 use super::model::fault::Fault;
 use super::model::moref::MoRef;
 use super::soap::decode::{Malformed, expect_type, required};
@@ -81,6 +81,30 @@ impl ObjectContent {
         super::soap::decode::boolean(n, &what).map(Some)
     }
 
+    /// About how many bytes this object holds in memory: what [`MAX_READ_BYTES`] counts. The
+    /// property map allocates whole B-tree nodes of 11 entries (at least 5 used past the first
+    /// node), so an object with one small property holds about 1.6 KiB: counting texts alone
+    /// would let a server sending many small objects hold several times the cap.
+    pub fn retained_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let entry = size_of::<String>() + size_of::<Node>();
+        let map_nodes = self.props.len().div_ceil(5);
+        let props = map_nodes * (11 * entry + 64)
+            + self
+                .props
+                .iter()
+                .map(|(k, v)| k.capacity() + node_heap_bytes(v))
+                .sum::<usize>();
+        let missing = self.missing.capacity() * size_of::<(String, Fault)>()
+            + self
+                .missing
+                .iter()
+                .map(|(p, f)| p.capacity() + f.to_string().len())
+                .sum::<usize>();
+        let own = size_of::<Self>() + self.obj.kind.capacity() + self.obj.value.capacity();
+        u64::try_from(own + props + missing).unwrap_or(u64::MAX)
+    }
+
     /// `path of Kind:value`, for errors.
     fn what(&self, path: &str) -> String {
         format!("{path} of {}", self.obj)
@@ -111,12 +135,78 @@ impl ObjectContent {
     }
 }
 
+/// The most objects one property read holds, over all its continuation pages. vSphere's
+/// configuration maximums (vSphere 7 and 8: 45,000 registered VMs and 2,500 hosts per
+/// vCenter) put the largest read the provider makes — the whole inventory: VMs, hosts,
+/// clusters, pools, folders, networks, datastores — below about 60,000 objects on the largest
+/// vCenter there can be, and at about 11,000 on an estate of 10,000 VMs. Twice the former leaves
+/// room for whatever else an estate holds; past it the server is not a vCenter answering this
+/// read but one paging without end, and each object kept costs memory the manager shares with
+/// every tenant.
+pub const MAX_READ_OBJECTS: usize = 120_000;
+
+/// The most bytes of decoded objects one property read holds, over all its continuation pages
+/// ([`ObjectContent::retained_bytes`]: texts, names, nodes and the maps holding them). The
+/// whole-inventory read holds about 3.8 KiB per VM (1,174,933 bytes for 300 VMs and 19 other
+/// objects of vcsim), so an estate of 10,000 VMs about 37 MiB and 96 MiB about 25,000 VMs.
+/// Above that, the manager's 256 MiB memory limit is the bound: 96 MiB kept, one reply being
+/// parsed (up to about 110 MiB at the 16 MiB reply cap) and the process itself (about 20 MiB)
+/// fit under it, where a server sending fewer but larger objects than a vCenter, or pages
+/// without end, would otherwise take the manager down with every tenant.
+pub const MAX_READ_BYTES: u64 = 96 << 20;
+
 /// One page of a `RetrievePropertiesEx` / `ContinueRetrievePropertiesEx` answer.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Page {
     pub objects: Vec<ObjectContent>,
     /// The continuation token, when more pages follow.
     pub token: Option<String>,
+}
+
+/// The heap bytes a decoded node holds besides its own fixed size: its texts, and its
+/// children with theirs.
+fn node_heap_bytes(n: &Node) -> usize {
+    n.name.capacity()
+        + n.text.capacity()
+        + n.xsi_type.as_ref().map_or(0, String::capacity)
+        + n.type_attr.as_ref().map_or(0, String::capacity)
+        + n.children.capacity() * std::mem::size_of::<Node>()
+        + n.children.iter().map(node_heap_bytes).sum::<usize>()
+}
+
+/// What one read has kept so far, against [`MAX_READ_OBJECTS`] and [`MAX_READ_BYTES`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadBudget {
+    max_objects: usize,
+    max_bytes: u64,
+    objects: usize,
+    bytes: u64,
+}
+
+impl ReadBudget {
+    pub(crate) fn new(max_objects: usize, max_bytes: u64) -> Self {
+        Self {
+            max_objects,
+            max_bytes,
+            objects: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Count a page's objects in; the cap passed, if this page passes one.
+    pub(crate) fn take(&mut self, objects: &[ObjectContent]) -> Result<(), ReadLimit> {
+        self.objects = self.objects.saturating_add(objects.len());
+        if self.objects > self.max_objects {
+            return Err(ReadLimit::Objects(self.max_objects));
+        }
+        for o in objects {
+            self.bytes = self.bytes.saturating_add(o.retained_bytes());
+        }
+        if self.bytes > self.max_bytes {
+            return Err(ReadLimit::Bytes(self.max_bytes));
+        }
+        Ok(())
+    }
 }
 
 /// The `ContinueRetrievePropertiesEx` request for a page token (the server's own text).
@@ -220,7 +310,9 @@ impl Client {
     /// Read properties, following continuation tokens until the result is complete.
     /// An empty result is an empty list (real vCenter omits `returnval`; vcsim sends an empty one).
     /// A failure on a continuation page (the token dies with a re-established session) restarts
-    /// the read once from the beginning.
+    /// the read once from the beginning. A read that passes [`MAX_READ_OBJECTS`] or
+    /// [`MAX_READ_BYTES`] over its pages fails with [`Error::ReadTooLarge`] and is not read
+    /// again: the caller backs off as for any other vCenter failure.
     pub async fn retrieve(&self, filter: &PropertyFilter) -> Result<Vec<ObjectContent>> {
         match self.retrieve_pages(filter).await {
             Err((e, true)) => {
@@ -254,6 +346,7 @@ impl Client {
         body.push_str(x.as_str());
 
         let mut out = Vec::new();
+        let mut budget = ReadBudget::new(MAX_READ_OBJECTS, MAX_READ_BYTES);
         let mut response = self
             .call("RetrievePropertiesEx", CallKind::Read, &body)
             .await
@@ -265,9 +358,7 @@ impl Client {
             } else {
                 "RetrievePropertiesEx"
             };
-            let token = self
-                .collect_page(method, &response, &mut out)
-                .map_err(|e| (e, true))?;
+            let token = self.collect_page(method, &response, &mut budget, &mut out)?;
             let Some(token) = token else { break };
             if last_token.as_deref() == Some(token.as_str()) {
                 return Err((
@@ -289,13 +380,28 @@ impl Client {
         Ok(out)
     }
 
+    /// Decode one page into `out`; on error, whether the read is worth starting again (a
+    /// page that does not decode may come from a token that died; a read past its cap is not).
     fn collect_page(
         &self,
         method: &str,
         response: &Node,
+        budget: &mut ReadBudget,
         out: &mut Vec<ObjectContent>,
-    ) -> Result<Option<String>> {
-        let page = decode_page(response).map_err(|m| m.into_error(self.server(), method))?;
+    ) -> Result<Option<String>, (Error, bool)> {
+        let page =
+            decode_page(response).map_err(|m| (m.into_error(self.server(), method), true))?;
+        if let Err(limit) = budget.take(&page.objects) {
+            tracing::warn!(server = %self.server(), method, %limit, "a property read passed its cap; dropped");
+            return Err((
+                Error::ReadTooLarge {
+                    server: self.server(),
+                    method: method.to_string(),
+                    limit,
+                },
+                false,
+            ));
+        }
         out.extend(page.objects);
         Ok(page.token)
     }
@@ -514,6 +620,26 @@ pub(crate) mod tests {
             "<objects>{obj}</objects><objects><obj/></objects>"
         ));
         assert!(decode_reason(&body).starts_with("objects[1]: "));
+    }
+
+    #[test]
+    fn a_read_budget_stops_at_either_cap() {
+        let objs: Vec<ObjectContent> = (0..3)
+            .map(|i| ObjectContent::new(MoRef::new("VirtualMachine", format!("vm-{i}"))))
+            .collect();
+        let mut b = ReadBudget::new(5, u64::MAX);
+        assert_eq!(b.take(&objs), Ok(()));
+        assert_eq!(b.take(&objs), Err(ReadLimit::Objects(5)));
+        let one = objs[0].retained_bytes();
+        let mut b = ReadBudget::new(100, 4 * one);
+        assert_eq!(b.take(&objs), Ok(()));
+        assert_eq!(b.take(&objs), Err(ReadLimit::Bytes(4 * one)));
+        // One property costs a whole map node, not just its text.
+        let page = read(&reply(
+            r#"<objects><obj type="VirtualMachine">vm-1</obj><propSet><name>name</name><val xsi:type="xsd:string">a</val></propSet></objects>"#,
+        ))
+        .unwrap();
+        assert!(page.objects[0].retained_bytes() > 1500);
     }
 
     #[test]

@@ -249,7 +249,7 @@ struct Loop {
     events: mpsc::UnboundedSender<WatchEvent>,
     health: watch::Sender<Health>,
     options: WatchOptions,
-    /// The watched properties' last known values, by object.
+    /// The watched properties' last known values, by object: wanted objects only.
     known: BTreeMap<MoRef, BTreeMap<String, Option<String>>>,
     /// Collectors and views to destroy (generation, object): a failure left them behind.
     stale: Vec<(u64, MoRef)>,
@@ -465,8 +465,17 @@ impl Loop {
     /// state after a restart, if it changed meanwhile), an enter of an object not seen yet —
     /// except a task still queued or running and a VM's first state (whoever asked to watch it
     /// has just read it).
+    ///
+    /// Only objects wanted now are looked at: an object the server reports that nobody asked
+    /// for (a hostile or confused server; one taken out of the view since) is neither stored
+    /// nor reported, so `known` never outgrows the wanted set, whatever the server sends.
     fn report(&mut self, set: UpdateSet) {
+        let shared = self.shared.clone();
+        let wanted = lock(&shared.wanted);
         for u in set.objects {
+            if !wanted.contains(&u.obj) {
+                continue;
+            }
             let known = self.known.get(&u.obj).cloned();
             // A task's state only moves forward. Once it is known finished, an older state is
             // stale: vcsim reports a task's past changes to a pending wait after the read of a
@@ -497,10 +506,6 @@ impl Loop {
             };
             if u.kind == UpdateKind::Leave {
                 self.known.remove(&u.obj);
-                // An object taken out of the view leaves it too (real vCenter): not news.
-                if !lock(&self.shared.wanted).contains(&u.obj) {
-                    continue;
-                }
             } else {
                 self.known.insert(u.obj.clone(), values.clone());
             }
@@ -519,8 +524,100 @@ impl Loop {
             }
         }
         for (obj, _) in set.missing_objects {
-            self.known.remove(&obj);
-            self.report_left(obj);
+            if wanted.contains(&obj) {
+                self.known.remove(&obj);
+                self.report_left(obj);
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::soap::Node;
+    use crate::vcenter::updates::{Change, ObjectUpdate};
+    use crate::vcenter::{ClientOptions, Credentials};
+
+    /// A task's update saying it succeeded.
+    fn succeeded(obj: &MoRef, kind: UpdateKind) -> ObjectUpdate {
+        ObjectUpdate {
+            filter: MoRef::new("PropertyFilter", "f"),
+            kind,
+            obj: obj.clone(),
+            changes: vec![Change {
+                name: "info.state".into(),
+                op: "assign".into(),
+                val: Some(Node {
+                    name: "val".into(),
+                    text: "success".into(),
+                    ..Node::default()
+                }),
+            }],
+            missing: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn objects_nobody_asked_for_are_neither_kept_nor_reported() {
+        // No call is made: `report` works on what it is given.
+        let client = Client::new(
+            "https://vc.test",
+            Credentials::new("u", secrecy::SecretString::from("p".to_string())),
+            ClientOptions::default(),
+        )
+        .unwrap();
+        let asked = MoRef::new("Task", "task-1");
+        let shared = Arc::new(Shared {
+            wanted: Mutex::new(BTreeSet::from([asked.clone()])),
+            changed: Notify::new(),
+            collector: Mutex::new(None),
+        });
+        let (events, mut rx) = mpsc::unbounded_channel();
+        let (health, _health_rx) = watch::channel(Health::Healthy);
+        let mut l = Loop {
+            client,
+            shared,
+            events,
+            health,
+            options: WatchOptions::default(),
+            known: BTreeMap::new(),
+            stale: Vec::new(),
+        };
+        // A server reporting 100,000 objects beside the one asked for, entering and changing,
+        // and as many vanished ones.
+        let unasked: Vec<MoRef> = (0..100_000)
+            .map(|i| MoRef::new("Task", format!("task-x{i}")))
+            .collect();
+        let mut objects: Vec<ObjectUpdate> = unasked
+            .iter()
+            .map(|o| succeeded(o, UpdateKind::Enter))
+            .collect();
+        objects.push(succeeded(&asked, UpdateKind::Enter));
+        objects.extend(unasked.iter().map(|o| succeeded(o, UpdateKind::Modify)));
+        let missing_objects = unasked
+            .iter()
+            .take(1000)
+            .map(|o| {
+                (
+                    o.clone(),
+                    crate::vcenter::model::fault::Fault::untyped("gone"),
+                )
+            })
+            .collect();
+        l.report(UpdateSet {
+            version: "1".into(),
+            truncated: false,
+            objects,
+            missing_objects,
+        });
+        assert_eq!(l.known.len(), 1, "objects kept");
+        assert!(l.known.contains_key(&asked));
+        let mut reported = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            reported.push(e.obj().clone());
+        }
+        assert_eq!(reported.len(), 1, "objects reported");
+        assert_eq!(reported, [asked]);
     }
 }

@@ -1,7 +1,7 @@
 //! The per-server sweep gates of the machine controller: a leaf module (it imports nothing of
 //! the controllers), so the shared [`super::super::Context`] can hold the gates without the
 //! context and the machine controller importing each other.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,32 @@ impl Sweeps {
             .entry(server.to_string())
             .or_default()
             .clone()
+    }
+
+    /// Drop the gates whose key is not in `live` (no machine is left on that server acting as
+    /// that identity) and that nobody holds (a reconcile waiting on a gate or sweeping under it
+    /// keeps it). Server names come from objects tenants write: kept forever, one gate per name
+    /// ever seen would grow without bound. Returns the keys dropped.
+    pub fn retain(&self, live: &BTreeSet<String>) -> Vec<String> {
+        let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let gone: Vec<String> = servers
+            .iter()
+            .filter(|(k, g)| !live.contains(*k) && Arc::strong_count(g) == 1)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            servers.remove(k);
+        }
+        gone
+    }
+
+    /// How many gates there are.
+    pub fn len(&self) -> usize {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Every server's gate (copied out: none is locked while the map is).
@@ -159,6 +185,22 @@ mod tests {
             !failed.covers(7, IDLE_REQUEUE),
             "once answered, the machine's retry sweeps again"
         );
+    }
+
+    #[test]
+    fn gates_with_no_machine_left_are_dropped_unless_held() {
+        let sweeps = Sweeps::default();
+        let kept = sweeps.gate("vc-a\nmanager");
+        drop(kept);
+        let held = sweeps.gate("vc-held\ntenant");
+        drop(sweeps.gate("vc-gone\ntenant"));
+        assert_eq!(sweeps.len(), 3);
+        let live = BTreeSet::from(["vc-a\nmanager".to_string()]);
+        assert_eq!(sweeps.retain(&live), ["vc-gone\ntenant"]);
+        assert_eq!(sweeps.len(), 2, "a gate a reconcile holds stays");
+        drop(held);
+        assert_eq!(sweeps.retain(&live), ["vc-held\ntenant"]);
+        assert_eq!(sweeps.len(), 1);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! Why here and not in `vcenter/`: the watcher itself is the client's (`vcenter::watcher`, one
 //! per client, no controller concepts); what it watches, whom it wakes and which decisions it
 //! voids are the machine controller's.
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::channel::mpsc::UnboundedSender;
 use kube::core::DeserializeGuard;
@@ -102,6 +102,25 @@ impl LongPolls {
         self.len() == 0
     }
 
+    /// Stop the long polls of gates whose key is not in `live` (no machine is left on that
+    /// server acting as that identity): each watcher's task ends, and with it its hold on the
+    /// client, so the session cache can log it out once idle. Returns the keys dropped.
+    pub fn retain(&self, live: &BTreeSet<String>) -> Vec<String> {
+        let mut polls = lock(&self.polls);
+        let gone: Vec<String> = polls
+            .keys()
+            .filter(|k| !live.contains(*k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            if polls.remove(k).is_some() {
+                let server = k.split('\n').next().unwrap_or_default();
+                tracing::debug!(%server, "no machine left: vCenter long poll stopped");
+            }
+        }
+        gone
+    }
+
     /// After a sweep of `gate_key`'s machines through `client` (`None`: none, or the sweep
     /// read nothing): watch what they wait on (`watch`, machine key → objects), and turn their
     /// planned requeues into the ones to act on.
@@ -168,7 +187,12 @@ impl LongPolls {
         let (tx, rx) = mpsc::unbounded_channel();
         let owners: Owners = Arc::default();
         let watcher = Watcher::start(client.clone(), tx, WatchOptions::default());
-        tokio::spawn(wake(rx, owners.clone(), gate.clone(), wakers.clone()));
+        tokio::spawn(wake(
+            rx,
+            owners.clone(),
+            Arc::downgrade(gate),
+            wakers.clone(),
+        ));
         tracing::debug!(server = %client.server(), "vCenter long poll started");
         polls.insert(
             gate_key.to_string(),
@@ -183,11 +207,12 @@ impl LongPolls {
 
 /// Wake the machines waiting on what changed: drop their decisions (so their reconcile sweeps)
 /// and trigger their reconciles. Events arriving together are handled together: machines woken
-/// at once cost one sweep.
+/// at once cost one sweep. The gate is not held (it is dropped with its last machine, see
+/// `Sweeps::retain`); once it is gone there is nobody to wake.
 async fn wake(
     mut events: mpsc::UnboundedReceiver<WatchEvent>,
     owners: Owners,
-    gate: Gate,
+    gate: Weak<tokio::sync::Mutex<super::gate::Decisions>>,
     wakers: Wakers,
 ) {
     while let Some(first) = events.recv().await {
@@ -209,6 +234,9 @@ async fn wake(
             continue;
         }
         tracing::debug!(objects = ?objs, machines = ?keys, "vCenter changed: waking the machines waiting on it");
+        let Some(gate) = gate.upgrade() else {
+            return;
+        };
         {
             let mut decisions = gate.lock().await;
             for k in &keys {
@@ -218,5 +246,82 @@ async fn wake(
         for k in &keys {
             wakers.wake(k);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcenter::idle_cache::{CacheLimits, TestClock};
+    use crate::vcenter::session::SessionCache;
+    use crate::vcenter::{ClientOptions, Credentials, Stats, TlsPolicy};
+
+    fn wakers() -> Wakers {
+        Wakers {
+            machines: futures::channel::mpsc::unbounded().0,
+            vms: futures::channel::mpsc::unbounded().0,
+        }
+    }
+
+    /// A gate whose machines all went: its long poll stops, and the client the watcher held is
+    /// then the session cache's alone, which logs it out once idle. Before, the watcher kept
+    /// the client shared for good, so the cache never let it go.
+    #[tokio::test]
+    async fn the_long_poll_of_a_gate_with_no_machine_left_stops_and_frees_its_client() {
+        let clock = TestClock::new();
+        let limits = CacheLimits {
+            idle: std::time::Duration::from_secs(60),
+            max_entries: 8,
+        };
+        let sessions = SessionCache::with_limits(
+            Stats::default(),
+            ClientOptions::default(),
+            limits,
+            clock.clock(),
+        );
+        let creds = Credentials::new("u", secrecy::SecretString::from("p".to_string()));
+        // Nothing listens there: the watcher retries its login, with backoff, meanwhile.
+        let server = "https://127.0.0.1:9";
+        let client = sessions.client(server, &creds, TlsPolicy::System).unwrap();
+        let polls = LongPolls::new(Polling::default(), Some(wakers()));
+        let gate_key = format!("{server}\nmanager");
+        let gate = Gate::default();
+        let watch = BTreeMap::from([(
+            "ns/m".to_string(),
+            vec![MoRef::new("VirtualMachine", "vm-1")],
+        )]);
+        polls.after_sweep(
+            &gate_key,
+            &gate,
+            Some(&client),
+            &watch,
+            &mut BTreeMap::new(),
+        );
+        assert_eq!(polls.len(), 1);
+        drop(client);
+        // Another server's call lets the cache evict what is idle: not the watcher's client.
+        clock.advance(std::time::Duration::from_secs(120));
+        let other = sessions.client("https://127.0.0.1:10", &creds, TlsPolicy::System);
+        drop(other);
+        assert_eq!(sessions.len(), 2, "the watcher holds its client");
+
+        // The gate's last machine went.
+        let live = BTreeSet::from(["https://127.0.0.1:10\nmanager".to_string()]);
+        assert_eq!(polls.retain(&live), [gate_key]);
+        assert!(polls.is_empty());
+        // The watcher's task ends at its next turn (abort), releasing the client.
+        let released = async {
+            loop {
+                clock.advance(std::time::Duration::from_secs(120));
+                drop(sessions.client("https://127.0.0.1:10", &creds, TlsPolicy::System));
+                if sessions.len() == 1 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(5), released)
+            .await
+            .expect("the session cache never let the watcher's client go");
     }
 }

@@ -212,7 +212,7 @@ async fn decide(
 ) -> Result<Requeue, Error> {
     let server = machine_server(machine, &ctx.stores.zones_by_name()).unwrap_or_default();
     let acting_as = principal_key(&principal_of(machine, vm, &ctx.stores.clusters.valid()));
-    let gate_key = format!("{server}\n{acting_as}");
+    let gate_key = gate_key(&server, &acting_as);
     let gate = ctx.machine_sweeps.gate(&gate_key);
     let mut decisions = gate.lock().await;
     if let Some(d) = decisions.get_mut(k)
@@ -307,6 +307,52 @@ fn principal_key(p: &Result<Principal, String>) -> String {
     }
 }
 
+/// The key of a gate (and of its long poll): the vCenter and who the machines act as.
+fn gate_key(server: &str, acting_as: &str) -> String {
+    format!("{server}\n{acting_as}")
+}
+
+/// Drop the gates and long polls no machine needs any more (its last machine on that server
+/// and identity went): server names come from objects tenants write, so what is kept per
+/// server must go with the objects. Run after each sweep; a gate whose last machine went after
+/// the last sweep anywhere waits for the next one (at the latest a resync of any machine).
+fn prune_gates(
+    ctx: &Context,
+    all: &[Machine],
+    zones: &BTreeMap<String, crate::api::VSphereDeploymentZone>,
+    clusters: &[crate::api::VSphereCluster],
+) {
+    let vms = ctx
+        .stores
+        .vsphere_vms
+        .valid()
+        .into_iter()
+        .map(|vm| (machine_for(&vm), Some(vm)));
+    let live: std::collections::BTreeSet<String> = all
+        .iter()
+        .cloned()
+        .map(|m| (m, None))
+        .chain(vms)
+        .filter(|(m, _)| m.vsphere_provider_spec().is_some())
+        .map(|(m, vm)| {
+            let server = machine_server(&m, zones).unwrap_or_default();
+            gate_key(
+                &server,
+                &principal_key(&principal_of(&m, vm.as_ref(), clusters)),
+            )
+        })
+        .collect();
+    let polls = ctx.long_polls.retain(&live);
+    let gates = ctx.machine_sweeps.retain(&live);
+    if !polls.is_empty() || !gates.is_empty() {
+        tracing::debug!(
+            long_polls = polls.len(),
+            gates = gates.len(),
+            "dropped the long polls and gates of servers with no machine left"
+        );
+    }
+}
+
 /// One sweep over every machine of `server` acting as `acting_as`, through the API server.
 async fn sweep_server(
     ctx: &Context,
@@ -392,6 +438,7 @@ async fn sweep_server(
     let watch = std::mem::take(&mut outcome.watch);
     ctx.long_polls
         .after_sweep(gate_key, gate, read, &watch, &mut outcome.requeues);
+    prune_gates(ctx, &all, zones, &clusters);
     for w in &outcome.vcenter_writes {
         tracing::info!(%server, change = %w, "vCenter change");
     }

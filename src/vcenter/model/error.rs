@@ -100,6 +100,19 @@ pub enum Error {
         limit: u64,
     },
 
+    /// A property read grew past a cap on what one read may hold, over all its continuation
+    /// pages together (`property::MAX_READ_OBJECTS`, `property::MAX_READ_BYTES`): the read was
+    /// stopped there and what it had read dropped. Not transient: the same read fails the same
+    /// way, so the caller backs off.
+    #[error(
+        "vCenter {server} answered {method} with more than {limit} over its continuation pages (the cap on one read); the read was stopped and dropped"
+    )]
+    ReadTooLarge {
+        server: String,
+        method: String,
+        limit: ReadLimit,
+    },
+
     /// The server answered something we cannot read. `reason` says what is wrong with the
     /// reply and may quote it, so it is not in the message.
     #[error(
@@ -130,6 +143,22 @@ pub enum Error {
         operation: String,
         seconds: u64,
     },
+}
+
+/// Which cap a paged read passed ([`Error::ReadTooLarge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadLimit {
+    Objects(usize),
+    Bytes(u64),
+}
+
+impl std::fmt::Display for ReadLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadLimit::Objects(n) => write!(f, "{n} objects"),
+            ReadLimit::Bytes(b) => write!(f, "{} of objects", mib(*b)),
+        }
+    }
 }
 
 /// A byte count in MiB (`64 MiB`), or bytes below one.
@@ -213,6 +242,7 @@ impl Error {
             Error::Decode { .. } => "DecodeError",
             Error::InvalidRequest { .. } => "InvalidRequest",
             Error::ReplyTooLarge { .. } => "ReplyTooLarge",
+            Error::ReadTooLarge { .. } => "ReadTooLarge",
             Error::Lookup(_) => "NotFound",
             Error::Task { .. } | Error::TaskTimeout { .. } => "TaskError",
         }
