@@ -725,7 +725,7 @@ async fn one_peer_cannot_take_every_slot() {
     srv.stop().await;
 }
 
-/// Issue 42 N7: a page of 500 objects of 8 KiB (4 MiB, twice axum's default limit) converts;
+/// Issue 42 N7: a page of 500 objects of 8 KiB (over 4 MiB, twice axum's default limit) converts;
 /// a review over [`conversion::MAX_BODY_BYTES`] is refused as too large before it is read.
 #[tokio::test]
 async fn a_list_page_converts_and_a_review_over_the_limit_is_refused() {
@@ -737,7 +737,7 @@ async fn a_list_page_converts_and_a_review_over_the_limit_is_refused() {
         // managedFields and labels make up most of a real object's size.
         fd["metadata"]["labels"] = json!({"padding": "x".repeat(60)});
         fd["metadata"]["managedFields"] =
-            json!([{"manager": "m", "fieldsV1": {"f:x": "y".repeat(7 * 1024)}}]);
+            json!([{"manager": "m", "fieldsV1": {"f:x": "y".repeat(8 * 1024)}}]);
         fd
     };
     let page: Vec<Value> = (0..500).map(object).collect();
