@@ -86,9 +86,24 @@ pub async fn handle(request: Request) -> Response {
         Ok(body) => body,
         Err(_) => return too_large(),
     };
+    // A page takes a while to convert: off the async workers, which serve every other request.
+    let answer = if body.len() > SMALL_BODY_BYTES {
+        match tokio::task::spawn_blocking(move || review(&body)).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("conversion failed: {e}"),
+                )
+                    .into_response();
+            }
+        }
+    } else {
+        review(&body)
+    };
     (
         [(header::CONTENT_TYPE, "application/json")],
-        Body::from(review(&body)),
+        Body::from(answer),
     )
         .into_response()
 }
