@@ -779,3 +779,35 @@ async fn a_list_page_converts_and_a_review_over_the_limit_is_refused() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     srv.stop().await;
 }
+
+/// The request timeout runs per request: a keep-alive connection that answered one request
+/// and then waited longer than the timeout serves its next request.
+#[tokio::test]
+async fn the_request_timeout_starts_again_with_each_request() {
+    let limits = Limits {
+        request_timeout: SHORT,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let mut stream = TcpStream::connect(srv.addr).await.unwrap();
+    for _ in 0..2 {
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !answer.ends_with(b"\r\n\r\nok") {
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut chunk))
+                    .await
+                    .expect("answered")
+                    .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        tokio::time::sleep(SHORT + SHORT / 2).await;
+    }
+    srv.stop().await;
+}

@@ -151,18 +151,8 @@ pub async fn serve(
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, metrics, health, Limits::PROBES, shutdown).await
-}
-
-/// [`serve`] within other bounds.
-pub async fn serve_with(
-    listener: TcpListener,
-    metrics: Option<Arc<Metrics>>,
-    health: Arc<Health>,
-    limits: Limits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    serve_plain(listener, router(metrics, health), limits, "admin", shutdown).await;
+    let app = router(metrics, health);
+    serve_plain(listener, app, Limits::PROBES, "admin", shutdown).await;
     Ok(())
 }
 
