@@ -942,3 +942,78 @@ fn kinds_served_in_two_versions_convert_through_the_webhook() {
     infrastructure.sort();
     assert_eq!(converted, infrastructure);
 }
+
+/// Issue 42 N7 on the real API server: a tenant writes an unreadable conversion-data annotation
+/// on its object at the storage version (no conversion on that write). Lists at the other
+/// version convert every object in one ConversionReview; the tenant's object no longer fails
+/// that list for everyone: it is served converted from its own fields, without the annotation,
+/// next to the others unchanged.
+#[test]
+fn unreadable_conversion_data_on_one_object_does_not_fail_a_list() {
+    let cp = control_plane();
+    let ns = cp.namespace("convert-list");
+    let template = |name: &str| {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "VSphereMachineTemplate",
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {"template": "/DC0/vm/DC0_C0_RP1_VM0",
+                "numCPUs": 2, "memoryMiB": 4096, "diskGiB": 20,
+                "guestSoftPowerOffTimeout": "2m0s"}}}})
+    };
+    for name in ["good", "forged"] {
+        cp.apply_text(ADMIN, &template(name).to_string(), Some(&ns))
+            .ok();
+    }
+    cp.kubectl(
+        ADMIN,
+        &[
+            "patch",
+            "vspheremachinetemplates.v1beta2.infrastructure.cluster.x-k8s.io",
+            "forged",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"cluster.x-k8s.io/conversion-data":"{","team":"blue"}}}"#,
+        ],
+    )
+    .ok();
+    let list = cp
+        .kubectl(
+            ADMIN,
+            &[
+                "get",
+                "vspheremachinetemplates.v1beta1.infrastructure.cluster.x-k8s.io",
+                "-n",
+                &ns,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+    let items = list["items"].as_array().unwrap();
+    let by_name = |name: &str| {
+        items
+            .iter()
+            .find(|i| i["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))
+    };
+    for name in ["good", "forged"] {
+        let item = by_name(name);
+        assert_eq!(
+            item["apiVersion"],
+            "infrastructure.cluster.x-k8s.io/v1beta1"
+        );
+        assert_eq!(
+            item["spec"]["template"]["spec"]["guestSoftPowerOffTimeout"], "2m0s",
+            "{item}"
+        );
+    }
+    let forged = &by_name("forged")["metadata"]["annotations"];
+    assert_eq!(forged["team"], "blue");
+    assert!(
+        forged.get("cluster.x-k8s.io/conversion-data").is_none(),
+        "{forged}"
+    );
+}

@@ -389,6 +389,59 @@ async fn what_a_host_that_is_no_vcenter_answers_never_reaches_the_message() {
     }
 }
 
+/// Issue 42 N5: the session cache keys by the credentials, not the user name alone. A second
+/// caller naming the manager's user with a wrong password fails its own login; the manager's
+/// session is neither replaced nor logged out.
+#[tokio::test]
+async fn a_wrong_password_for_a_cached_user_leaves_that_users_session_alone() {
+    use vsphere_provider::vcenter::Stats;
+    use vsphere_provider::vcenter::session::SessionCache;
+    let sim = Vcsim::builder()
+        .credentials("admin", "right-password")
+        .start()
+        .await;
+    let sessions = SessionCache::new(Stats::default(), fast_retry());
+    let manager = sessions
+        .client(
+            sim.url(),
+            &creds("admin", "right-password"),
+            TlsPolicy::System,
+        )
+        .unwrap();
+    manager.current_time().await.unwrap();
+    let tenant = sessions
+        .client(
+            sim.url(),
+            &creds("admin", "wrong-password"),
+            TlsPolicy::System,
+        )
+        .unwrap();
+    let err = tenant.current_time().await.unwrap_err();
+    assert!(matches!(err, Error::InvalidLogin { .. }), "{err}");
+    let again = sessions
+        .client(
+            sim.url(),
+            &creds("admin", "right-password"),
+            TlsPolicy::System,
+        )
+        .unwrap();
+    assert!(
+        again.has_session().await,
+        "the manager's client is still logged in"
+    );
+    again.current_time().await.unwrap();
+    manager.current_time().await.unwrap();
+    // Logouts of dropped clients run in the background: give one the time to arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stats = sim.stats().await;
+    assert_eq!(stats.soap("Logout"), 0, "no session was logged out");
+    assert_eq!(
+        stats.soap("Login"),
+        2,
+        "the manager's one login and the refused one"
+    );
+}
+
 #[tokio::test]
 async fn transient_503s_are_retried_within_a_bound() {
     let sim = Vcsim::start_default().await;

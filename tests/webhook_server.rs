@@ -618,3 +618,196 @@ async fn connections_past_the_cap_wait_until_a_slot_frees() {
     assert_eq!((status, body.as_str()), (200, "ok"));
     srv.stop().await;
 }
+
+/// Issue 42 N6: the header timeout does not cover the body; the request timeout does. A body
+/// trickled a byte at a time (each byte well within any read timeout) is cut off when the whole
+/// request has taken the request timeout, and a caller who sends its request at once, on the
+/// same limits, is served.
+#[tokio::test]
+async fn a_trickled_body_is_cut_off_at_the_request_timeout() {
+    let limits = Limits {
+        request_timeout: SHORT,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let mut slow = TcpStream::connect(srv.addr).await.unwrap();
+    let started = std::time::Instant::now();
+    slow.write_all(b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        .await
+        .unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..100 {
+            if slow.write_all(b" ").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        }
+        slow
+    });
+    let mut slow = trickle.await.unwrap();
+    let mut sink = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        slow.read_to_end(&mut sink),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(
+        closed.is_ok(),
+        "the trickling caller was still connected after {took:?}"
+    );
+    assert!(took >= SHORT, "closed before the timeout: {took:?}");
+    let (status, body) = exchange(
+        TcpStream::connect(srv.addr).await.unwrap(),
+        "GET",
+        "/healthz",
+        "",
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    srv.stop().await;
+}
+
+/// A connection to `to` from the loopback address `source` (127.0.0.0/8 is all loopback on
+/// Linux, so each address is another peer to the server).
+async fn connect_from(source: &str, to: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// Whether the server closes `stream` within a second without being sent anything.
+async fn closed_at_once(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// Issue 42 N6: one peer holding idle connections takes at most its share of the slots; a caller
+/// from another address is still served.
+#[tokio::test]
+async fn one_peer_cannot_take_every_slot() {
+    let limits = Limits {
+        max_connections: 4,
+        max_connections_per_peer: 2,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from("127.0.0.1", srv.addr).await);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut refused = 0;
+    for stream in &mut held {
+        if closed_at_once(stream).await {
+            refused += 1;
+        }
+    }
+    assert_eq!(
+        refused, 2,
+        "the peer's connections past its share are closed"
+    );
+    let served = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        exchange(
+            connect_from("127.0.0.2", srv.addr).await,
+            "GET",
+            "/healthz",
+            "",
+        ),
+    )
+    .await
+    .expect("another peer is served while the first holds its share");
+    assert_eq!((served.0, served.1.as_str()), (200, "ok"));
+    srv.stop().await;
+}
+
+/// Issue 42 N7: a page of 500 objects of 8 KiB (over 4 MiB, twice axum's default limit) converts;
+/// a review over [`conversion::MAX_BODY_BYTES`] is refused as too large before it is read.
+#[tokio::test]
+async fn a_list_page_converts_and_a_review_over_the_limit_is_refused() {
+    use vsphere_provider::webhook::conversion;
+    let srv = Server::start(None).await;
+    let object = |i: usize| {
+        let mut fd = failure_domain("Datacenter");
+        fd["metadata"]["name"] = json!(format!("fd-{i}"));
+        // managedFields and labels make up most of a real object's size.
+        fd["metadata"]["labels"] = json!({"padding": "x".repeat(60)});
+        fd["metadata"]["managedFields"] =
+            json!([{"manager": "m", "fieldsV1": {"f:x": "y".repeat(8 * 1024)}}]);
+        fd
+    };
+    let page: Vec<Value> = (0..500).map(object).collect();
+    let request = |objects: Vec<Value>| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u-1", "desiredAPIVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                        "objects": objects}})
+    };
+    let body = request(page).to_string();
+    assert!(body.len() > 4 << 20 && body.len() < conversion::MAX_BODY_BYTES);
+    let (status, answer) = exchange(
+        TcpStream::connect(srv.addr).await.unwrap(),
+        "POST",
+        conversion::PATH,
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    let converted = answer["response"]["convertedObjects"].as_array().unwrap();
+    assert_eq!(converted.len(), 500);
+    assert_eq!(converted[499]["metadata"]["name"], "fd-499");
+
+    // Only the headers are sent: the refusal comes before the body is read.
+    let mut over = TcpStream::connect(srv.addr).await.unwrap();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        conversion::PATH,
+        conversion::MAX_BODY_BYTES + 1
+    );
+    over.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 64];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), over.read(&mut answer))
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    srv.stop().await;
+}
+
+/// The request timeout runs per request: a keep-alive connection that answered one request
+/// and then waited longer than the timeout serves its next request.
+#[tokio::test]
+async fn the_request_timeout_starts_again_with_each_request() {
+    let limits = Limits {
+        request_timeout: SHORT,
+        ..Limits::default()
+    };
+    let srv = Server::start_with(None, limits).await;
+    let mut stream = TcpStream::connect(srv.addr).await.unwrap();
+    for _ in 0..2 {
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !answer.ends_with(b"\r\n\r\nok") {
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut chunk))
+                    .await
+                    .expect("answered")
+                    .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        tokio::time::sleep(SHORT + SHORT / 2).await;
+    }
+    srv.stop().await;
+}

@@ -1,6 +1,8 @@
 //! The admin endpoints on `--metrics-addr` (loopback by default): `/metrics` (Prometheus), `/healthz` and `/livez` (the
 //! process serves HTTP) and `/readyz` (this replica does its job: caches synced while leading, or standing
-//! by for the lease — a standby replica is healthy, not broken).
+//! by for the lease — a standby replica is healthy, not broken). Both admin ports are bounded like the
+//! webhook port ([`Limits::PROBES`]): the probe port is reachable from the node, and a caller holding
+//! its connections would fail the kubelet's liveness probes and get the pod restarted.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,6 +17,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 use super::Metrics;
+use crate::webhook::server::{Limits, serve_plain};
 
 /// What `/readyz` reports.
 #[derive(Debug)]
@@ -141,16 +144,16 @@ async fn readyz(State(s): State<AdminState>) -> Response {
     }
 }
 
-/// Serve the admin endpoints on `listener` until `shutdown`.
+/// Serve the admin endpoints on `listener` until `shutdown`, within [`Limits::PROBES`].
 pub async fn serve(
     listener: TcpListener,
     metrics: Option<Arc<Metrics>>,
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics, health))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = router(metrics, health);
+    serve_plain(listener, app, Limits::PROBES, "admin", shutdown).await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -175,5 +178,54 @@ mod tests {
         assert!(h.readiness().is_err(), "without election, caches decide");
         h.set_synced(true);
         assert!(h.readiness().is_ok());
+    }
+
+    /// Issue 42 N6: the probe port is capped per peer. A caller holding as many connections as
+    /// one peer may has its next one closed at once, and the kubelet (another address) is
+    /// still answered.
+    #[tokio::test]
+    async fn the_probe_port_caps_what_one_peer_holds() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, None, Health::new(false), async {
+            let _ = stopped.await;
+        }));
+        let connect_from = |source: &'static str| async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+            socket.connect(addr).await.unwrap()
+        };
+        let mut held = Vec::new();
+        for _ in 0..Limits::PROBES.max_connections_per_peer {
+            held.push(connect_from("127.0.0.1").await);
+        }
+        let mut extra = connect_from("127.0.0.1").await;
+        let mut byte = [0u8; 1];
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(1), extra.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a connection past the peer's share was kept: {read:?}"
+        );
+        let mut kubelet = connect_from("127.0.0.2").await;
+        kubelet
+            .write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            kubelet.read_to_string(&mut answer),
+        )
+        .await
+        .expect("the kubelet is answered")
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ok"), "{answer}");
+        drop(held);
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
     }
 }

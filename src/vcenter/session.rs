@@ -1,9 +1,16 @@
-//! Sessions cached per (server, user, TLS trust), held in the controller context rather than a
-//! process global so tests can inject their own. A changed password for the same key replaces
-//! the cached client and logs the old session out. The cache is bounded ([`IdleCache`]): a
+//! Sessions cached per (server, credentials, TLS trust), held in the controller context rather
+//! than a process global so tests can inject their own. The credentials are part of the key
+//! through a [`CredentialFingerprint`], so a caller with the same user name and another password
+//! (a rotated Secret, or a tenant who knows the manager's user name) gets a client of its own and
+//! never evicts or logs out the sessions of the first; a superseded client ages out like any
+//! unused one. The cache is bounded ([`IdleCache`]): a
 //! client unused for [`CacheLimits::idle`] is dropped and its sessions logged out, and so are
 //! the least recently used past [`CacheLimits::max_entries`] — never one a caller still holds.
-use std::sync::{Arc, Mutex};
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ring::hmac;
+use ring::rand::SystemRandom;
 
 use super::client::Client;
 use super::credentials::Credentials;
@@ -18,13 +25,46 @@ use super::stats::Stats;
 struct Key {
     endpoint: Endpoint,
     username: String,
+    credentials: CredentialFingerprint,
     tls: TlsPolicy,
+}
+
+/// Tells credentials apart without holding them: HMAC-SHA256 of the user name and password
+/// under a key drawn at random once per process. Keyed, so a fingerprint that leaks (a heap
+/// dump, a debugger) cannot be checked offline against guessed passwords, and it means nothing
+/// in another process; its `Debug` shows none of it, so it never reaches a log.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct CredentialFingerprint([u8; 32]);
+
+impl CredentialFingerprint {
+    pub(crate) fn of(credentials: &Credentials) -> Self {
+        static KEY: OnceLock<hmac::Key> = OnceLock::new();
+        let key = KEY.get_or_init(|| {
+            // The system's random source failing is not something a process can go on without.
+            hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new())
+                .expect("the system random source is available")
+        });
+        let mut mac = hmac::Context::with_key(key);
+        // The user name's length first, so ("ab", "c") and ("a", "bc") differ.
+        mac.update(&(credentials.username.len() as u64).to_be_bytes());
+        mac.update(credentials.username.as_bytes());
+        mac.update(credentials.password().as_bytes());
+        let mut out = [0u8; 32];
+        out.copy_from_slice(mac.sign().as_ref());
+        Self(out)
+    }
+}
+
+impl fmt::Debug for CredentialFingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CredentialFingerprint(..)")
+    }
 }
 
 /// A cache of logged-in clients.
 #[derive(Clone)]
 pub struct SessionCache {
-    clients: Arc<Mutex<IdleCache<Key, (String, Client)>>>,
+    clients: Arc<Mutex<IdleCache<Key, Client>>>,
     stats: Stats,
     options: ClientOptions,
     clock: Clock,
@@ -56,7 +96,8 @@ impl SessionCache {
         &self.stats
     }
 
-    /// The client for this server, user and TLS trust; created (not yet logged in) on first use.
+    /// The client for this server, these credentials and TLS trust; created (not yet logged in)
+    /// on first use.
     pub fn client(
         &self,
         server: &str,
@@ -67,18 +108,15 @@ impl SessionCache {
         let key = Key {
             endpoint: endpoint.clone(),
             username: credentials.username.clone(),
+            credentials: CredentialFingerprint::of(credentials),
             tls: tls.clone(),
         };
-        let fingerprint = credentials.password_fingerprint();
         let now = (self.clock)();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        let evicted = clients.evict(now, |(_, c)| !c.is_shared());
-        log_out_in_background(evicted.into_iter().map(|(_, (_, c))| c), "unused");
-        if let Some((fp, client)) = clients.get(&key, now) {
-            if *fp == fingerprint {
-                return Ok(client.clone());
-            }
-            log_out_in_background([client.clone()], "its password changed");
+        let evicted = clients.evict(now, |c| !c.is_shared());
+        log_out_in_background(evicted.into_iter().map(|(_, c)| c), "unused");
+        if let Some(client) = clients.get(&key, now) {
+            return Ok(client.clone());
         }
         let options = ClientOptions {
             tls,
@@ -86,10 +124,10 @@ impl SessionCache {
         };
         let client =
             Client::with_stats(endpoint, credentials.clone(), options, self.stats.clone())?;
-        clients.insert(key, (fingerprint, client.clone()), now);
+        clients.insert(key, client.clone(), now);
         // The bound holds once the new client is in (it is shared now, so it stays).
-        let evicted = clients.evict(now, |(_, c)| !c.is_shared());
-        log_out_in_background(evicted.into_iter().map(|(_, (_, c))| c), "over the bound");
+        let evicted = clients.evict(now, |c| !c.is_shared());
+        log_out_in_background(evicted.into_iter().map(|(_, c)| c), "over the bound");
         Ok(client)
     }
 
@@ -97,7 +135,7 @@ impl SessionCache {
     pub async fn logout_all(&self) {
         let clients: Vec<Client> = {
             let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-            map.drain().into_iter().map(|(_, (_, c))| c).collect()
+            map.drain().into_iter().map(|(_, c)| c).collect()
         };
         for c in clients {
             if let Err(e) = c.logout().await {

@@ -11,8 +11,8 @@
 //! placeholders not allowed. Mutation returns a JSON patch from the request object to the
 //! defaulted one. Delete and Connect operations, and status subresource requests, are allowed
 //! unchanged. The TLS certificate and key are re-read when their files change (cert-manager
-//! rotates them in place). Connections are bounded in number and in how long a caller may take
-//! to shake hands or send headers ([`Limits`]).
+//! rotates them in place). Connections are bounded in number, per peer, and in how long a caller
+//! may take to shake hands, send headers or finish a request ([`Limits`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,14 +25,13 @@ use axum::extract::{Json, State};
 use axum::routing::{get, post};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::conversion::ConversionReview;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::Ctx;
 use super::admission::{admit, default_object, validate_object};
 use super::connections;
-pub use super::connections::Limits;
+pub use super::connections::{Limits, serve_plain};
 use crate::api::Kind;
 
 /// Why the server could not start or stopped.
@@ -104,9 +103,8 @@ pub fn router() -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route(
             super::conversion::PATH,
-            post(|Json(review): Json<ConversionReview>| async move {
-                Json(super::conversion::review(review))
-            }),
+            // It reads its body itself, within its own limit (sized for a list page).
+            post(super::conversion::handle),
         );
     for kind in Kind::ALL {
         router = router
@@ -268,6 +266,9 @@ pub fn validate_value(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<St
         .collect()
 }
 
+/// The server's name in connection logs.
+const SERVER: &str = "webhooks";
+
 /// Serves the webhooks on `listener` until `shutdown` completes, with the default [`Limits`].
 /// With `tls`, HTTPS with the certificate re-read when its files change; without, plain HTTP
 /// (tests, or behind a TLS proxy).
@@ -288,11 +289,7 @@ pub async fn serve_listener_with(
 ) -> Result<(), ServeError> {
     let app = router();
     let Some(tls) = tls else {
-        connections::accept(listener, limits, shutdown, move |stream, peer| {
-            let app = app.clone();
-            async move { connections::serve_http1(stream, app, &limits, peer).await }
-        })
-        .await;
+        serve_plain(listener, app, limits, SERVER, shutdown).await;
         return Ok(());
     };
     let cert_file = Arc::new(tls.cert.clone());
@@ -308,7 +305,7 @@ pub async fn serve_listener_with(
     // HTTP/1.1 only (see `connections`).
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    connections::accept(listener, limits, shutdown, move |stream, peer| {
+    connections::accept(listener, limits, SERVER, shutdown, move |stream, peer| {
         let acceptor = acceptor.clone();
         let app = app.clone();
         let cert_file = cert_file.clone();
@@ -335,7 +332,7 @@ pub async fn serve_listener_with(
                     return;
                 }
             };
-            connections::serve_http1(tls_stream, app, &limits, peer).await;
+            connections::serve_http1(tls_stream, app, &limits, SERVER, peer).await;
         }
     })
     .await;

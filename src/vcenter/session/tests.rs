@@ -87,3 +87,59 @@ async fn past_the_bound_the_least_recently_used_go_but_never_one_in_use() {
     assert!(held.has_session().await);
     held.current_time().await.unwrap();
 }
+
+fn with_password(name: &str, password: &str) -> Credentials {
+    Credentials::new(name, SecretString::from(password.to_string()))
+}
+
+#[tokio::test]
+async fn another_password_of_the_same_user_gets_its_own_session_and_evicts_nothing() {
+    let (url, state) = fake_vcenter::start().await;
+    let time = TestClock::new();
+    let sessions = cache(&time);
+    let manager = sessions
+        .client(
+            &url,
+            &with_password("admin", "the-managers"),
+            TlsPolicy::System,
+        )
+        .unwrap();
+    manager.current_time().await.unwrap();
+    drop(manager);
+    let tenant = sessions
+        .client(&url, &with_password("admin", "a-guess"), TlsPolicy::System)
+        .unwrap();
+    tenant.current_time().await.unwrap();
+    assert_eq!(sessions.len(), 2, "one client per password");
+    let manager = sessions
+        .client(
+            &url,
+            &with_password("admin", "the-managers"),
+            TlsPolicy::System,
+        )
+        .unwrap();
+    assert!(
+        manager.has_session().await,
+        "the first password's client is the same, still logged in"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        state.logouts.load(Ordering::SeqCst),
+        0,
+        "nobody was logged out"
+    );
+}
+
+#[test]
+fn fingerprints_tell_credentials_apart_and_show_nothing() {
+    let fp = |u: &str, p: &str| CredentialFingerprint::of(&with_password(u, p));
+    assert_eq!(fp("admin", "secret"), fp("admin", "secret"));
+    assert_ne!(fp("admin", "secret"), fp("admin", "secret2"));
+    assert_ne!(fp("admin", "secret"), fp("admin2", "secret"));
+    // The user name's end is marked: moving a character across the boundary is another key.
+    assert_ne!(fp("ab", "c"), fp("a", "bc"));
+    assert_eq!(
+        format!("{:?}", fp("admin", "secret")),
+        "CredentialFingerprint(..)"
+    );
+}
