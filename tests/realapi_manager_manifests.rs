@@ -1,9 +1,8 @@
 //! config/manager in a real API server (tests/support/realapi.rs): its namespace enforces Pod
 //! Security "restricted" and the manager's Deployment passes that profile as the API server's
-//! own PodSecurity admission judges it, and its NetworkPolicy is accepted with each ingress
-//! port limited to its own sources. A copy of the
-//! Deployment that breaks the profile is warned about, and a bare Pod that breaks it is refused,
-//! so the labels are in force.
+//! own PodSecurity admission judges it, and its NetworkPolicy is accepted with each ingress port
+//! limited to its own sources. A copy of the Deployment that breaks the profile is warned about,
+//! and a bare Pod that breaks it is refused, so the labels are in force.
 #[path = "support/realapi.rs"]
 mod realapi;
 

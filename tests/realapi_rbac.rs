@@ -5,8 +5,9 @@
 //! deletion, pods stay Pending (nothing here needs more).
 //!
 //! * every verb of every rule of config/rbac is allowed to the controller's ServiceAccount, where
-//!   the rule applies (SelfSubjectAccessReview through the SA's own token), and the leader
-//!   election Role only in its namespace;
+//!   the rule applies (SelfSubjectAccessReview through the SA's own token), the leader
+//!   election Role only in its namespace, and Secrets only where a RoleBinding opens them (the
+//!   manager's namespace, a test namespace the harness bound), never cluster-wide;
 //! * the same check finds a verb removed from a copy of the ClusterRole (bound to another SA),
 //!   and that SA's request is refused with 403;
 //! * every call the controllers make through `KubeOps` (`ApiServer`) succeeds as the

@@ -12,6 +12,9 @@
 //!   credentials are not a second one's to use (CAPV's `SecretAlreadyInUse`, "another cluster
 //!   has set the OwnerRef").
 //!
+//! Which Secret a VSphereCluster may adopt at all (a tenant names it) is
+//! [`super::secret_adoption`]'s to say.
+//!
 //! Pure: the controller reads the Secret, asks [`plan`], and patches what it answers.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
