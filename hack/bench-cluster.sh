@@ -226,6 +226,7 @@ start_controller
 log "controller pid $CONTROLLER_PID ($profile build): $(memory)"
 
 k create namespace "$NS" >/dev/null
+bind_secrets "$NS"
 k apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Secret

@@ -341,9 +341,11 @@ at_rest() {
 # Sets KUBE_DIR, KUBECONFIG (admin), SA_KUBECONFIG.
 kube_start() {
 	local impl="$1" sa applies=()
+	# Ours with Secrets readable in every namespace (config/cluster-wide-secrets), as CAPV's and
+	# MAO's RBAC grant theirs.
 	case "$impl" in
 	ours) sa="vsphere-provider-system/vsphere-provider-controller-manager"
-		applies=(--apply "$REPO_ROOT/config/crd" --apply "$REPO_ROOT/config/rbac" --apply "$REPO_ROOT/config/webhook/manifests.yaml") ;;
+		applies=(--apply "$REPO_ROOT/config/crd" --apply "$REPO_ROOT/config/rbac" --apply "$REPO_ROOT/config/cluster-wide-secrets" --apply "$REPO_ROOT/config/webhook/manifests.yaml") ;;
 	capv) sa="capv-system/capv-manager"
 		capv_manifests >"$run/capv.yaml"
 		applies=(--apply "$run/capv.yaml") ;;

@@ -73,6 +73,7 @@ banner "config/samples (kubectl apply -k), their vCenter server set to vcsim's U
 mkdir -p "$work/samples"
 cp config/samples/*.yaml "$work/samples/"
 sed -i "s#server: 127.0.0.1\$#server: $VCSIM_URL#" "$work/samples"/*.yaml
+bind_secrets default # the samples' namespace, opened to the manager as an admin would
 k apply -k "$work/samples"
 
 banner "waiting for the zones to be ready and every Machine to run (this script plays the kubelets)"

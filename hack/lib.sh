@@ -194,6 +194,12 @@ kube_down() {
 	return 0
 }
 k() { "$KUBECTL" "$@"; }
+# bind_secrets NS: the controller may read Secrets in NS, as an admin opens a tenant namespace to
+# it (config/rbac binds ClusterRole vsphere-provider-secrets in the manager's namespace only).
+bind_secrets() {
+	k -n "$1" create rolebinding vsphere-provider-secrets --clusterrole=vsphere-provider-secrets \
+		--serviceaccount="${CONTROLLER_SA/\//:}" >/dev/null || die "cannot bind the Secret role in $1"
+}
 
 # webhook_cert DIR: DIR/tls.crt + DIR/tls.key for a webhook server on 127.0.0.1, signed by the API
 # server's CA (KUBE_DIR/pki), which is therefore the webhooks' caBundle.

@@ -212,6 +212,10 @@ async fn a_running_cluster_moves_to_another_management_cluster_without_a_new_vm(
     let target = w.second_management();
     let both_logs = || format!("{}\n{}", logs(), target.logs());
     w.three_ready_zones_on(target.cp, both_logs).await;
+    // The admin opens the cluster's namespace to the target's manager first (config/rbac binds
+    // Secrets per namespace; `clusterctl move` would create the namespace without it).
+    target.cp.kubectl(ADMIN, &["create", "namespace", &ns]).ok();
+    target.cp.bind_secrets(&ns);
     let to = target.cp.admin_kubeconfig.to_str().unwrap().to_string();
     let o = clusterctl(
         &w.capi,

@@ -559,6 +559,7 @@ fn granted(path: &str) -> BTreeSet<String> {
 #[test]
 fn every_grant_of_config_rbac_has_a_witness_in_the_code_and_every_witness_a_grant() {
     let mut grants = granted("config/rbac/role.yaml");
+    grants.extend(granted("config/rbac/openshift_role.yaml"));
     grants.extend(granted("config/rbac/secrets_role.yaml"));
     grants.extend(granted("config/rbac/leader_election_role.yaml"));
     let witnessed: BTreeSet<String> = WITNESSES.iter().map(|(p, _, _)| p.to_string()).collect();
@@ -599,7 +600,7 @@ fn every_witness_is_a_call_the_code_still_makes() {
 /// The remediation kinds granted are exactly the groups the webhook and controller accept.
 #[test]
 fn remediation_grants_cover_exactly_the_accepted_groups() {
-    let grants = granted("config/rbac/role.yaml");
+    let grants = granted("config/rbac/openshift_role.yaml");
     let remediation_groups: BTreeSet<&str> = grants
         .iter()
         .filter(|g| g.contains("remediation"))
@@ -610,4 +611,40 @@ fn remediation_grants_cover_exactly_the_accepted_groups() {
         .copied()
         .collect();
     assert_eq!(remediation_groups, accepted);
+}
+
+/// What only OpenShift's machine API needs is ClusterRole vsphere-provider-openshift
+/// (openshift_role.yaml), which config/capi-only leaves out: the ClusterRole a Cluster API-only
+/// install keeps (role.yaml) neither drains nor deletes a Node, and only reads (the watches) the
+/// OpenShift kinds and Nodes.
+#[test]
+fn node_drain_and_openshift_writes_are_in_the_openshift_role_only() {
+    let kept = granted("config/rbac/role.yaml");
+    let openshift = granted("config/rbac/openshift_role.yaml");
+    for p in [
+        "patch core/nodes",
+        "delete core/nodes",
+        "list core/pods",
+        "create core/pods/eviction",
+        "create machine.openshift.io/machines",
+        "delete machine.openshift.io/machines",
+        "patch machine.openshift.io/machines",
+        "get config.openshift.io/infrastructures",
+    ] {
+        assert!(!kept.contains(p), "role.yaml grants {p}");
+        assert!(openshift.contains(p), "openshift_role.yaml lacks {p}");
+    }
+    for g in &kept {
+        let (verb, what) = g.split_once(' ').unwrap();
+        if what.starts_with("machine.openshift.io/")
+            || what.starts_with("config.openshift.io/")
+            || what.starts_with("core/nodes")
+            || what.starts_with("core/pods")
+        {
+            assert!(
+                matches!(verb, "list" | "watch"),
+                "role.yaml (kept by config/capi-only) grants {g}"
+            );
+        }
+    }
 }

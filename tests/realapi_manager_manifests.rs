@@ -1,8 +1,8 @@
 //! config/manager in a real API server (tests/support/realapi.rs): its namespace enforces Pod
 //! Security "restricted" and the manager's Deployment passes that profile as the API server's
-//! own PodSecurity admission judges it, and its NetworkPolicy is accepted. A copy of the
-//! Deployment that breaks the profile is warned about, and a bare Pod that breaks it is refused,
-//! so the labels are in force.
+//! own PodSecurity admission judges it, and its NetworkPolicy is accepted with each ingress port
+//! limited to its own sources. A copy of the Deployment that breaks the profile is warned about,
+//! and a bare Pod that breaks it is refused, so the labels are in force.
 #[path = "support/realapi.rs"]
 mod realapi;
 
@@ -41,6 +41,40 @@ fn the_manager_passes_pod_security_restricted_in_its_labelled_namespace() {
         .ok();
     cp.apply_text(ADMIN, &of("NetworkPolicy").to_string(), None)
         .ok();
+    // Security review F9: the server keeps each port's sources (ipBlocks, valid CIDRs), and no
+    // ingress rule is open to every source.
+    let stored = cp
+        .kubectl(
+            ADMIN,
+            &[
+                "get",
+                "networkpolicy",
+                "vsphere-provider-controller-manager",
+                "-n",
+                &ns,
+                "-o",
+                "json",
+            ],
+        )
+        .ok()
+        .json();
+    let sources: Vec<(Value, Value)> = stored["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["ports"][0]["port"].clone(), r["from"].clone()))
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            (json!(9443), json!([{"ipBlock": {"cidr": "192.0.2.0/24"}}])),
+            (
+                json!(8081),
+                json!([{"ipBlock": {"cidr": "198.51.100.0/24"}}])
+            ),
+        ],
+        "{stored}"
+    );
 
     let dry_run = |o: &Value| {
         cp.kubectl_stdin(

@@ -5,8 +5,9 @@
 //! deletion, pods stay Pending (nothing here needs more).
 //!
 //! * every verb of every rule of config/rbac is allowed to the controller's ServiceAccount, where
-//!   the rule applies (SelfSubjectAccessReview through the SA's own token), and the leader
-//!   election Role only in its namespace;
+//!   the rule applies (SelfSubjectAccessReview through the SA's own token), the leader
+//!   election Role only in its namespace, and Secrets only where a RoleBinding opens them (the
+//!   manager's namespace, a test namespace the harness bound), never cluster-wide;
 //! * the same check finds a verb removed from a copy of the ClusterRole (bound to another SA),
 //!   and that SA's request is refused with 403;
 //! * every call the controllers make through `KubeOps` (`ApiServer`) succeeds as the
@@ -112,11 +113,27 @@ fn permissions(role: &Value) -> Vec<Permission> {
     out
 }
 
-/// What the controllers are meant to be able to do: every rule of config/rbac's ClusterRole and
-/// of its leader election Role.
+/// What the controllers are meant to be able to do: every rule of config/rbac's ClusterRoles
+/// (the manager's and the OpenShift one) and of its leader election Role, and the Secret
+/// ClusterRole's in the namespace its RoleBinding names (the manager's).
 fn granted_by_config_rbac() -> Vec<Permission> {
     let mut all = permissions(&yaml_file("config/rbac/role.yaml"));
-    all.extend(permissions(&yaml_file("config/rbac/secrets_role.yaml")));
+    all.extend(permissions(&yaml_file("config/rbac/openshift_role.yaml")));
+    let binding = yaml_file("config/rbac/secrets_role_binding.yaml");
+    assert_eq!(
+        binding["kind"], "RoleBinding",
+        "Secrets are bound per namespace"
+    );
+    let bound_in = binding["metadata"]["namespace"].as_str().unwrap();
+    assert_eq!(bound_in, SA_NAMESPACE);
+    all.extend(
+        permissions(&yaml_file("config/rbac/secrets_role.yaml"))
+            .into_iter()
+            .map(|p| Permission {
+                namespace: Some(bound_in.to_string()),
+                ..p
+            }),
+    );
     all.extend(permissions(&yaml_file(
         "config/rbac/leader_election_role.yaml",
     )));
@@ -188,6 +205,29 @@ async fn every_verb_of_config_rbac_is_allowed_to_the_controller_and_no_more() {
     };
     assert!(allowed(&sa, &leases("update", SA_NAMESPACE)).await);
     assert!(!allowed(&sa, &leases("update", &elsewhere)).await);
+    // Secrets (security review F6): in the manager's namespace and where the admin bound them
+    // (the harness does, per test namespace), never cluster-wide nor in a namespace not bound.
+    let unbound = cp.namespace_unbound("rbac-unbound");
+    let secrets = |verb: &str, ns: Option<&str>| Permission {
+        verb: verb.into(),
+        group: String::new(),
+        resource: "secrets".into(),
+        subresource: None,
+        namespace: ns.map(str::to_string),
+        name: None,
+    };
+    for verb in ["get", "patch"] {
+        assert!(allowed(&sa, &secrets(verb, Some(SA_NAMESPACE))).await);
+        assert!(allowed(&sa, &secrets(verb, Some(&elsewhere))).await);
+        assert!(
+            !allowed(&sa, &secrets(verb, Some(&unbound))).await,
+            "{verb} in {unbound}"
+        );
+        assert!(
+            !allowed(&sa, &secrets(verb, None)).await,
+            "{verb} cluster-wide"
+        );
+    }
     let not_granted = [
         ("list", "", "secrets", None),
         ("create", "", "secrets", None),
@@ -275,8 +315,8 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
     let kubeconfig = cp.service_account_kubeconfig(&ns, sa_name).unwrap();
     let copy_id = Identity::Kubeconfig(kubeconfig);
 
-    // A copy of the ClusterRole without `patch` on machines, bound to this SA.
-    let mut role = yaml_file("config/rbac/role.yaml");
+    // A copy of the OpenShift ClusterRole without `patch` on machines, bound to this SA.
+    let mut role = yaml_file("config/rbac/openshift_role.yaml");
     let role_name = format!("realapi-{ns}");
     role["metadata"]["name"] = json!(role_name);
     let mut removed = 0;
@@ -289,7 +329,7 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
             removed += 1;
         }
     }
-    assert_eq!(removed, 1, "role.yaml has one rule for machines");
+    assert_eq!(removed, 1, "openshift_role.yaml has one rule for machines");
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -303,11 +343,11 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
         .ok();
 
     let client = cp.client(&copy_id).await;
-    let wanted = permissions(&yaml_file("config/rbac/role.yaml"));
-    let list_machines = wanted
+    let wanted = permissions(&yaml_file("config/rbac/openshift_role.yaml"));
+    let create_machines = wanted
         .iter()
         .find(|p| {
-            p.verb == "list"
+            p.verb == "create"
                 && p.group == "machine.openshift.io"
                 && p.resource == "machines"
                 && p.subresource.is_none()
@@ -315,7 +355,7 @@ async fn the_check_fails_when_a_verb_is_removed_from_a_copy_of_the_role() {
         .unwrap()
         .clone();
     eventually("the copy's binding is in force", || {
-        allowed(&client, &list_machines)
+        allowed(&client, &create_machines)
     })
     .await;
     // The check that passes for the controller names exactly the removed verb.

@@ -167,8 +167,17 @@ fn samples_match_the_vcsim_topology() {
 
 #[test]
 fn rbac_grants_every_served_resource_and_status() {
-    let text = std::fs::read_to_string(root().join("config/rbac/role.yaml")).unwrap();
-    let role: Value = serde_saphyr::from_str(&text).unwrap();
+    // The manager's ClusterRole and the OpenShift one (which config/capi-only leaves out), as
+    // one list of rules.
+    let mut text = String::new();
+    let mut rules = Vec::new();
+    for file in ["config/rbac/role.yaml", "config/rbac/openshift_role.yaml"] {
+        let t = std::fs::read_to_string(root().join(file)).unwrap();
+        let role: Value = serde_saphyr::from_str(&t).unwrap();
+        rules.extend(role["rules"].as_array().unwrap().iter().cloned());
+        text.push_str(&t);
+    }
+    let role = serde_json::json!({ "rules": rules });
     let mut granted = BTreeSet::new();
     for rule in role["rules"].as_array().unwrap() {
         for g in rule["apiGroups"].as_array().unwrap() {
@@ -354,20 +363,12 @@ fn the_credentials_component_gives_a_kustomize_install_the_manager_credentials()
     );
 }
 
-/// Secret reads narrowed to namespaces: with config/namespaced-secrets the manager's Secret
-/// ClusterRole is bound only in its own namespace (a RoleBinding), never cluster-wide, and no
-/// other rule of the manager grants Secrets.
-#[test]
-fn the_namespaced_secrets_component_binds_secret_reads_in_the_managers_namespace_only() {
-    let Some(objects) = overlay(
-        "resources: [../../config/default]\ncomponents: [../../config/namespaced-secrets]\n",
-    ) else {
-        return;
-    };
-    let binds_secrets = |o: &Value| o["roleRef"]["name"] == "vsphere-provider-secrets";
-    let bindings: Vec<(String, String)> = objects
+/// The bindings of ClusterRole vsphere-provider-secrets in a rendered install, as
+/// `(kind, namespace)`.
+fn secrets_bindings(objects: &[Value]) -> Vec<(String, String)> {
+    objects
         .iter()
-        .filter(|o| binds_secrets(o))
+        .filter(|o| o["roleRef"]["name"] == "vsphere-provider-secrets")
         .map(|o| {
             (
                 o["kind"].as_str().unwrap().to_string(),
@@ -377,35 +378,110 @@ fn the_namespaced_secrets_component_binds_secret_reads_in_the_managers_namespace
                     .to_string(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Security review F6/N4: Secret reads are namespaced by default. config/default (and the
+/// clusterctl release, which is config/default with credentials) binds the manager's Secret
+/// ClusterRole only in its own namespace (a RoleBinding), never cluster-wide, and no other rule
+/// of the manager grants Secrets; config/cluster-wide-secrets is the opt-in that binds it
+/// everywhere.
+#[test]
+fn secret_reads_are_bound_in_the_managers_namespace_only_unless_opted_in() {
+    for base in ["config/default", "config/clusterctl"] {
+        let Some(objects) = kustomize(base) else {
+            return;
+        };
+        assert_eq!(
+            secrets_bindings(&objects),
+            [(
+                "RoleBinding".to_string(),
+                "vsphere-provider-system".to_string()
+            )],
+            "{base}"
+        );
+        for role in objects
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        {
+            let grants_secrets = role["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resources"].to_string().contains("secrets"));
+            assert_eq!(
+                grants_secrets,
+                role["metadata"]["name"] == "vsphere-provider-secrets",
+                "{base}: {role}"
+            );
+        }
+    }
+    // The opt-in: the same ClusterRole bound cluster-wide as well.
+    let objects = overlay(
+        "resources: [../../config/default]\ncomponents: [../../config/cluster-wide-secrets]\n",
+    )
+    .unwrap();
+    let mut bindings = secrets_bindings(&objects);
+    bindings.sort();
     assert_eq!(
         bindings,
-        [(
-            "RoleBinding".to_string(),
-            "vsphere-provider-system".to_string()
-        )]
-    );
-    for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
-        let grants_secrets = role["rules"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|r| r["resources"].to_string().contains("secrets"));
-        assert_eq!(
-            grants_secrets,
-            role["metadata"]["name"] == "vsphere-provider-secrets",
-            "{role}"
-        );
-    }
-    // Without the component: the same ClusterRole, bound cluster-wide.
-    let default = kustomize("config/default").unwrap();
-    assert!(
-        default
-            .iter()
-            .any(|o| o["kind"] == "ClusterRoleBinding" && binds_secrets(o))
+        [
+            ("ClusterRoleBinding".to_string(), String::new()),
+            (
+                "RoleBinding".to_string(),
+                "vsphere-provider-system".to_string()
+            )
+        ]
     );
     // It builds alone too (hack/test.sh kustomizes every kustomization.yaml).
-    assert!(kustomize("config/namespaced-secrets").is_some());
+    assert!(kustomize("config/cluster-wide-secrets").is_some());
+}
+
+/// Security review F6: config/capi-only leaves out ClusterRole vsphere-provider-openshift and
+/// its binding, so a Cluster API-only install can neither patch nor delete a Node, list pods,
+/// evict, nor write OpenShift machine API objects; everything else of config/default stays.
+#[test]
+fn the_capi_only_component_drops_the_openshift_grants_and_nothing_else() {
+    let Some(full) = kustomize("config/default") else {
+        return;
+    };
+    let capi = overlay("resources: [../../config/default]\ncomponents: [../../config/capi-only]\n")
+        .unwrap();
+    let id = |o: &Value| {
+        format!(
+            "{} {}",
+            o["kind"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let ids = |objects: &[Value]| -> BTreeSet<String> { objects.iter().map(id).collect() };
+    let dropped: Vec<String> = ids(&full).difference(&ids(&capi)).cloned().collect();
+    assert_eq!(
+        dropped,
+        [
+            "ClusterRole vsphere-provider-openshift",
+            "ClusterRoleBinding vsphere-provider-openshift"
+        ]
+    );
+    // What stays grants no write to Nodes, pods or the OpenShift kinds.
+    for role in capi.iter().filter(|o| o["kind"] == "ClusterRole") {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let groups = rule["apiGroups"].to_string();
+            let resources = rule["resources"].to_string();
+            let touchy = groups.contains("openshift.io")
+                || (rule["apiGroups"] == serde_json::json!([""])
+                    && (resources.contains("nodes") || resources.contains("pods")));
+            if touchy {
+                assert_eq!(
+                    rule["verbs"],
+                    serde_json::json!(["list", "watch"]),
+                    "{}: {rule}",
+                    id(role)
+                );
+            }
+        }
+    }
+    assert!(kustomize("config/capi-only").is_some());
 }
 
 /// The manager's namespace enforces Pod Security "restricted" (and audits and warns it), the
@@ -500,8 +576,77 @@ fn the_manager_namespace_is_restricted_and_fenced() {
         port_set(&np["spec"]["ingress"]),
         BTreeSet::from([tcp(9443), tcp(8081)])
     );
+    // Security review F9: each port from its own sources, never from everyone: the webhooks
+    // from the API server's addresses, the probes from the nodes' (placeholders, from the
+    // documentation ranges of RFC 5737, until the admin sets them: docs/security.md).
+    assert_eq!(
+        ingress_sources(np),
+        [
+            (9443, vec!["192.0.2.0/24".to_string()]),
+            (8081, vec!["198.51.100.0/24".to_string()])
+        ]
+    );
     assert_eq!(
         port_set(&np["spec"]["egress"]),
         BTreeSet::from([(53, "UDP".into()), tcp(53), tcp(443), tcp(6443)])
+    );
+}
+
+/// `(port, ipBlock CIDRs)` of each ingress rule of a NetworkPolicy; a rule without `from` (any
+/// source) or with another kind of peer fails.
+fn ingress_sources(np: &Value) -> Vec<(u64, Vec<String>)> {
+    np["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rule| {
+            let ports = rule["ports"].as_array().unwrap();
+            assert_eq!(ports.len(), 1, "one port per rule: {rule}");
+            let from = rule["from"]
+                .as_array()
+                .filter(|f| !f.is_empty())
+                .unwrap_or_else(|| panic!("open to every source: {rule}"));
+            let cidrs = from
+                .iter()
+                .map(|peer| {
+                    peer["ipBlock"]["cidr"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("not an ipBlock: {peer}"))
+                        .to_string()
+                })
+                .collect();
+            (ports[0]["port"].as_u64().unwrap(), cidrs)
+        })
+        .collect()
+}
+
+/// The kustomize patch docs/security.md gives for the NetworkPolicy's sources builds over
+/// config/default and sets exactly the webhook's and the probes' sources.
+#[test]
+fn the_documented_network_policy_patch_sets_both_sources() {
+    let doc = std::fs::read_to_string(root().join("docs/security.md")).unwrap();
+    let section = doc
+        .split("\n## NetworkPolicy")
+        .nth(1)
+        .expect("docs/security.md has a NetworkPolicy section");
+    let block = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a yaml block in the NetworkPolicy section");
+    assert!(block.starts_with("patches:"), "{block}");
+    let Some(objects) = overlay(&format!("resources: [../../config/default]\n{block}")) else {
+        return;
+    };
+    let np = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .unwrap();
+    assert_eq!(
+        ingress_sources(np),
+        [
+            (9443, vec!["10.0.0.0/28".to_string()]),
+            (8081, vec!["10.0.0.0/16".to_string()])
+        ]
     );
 }

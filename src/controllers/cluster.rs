@@ -26,7 +26,7 @@ use crate::api::{INFRA_GROUP, VSphereCluster, VSphereClusterStatus, VSphereDeplo
 use crate::plan::cluster::lifecycle::{
     self, Owner, Stage, has_finalizer, needs_finalizer, owner_cluster_ref,
 };
-use crate::plan::cluster::{apply, plan_cluster, selects};
+use crate::plan::cluster::{apply, plan_cluster, secret_adoption, selects};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "vspherecluster";
@@ -133,8 +133,6 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         set_finalizers(&api_for(cluster, ctx), &cluster.name_any(), rv, &finalizers).await?;
         tracing::info!(cluster = %full_name(cluster), "finalizer added");
     }
-    super::identity_secret::reconcile(cluster, ctx, false).await?;
-
     // Failure domains. An undecodable zone is not a deleted one: keep what is published until
     // it can be read.
     let unreadable: Vec<String> = ctx
@@ -159,6 +157,13 @@ async fn publish(cluster: &VSphereCluster, ctx: &Context) -> Result<Action, Erro
         Some(stage) => stage,
         None => connected(cluster, &status, ctx).await,
     };
+    // The identity Secret is adopted only once vCenter accepted its credentials (and only if
+    // it is nothing but this cluster's identity): a Secret a tenant names that never worked, or
+    // that serves something else, is never deleted with the cluster.
+    if matches!(stage, Stage::Connected(Ok(_))) {
+        let refused = super::identity_secret::reconcile(cluster, ctx, false).await?;
+        changed |= secret_adoption::apply(&mut status, refused.as_deref(), generation, &stamp);
+    }
     changed |= lifecycle::apply(&mut status, &stage, generation, &stamp);
     if changed {
         write_status(cluster, ctx, &status).await?;

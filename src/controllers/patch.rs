@@ -37,11 +37,12 @@ where
 }
 
 /// The v1beta2 condition types of a VSphereCluster this provider writes.
-pub const CLUSTER_META_CONDITIONS: [&str; 4] = [
+pub const CLUSTER_META_CONDITIONS: [&str; 5] = [
     FAILURE_DOMAINS_READY,
     cluster::READY,
     cluster::PAUSED,
     cluster::VCENTER_AVAILABLE,
+    crate::plan::cluster::secret_adoption::CONDITION,
 ];
 
 /// The part of a VSphereCluster status this provider owns, at v1beta2: `failureDomains` (a

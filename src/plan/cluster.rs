@@ -9,6 +9,7 @@
 pub mod identity;
 pub mod identity_secret;
 pub mod lifecycle;
+pub mod secret_adoption;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -37,11 +37,20 @@ pub struct Controllers {
 }
 
 /// Kubernetes API requests as `VERB path` (`GET /api/v1/namespaces/ns/secrets/s`; watches
-/// and lists are GETs of the collection, with their query).
+/// and lists are GETs of the collection, with their query), and those the server refused with
+/// 403 (RBAC).
 #[derive(Clone, Default)]
-pub struct Requests(Arc<std::sync::Mutex<Vec<String>>>);
+pub struct Requests(
+    Arc<std::sync::Mutex<Vec<String>>>,
+    Arc<std::sync::Mutex<Vec<String>>>,
+);
 
 impl Requests {
+    /// The requests refused with 403 so far.
+    pub fn forbidden(&self) -> Vec<String> {
+        self.1.lock().unwrap().clone()
+    }
+
     /// How many were made so far (a mark for [`Requests::since`]).
     pub fn mark(&self) -> usize {
         self.0.lock().unwrap().len()
@@ -65,9 +74,18 @@ fn logging(client: kube::Client, requests: Requests) -> kube::Client {
                 .map(|p| p.as_str())
                 .unwrap_or_default()
         );
-        requests.0.lock().unwrap().push(line);
-        let client = client.clone();
-        async move { client.send(req).await }
+        requests.0.lock().unwrap().push(line.clone());
+        let (client, requests) = (client.clone(), requests.clone());
+        async move {
+            let answer = client.send(req).await;
+            if answer
+                .as_ref()
+                .is_ok_and(|r| r.status() == http::StatusCode::FORBIDDEN)
+            {
+                requests.1.lock().unwrap().push(line);
+            }
+            answer
+        }
     });
     kube::Client::new(service, ns)
 }
@@ -91,8 +109,22 @@ impl Controllers {
         Self::start_as(cp, Default::default(), true).await
     }
 
+    /// [`Controllers::start`] as `identity` (e.g. [`capi_only_identity`]'s).
+    pub async fn start_as_identity(cp: &ControlPlane, identity: &Identity) -> Controllers {
+        Self::start_full(cp, identity, Default::default(), false).await
+    }
+
     async fn start_as(
         cp: &ControlPlane,
+        polling: vsphere_provider::plan::machine::waiting::Polling,
+        checked: bool,
+    ) -> Controllers {
+        Self::start_full(cp, &Identity::Controller, polling, checked).await
+    }
+
+    async fn start_full(
+        cp: &ControlPlane,
+        identity: &Identity,
         polling: vsphere_provider::plan::machine::waiting::Polling,
         checked: bool,
     ) -> Controllers {
@@ -101,7 +133,7 @@ impl Controllers {
         let requests = Requests::default();
         let metrics = Metrics::new(stats.clone());
         let shared = Shared {
-            client: logging(cp.client(&Identity::Controller).await, requests.clone()),
+            client: logging(cp.client(identity).await, requests.clone()),
             server: cp.server.clone(),
             sessions: SessionCache::new(stats.clone(), ClientOptions::default()),
             views: Arc::new(ServerViews::new(Duration::from_secs(30))),
@@ -549,4 +581,97 @@ pub async fn m1_ready_with_ip(
         |v| v["status"]["ready"] == true,
     )
     .await
+}
+
+/// The ServiceAccount of a Cluster API-only install: `capi-only` in the manager's namespace,
+/// bound by `config/rbac` with the `config/capi-only` component as `kubectl kustomize` renders
+/// them (roles and bindings renamed `<name>-capi-only`, so they sit beside the harness's own),
+/// and by a RoleBinding of its Secret ClusterRole in each of `namespaces` (what an admin binds
+/// per tenant namespace). Waits until the server's authorizer has the grants.
+pub fn capi_only_identity(cp: &ControlPlane, namespaces: &[&str]) -> Identity {
+    const SA: &str = "capi-only";
+    let target = realapi::repo().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix(".realapi.capi-only.")
+        .tempdir_in(&target)
+        .unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources: [../../config/rbac]\ncomponents: [../../config/capi-only]\n",
+    )
+    .unwrap();
+    let text = cp
+        .kubectl(ADMIN, &["kustomize", dir.path().to_str().unwrap()])
+        .ok()
+        .stdout;
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let renamed = |v: &Value| json!(format!("{}-capi-only", v.as_str().unwrap()));
+    let mut items = Vec::new();
+    for mut o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default().to_string();
+        if !kind.ends_with("Role") && !kind.ends_with("RoleBinding") {
+            continue;
+        }
+        o["metadata"]["name"] = renamed(&o["metadata"]["name"]);
+        if kind.ends_with("Binding") {
+            o["roleRef"]["name"] = renamed(&o["roleRef"]["name"]);
+            o["subjects"] =
+                json!([{"kind": "ServiceAccount", "name": SA, "namespace": SA_NAMESPACE}]);
+        }
+        items.push(o);
+    }
+    assert!(
+        !items
+            .iter()
+            .any(|o| o["metadata"]["name"] == "vsphere-provider-openshift-capi-only"),
+        "config/capi-only leaves the OpenShift ClusterRole out"
+    );
+    for ns in namespaces {
+        items.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "vsphere-provider-secrets-capi-only", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "vsphere-provider-secrets-capi-only"},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NAMESPACE}]
+        }));
+    }
+    cp.apply_text(
+        ADMIN,
+        &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+        None,
+    )
+    .ok();
+    let kubeconfig = cp.service_account_kubeconfig(SA_NAMESPACE, SA).unwrap();
+    let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut checks = vec![(
+        "list".to_string(),
+        "vsphereclusters.infrastructure.cluster.x-k8s.io".to_string(),
+        None,
+    )];
+    checks.extend(namespaces.iter().map(|ns| {
+        (
+            "get".to_string(),
+            "secrets".to_string(),
+            Some(ns.to_string()),
+        )
+    }));
+    for (verb, resource, ns) in checks {
+        loop {
+            let mut args = vec!["auth", "can-i", &verb, &resource, "--as", &user];
+            if let Some(ns) = &ns {
+                args.extend(["-n", ns]);
+            }
+            if cp.kubectl(ADMIN, &args).stdout.trim() == "yes" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{user} never allowed {verb} {resource}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Identity::Kubeconfig(kubeconfig)
 }

@@ -29,7 +29,8 @@
 //!   `hack/kube/up.sh` makes them; free loopback ports; etcd with `--unsafe-no-fsync`.
 //! * As the admin, with kubectl, as a user would: the namespace `vsphere-provider-system`,
 //!   `kubectl apply -f crds/` (waiting for every CRD to be Established) and
-//!   `kubectl apply -k config/rbac` — unmodified.
+//!   `kubectl apply -k config/rbac` — unmodified; [`ControlPlane::namespace`] binds the manager's
+//!   Secret ClusterRole in each test namespace, as an admin binds it per tenant namespace.
 //! * Our conversion webhook, in this process for the binary's life (the library's webhook
 //!   server on 127.0.0.1 with a certificate of the harness's CA), and every infrastructure CRD's
 //!   `spec.conversion` pointed at it, as config/crd and cert-manager do in a cluster: the CRDs
@@ -994,9 +995,38 @@ impl ControlPlane {
         self.kubectl_stdin(id, &args, Some(text))
     }
 
-    /// A new namespace for one test, `PREFIX-N` (unique in this control plane). Never deleted:
-    /// without kube-controller-manager it would stay Terminating.
+    /// A new namespace for one test, `PREFIX-N` (unique in this control plane), where the
+    /// manager may read Secrets: config/rbac binds its Secret ClusterRole in its own namespace
+    /// only, so this binds it here as an admin does for each tenant namespace it serves
+    /// (config/rbac/secrets_role_binding.yaml). Never deleted: without kube-controller-manager
+    /// it would stay Terminating.
     pub fn namespace(&self, prefix: &str) -> String {
+        let name = self.namespace_unbound(prefix);
+        self.bind_secrets(&name);
+        name
+    }
+
+    /// The manager's Secret ClusterRole bound in the existing namespace `ns` (a RoleBinding for
+    /// its ServiceAccount), as an admin opens a tenant namespace to it.
+    pub fn bind_secrets(&self, ns: &str) {
+        self.kubectl(
+            &Identity::Admin,
+            &[
+                "create",
+                "rolebinding",
+                "vsphere-provider-secrets",
+                "-n",
+                ns,
+                "--clusterrole=vsphere-provider-secrets",
+                &format!("--serviceaccount={SA_NAMESPACE}:{SA_NAME}"),
+            ],
+        )
+        .ok();
+    }
+
+    /// [`ControlPlane::namespace`] without the manager's Secret binding: a namespace the admin
+    /// has not opened to it.
+    pub fn namespace_unbound(&self, prefix: &str) -> String {
         let n = self.namespaces.fetch_add(1, Ordering::SeqCst);
         let name = format!("{prefix}-{n}");
         self.kubectl(&Identity::Admin, &["create", "namespace", &name])

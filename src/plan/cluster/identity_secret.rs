@@ -12,6 +12,9 @@
 //!   credentials are not a second one's to use (CAPV's `SecretAlreadyInUse`, "another cluster
 //!   has set the OwnerRef").
 //!
+//! Which Secret a VSphereCluster may adopt at all (a tenant names it) is
+//! [`super::secret_adoption`]'s to say.
+//!
 //! Pure: the controller reads the Secret, asks [`plan`], and patches what it answers.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -85,16 +88,22 @@ impl std::fmt::Display for Refusal {
 
 /// Whether an owner reference is a VSphereCluster or a VSphereClusterIdentity of our group (at
 /// any version): the owners that make a Secret some cluster's identity.
-fn identity_owner(r: &OwnerReference) -> bool {
+pub fn identity_owner(r: &OwnerReference) -> bool {
     r.api_version.starts_with(&format!("{INFRA_GROUP}/"))
         && matches!(r.kind.as_str(), "VSphereCluster" | "VSphereClusterIdentity")
+}
+
+/// Whether `r` names `owner` (by kind and name, at any version and UID: a moved owner's stale
+/// reference is still its own).
+pub fn names_owner(r: &OwnerReference, owner: &Owner<'_>) -> bool {
+    identity_owner(r) && r.kind == owner.kind.as_str() && r.name == owner.name
 }
 
 /// The edit that makes `secret` belong to `owner`, or why it cannot.
 pub fn plan(secret: &ObjectMeta, owner: &Owner<'_>) -> Result<Edit, Refusal> {
     let refs = secret.owner_references.clone().unwrap_or_default();
     let kind = owner.kind.as_str();
-    let mine = |r: &OwnerReference| identity_owner(r) && r.kind == kind && r.name == owner.name;
+    let mine = |r: &OwnerReference| names_owner(r, owner);
     let other = refs.iter().find(|r| identity_owner(r) && !mine(r));
     let finalizers = secret.finalizers.clone().unwrap_or_default();
     let has_finalizer = finalizers.iter().any(|f| f == SECRET_FINALIZER);
