@@ -67,10 +67,13 @@ fn the_manager_passes_pod_security_restricted_in_its_labelled_namespace() {
     assert_eq!(
         sources,
         [
-            (json!(9443), json!([{"ipBlock": {"cidr": "192.0.2.0/24"}}])),
+            (
+                json!(9443),
+                json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}])
+            ),
             (
                 json!(8081),
-                json!([{"ipBlock": {"cidr": "198.51.100.0/24"}}])
+                json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}])
             ),
         ],
         "{stored}"
