@@ -703,3 +703,16 @@ fn planners_naming_a_shell_are_reported_but_their_test_files_may() {
         problems[0]
     );
 }
+
+/// The modules of local mode, of the shells' shared reconcile core, of the webhooks and of the
+/// CLI depend on each other without a cycle (the planners and the API types are the actuator
+/// refactor's, issue #38, and get the same test with it).
+#[test]
+fn local_reconcile_webhook_and_cli_form_no_import_cycle() {
+    for root in ["local", "reconcile", "webhook", "cli"] {
+        let files = sources(root);
+        assert!(files.len() > 3, "read src/{root}: {} files", files.len());
+        let problems = layering_problems(&files, root);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
-use super::store::Store;
+use super::store::{LOCAL_CONTROLLER_NAMESPACE, Store};
 use crate::api::VSphereCluster;
 use crate::plan::cluster::lifecycle::{self, Owner, Stage};
 use crate::plan::cluster::{apply as apply_cluster, plan_cluster};
@@ -190,10 +190,6 @@ pub(crate) fn acts_as_manager(
     )
     .is_ok_and(|id| id.source == crate::plan::credentials::principal::MANAGER_SOURCE)
 }
-
-/// The namespace local mode plays the controller in: where the Secrets of
-/// VSphereClusterIdentities are looked for (config/manager's namespace).
-pub const LOCAL_CONTROLLER_NAMESPACE: &str = "vsphere-provider-system";
 
 /// Identity sources from the manifests: their Secrets and VSphereClusterIdentities. Local mode
 /// has no Namespace objects, so a namespace has no labels: an identity allowing every namespace

@@ -29,6 +29,10 @@ use crate::plan::credentials::{IdentitySources, unresolved_identity_refs};
 use crate::webhook::Ctx;
 use crate::webhook::admission::admit_loaded;
 
+/// The namespace local mode plays the controller in: where the Secrets of
+/// VSphereClusterIdentities are looked for (config/manager's namespace).
+pub const LOCAL_CONTROLLER_NAMESPACE: &str = "vsphere-provider-system";
+
 /// The label and annotation keys a manifest set on the object last time (JSON), so a key
 /// dropped from the manifest is dropped from the object, as `kubectl apply` does.
 pub use super::overlay::LAST_APPLIED_ANNOTATION;
@@ -158,7 +162,7 @@ impl Store {
                 secrets: &store.secrets,
                 identities: &store.identities,
                 namespaces: &[],
-                controller_namespace: super::driver::LOCAL_CONTROLLER_NAMESPACE,
+                controller_namespace: LOCAL_CONTROLLER_NAMESPACE,
             },
             &crate::vcenter::TlsPolicy::System,
         ));

@@ -4,7 +4,7 @@
 //! read of which server failed, so a machine that could not be reconciled says why.
 use std::collections::BTreeMap;
 
-use super::{MachineView, SweepInput};
+use super::data::{MachineView, SweepInput};
 use crate::api::machine::Machine;
 use crate::plan::failure::Failure;
 use crate::plan::machine::devices::DeviceFacts;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 
+use super::data::{MachineStep, MachineView, SweepInput, key};
 use super::read::device_facts;
-use super::{MachineStep, MachineView, SweepInput, key};
 use crate::plan::capi_machine::actuated::guest_metadata_keys;
 use crate::plan::failure::Failure;
 use crate::plan::machine::VmStep;

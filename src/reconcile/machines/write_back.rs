@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{SweepOutcome, key};
+use super::data::{SweepOutcome, key};
 use crate::api::machine::Machine;
 use crate::api::vsphere_vm::VSphereVM;
 use crate::plan::capi_machine::actuated::{is_actuated, vm_after, vm_ref};
