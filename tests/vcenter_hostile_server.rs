@@ -12,6 +12,8 @@
 //! Each test prints the process's peak RSS (VmHWM); run one alone to read it for that case
 //! (`cargo test --test vcenter_hostile_server <name> -- --nocapture`). The pagers stop after
 //! twice the cap, so that a client without the cap fails the test instead of the machine.
+#[path = "support/soap_forward.rs"]
+mod soap_forward;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -21,6 +23,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use secrecy::SecretString;
+use soap_forward::forward;
 use tokio::sync::mpsc;
 use vcsim::Vcsim;
 use vsphere_provider::vcenter::model::error::ReadLimit;
@@ -50,43 +53,6 @@ fn peak_rss_mib() -> f64 {
 /// What the proxy answers itself: given a request body, `Some(reply body)` or `None` to pass
 /// the request on to vcsim.
 type Answer = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// Pass one SOAP request on to `upstream` with its session cookie, and its answer back.
-async fn forward(
-    http: &reqwest::Client,
-    upstream: &str,
-    headers: &axum::http::HeaderMap,
-    body: String,
-) -> axum::response::Response {
-    let mut req = http
-        .post(upstream)
-        .header("content-type", "text/xml; charset=utf-8")
-        .header("SOAPAction", "urn:vim25/6.5");
-    if let Some(c) = headers.get("cookie").and_then(|v| v.to_str().ok()) {
-        req = req.header("cookie", c);
-    }
-    let Ok(r) = req.body(body).send().await else {
-        return axum::http::StatusCode::BAD_GATEWAY.into_response();
-    };
-    let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
-    let cookie = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let mut out = (
-        status,
-        [("content-type", "text/xml")],
-        r.text().await.unwrap_or_default(),
-    )
-        .into_response();
-    if !cookie.is_empty() {
-        out.headers_mut()
-            .insert("set-cookie", cookie.parse().unwrap());
-    }
-    out
-}
 
 /// A proxy in front of vcsim answering what `answer` answers and passing the rest on.
 async fn hostile_proxy(upstream: &str, answer: Answer) -> String {

@@ -8,6 +8,8 @@
 //! version is always `-`; after a change of the watcher's ListView, the pending wait re-reports
 //! every object of the view as `enter` (real vCenter reports only those that joined); the
 //! watcher drops what it already knows.
+#[path = "support/soap_forward.rs"]
+mod soap_forward;
 #[path = "support/vcsim.rs"]
 mod vcsim;
 
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use secrecy::SecretString;
+use soap_forward::forward;
 use tokio::sync::mpsc;
 use vcsim::Vcsim;
 use vsphere_provider::vcenter::updates::UpdateKind;
@@ -265,43 +268,6 @@ const EMPTY_AT_ONCE: (u16, &str) = (
     200,
     r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body><WaitForUpdatesExResponse xmlns="urn:vim25"></WaitForUpdatesExResponse></soapenv:Body></soapenv:Envelope>"#,
 );
-
-/// Pass one SOAP request on to `upstream` with its session cookie, and its answer back.
-async fn forward(
-    http: &reqwest::Client,
-    upstream: &str,
-    headers: &axum::http::HeaderMap,
-    body: String,
-) -> axum::response::Response {
-    let mut req = http
-        .post(upstream)
-        .header("content-type", "text/xml; charset=utf-8")
-        .header("SOAPAction", "urn:vim25/6.5");
-    if let Some(c) = headers.get("cookie").and_then(|v| v.to_str().ok()) {
-        req = req.header("cookie", c);
-    }
-    let Ok(r) = req.body(body).send().await else {
-        return axum::http::StatusCode::BAD_GATEWAY.into_response();
-    };
-    let status = axum::http::StatusCode::from_u16(r.status().as_u16()).unwrap();
-    let cookie = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let mut out = (
-        status,
-        [("content-type", "text/xml")],
-        r.text().await.unwrap_or_default(),
-    )
-        .into_response();
-    if !cookie.is_empty() {
-        out.headers_mut()
-            .insert("set-cookie", cookie.parse().unwrap());
-    }
-    out
-}
 
 /// A proxy in front of vcsim that answers every `WaitForUpdatesEx` with `answer` (status,
 /// body) instead, and counts them.
